@@ -1,0 +1,3 @@
+COMMON_SRCS := common/err.c
+COMMON_LIB := $(B)/lib/libmoe_common.a
+$(COMMON_LIB): $(call obj,$(COMMON_SRCS))

@@ -1,0 +1,85 @@
+/* moekit: the launch verdict, as the SPANK plugin and `moe-topo --check`
+ * both reach it. Plain functions with no Slurm in them, unit-tested on the
+ * fixture topologies.
+ *
+ * Inputs: the admin policy (plugstack.conf arguments), the user's request
+ * (--moe-* options), and the GPUs this step was given (from topo/).
+ * Output: a precision, DP and EP, or a refusal, with one readable paragraph
+ * saying what was found and why. */
+#ifndef MOE_VERDICT_H
+#define MOE_VERDICT_H
+
+#include "../common/err.h"
+
+#define MOE_VERDICT_MAX_GPUS 64
+
+/* What the admin set in plugstack.conf; the policy always wins. */
+typedef enum { MOE_NONBW_BF16 = 0, MOE_NONBW_REJECT } moe_nonbw_policy;
+
+typedef struct {
+    char trainer[4096];        /* trainer=PATH: the moe-train binary to run */
+    char configs[4096];        /* configs=DIR: where config names resolve */
+    moe_nonbw_policy on_non_blackwell; /* on_non_blackwell=bf16|reject */
+    int allow_user_configs;    /* allow_user_configs=yes|no: paths outside configs= */
+    int allow_cpu;             /* allow_cpu=yes|no: train on CPU-only nodes */
+    int allow_fp8_block;       /* allow_fp8_block=yes|no: Hopper may use fp8_block */
+    char topology_xml[4096];   /* topology_xml=FILE: use a saved hwloc XML instead of live discovery */
+    int bind;                  /* bind=yes|no: bind tasks to the GPU's NUMA node and CPUs */
+} moe_policy;
+
+typedef enum {
+    MOE_REQ_PREC_AUTO = 0,
+    MOE_REQ_PREC_MXFP8,
+    MOE_REQ_PREC_BF16,
+    MOE_REQ_PREC_FP8_BLOCK,
+} moe_req_precision;
+
+/* What the user asked for with --moe-* options (already syntax-checked). */
+typedef struct {
+    int active;                /* any --moe-* option given: the plugin acts only then */
+    char config[4096];         /* --moe-config=NAME|PATH */
+    int ep;                    /* --moe-ep=N (0 = not given: 1) */
+    int dp;                    /* --moe-dp=N (0 = not given: GPUs / EP) */
+    moe_req_precision precision; /* --moe-precision */
+    char set[8192];            /* --moe-set=k=v[,k=v] (raw, validated syntax) */
+    int check_only;            /* --moe-check */
+} moe_request;
+
+/* One GPU the step was given, as topo/ found it. */
+typedef struct {
+    char model[128];           /* e.g. "NVIDIA H200", "NVIDIA B200" */
+    char pci_bus_id[32];       /* "0000:1b:00.0" */
+    int cc_major, cc_minor;    /* compute capability; -1 if unknown */
+    int numa_node;             /* -1 if unknown */
+} moe_step_gpu;
+
+typedef struct {
+    int n_gpus;
+    moe_step_gpu gpus[MOE_VERDICT_MAX_GPUS];
+    int ntasks;                /* tasks in the step (0 = unknown at this point) */
+    int num_experts;           /* from the resolved config (0 = unknown) */
+} moe_step;
+
+typedef enum { MOE_VERDICT_RUN = 0, MOE_VERDICT_REFUSE } moe_verdict_kind;
+
+typedef struct {
+    moe_verdict_kind kind;
+    char precision[16];        /* "mxfp8" | "bf16" | "fp8_block" | "fp32" (cpu) */
+    int ep, dp;
+    int cpu_only;              /* training on CPUs (allow_cpu=yes, no GPU) */
+    char paragraph[2048];      /* one readable paragraph: GPUs found, decision, why */
+} moe_verdict;
+
+/* Reach the verdict for a step on the node. Never fails: a refusal is a
+ * verdict. */
+void verdict_decide(const moe_policy *pol, const moe_request *req, const moe_step *step,
+                    moe_verdict *out);
+
+/* The checks that need no node, for sbatch/srun/salloc time (allocator and
+ * local contexts): option consistency and what the request says, e.g. DP x EP
+ * against the requested GPUs or tasks when known (values <= 0 mean unknown).
+ * Returns 0 when acceptable, else -1 with the reason in e. */
+int verdict_precheck(const moe_policy *pol, const moe_request *req, int requested_gpus,
+                     int requested_tasks, moe_err *e);
+
+#endif
