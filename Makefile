@@ -47,6 +47,7 @@ include common/rules.mk
 -include trainer/ckpt/rules.mk
 -include trainer/rules.mk
 -include topo/rules.mk
+-include plugin/core.mk
 -include plugin/rules.mk
 -include tests/rules.mk
 
