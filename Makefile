@@ -71,4 +71,4 @@ clean:
 	rm -rf build build-san
 
 .PHONY: all everything unit test clean install
--include $(shell find $(B)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(B)/obj $(B)/obj64 -name '*.d' 2>/dev/null)

@@ -4,6 +4,19 @@
 #include <stdio.h>
 #include <string.h>
 
+/* out = a + ": " + b, truncated to fit */
+static void join(char *out, size_t n, const char *a, const char *b)
+{
+    size_t la = strnlen(a, n - 1);
+    memcpy(out, a, la);
+    size_t pos = la;
+    for (const char *sep = ": "; *sep && pos + 1 < n; sep++)
+        out[pos++] = *sep;
+    size_t lb = strnlen(b, n - 1 - pos);
+    memcpy(out + pos, b, lb);
+    out[pos + lb] = 0;
+}
+
 int moe_errf(moe_err *e, const char *fmt, ...)
 {
     if (!e)
@@ -25,7 +38,7 @@ int moe_err_prefix(moe_err *e, const char *fmt, ...)
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, e->msg, sizeof old);
-    snprintf(e->msg, sizeof e->msg, "%s: %s", prefix, old);
+    join(e->msg, sizeof e->msg, prefix, old);
     return -1;
 }
 
@@ -38,6 +51,6 @@ int moe_err_errno(moe_err *e, int errnum, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    snprintf(e->msg, sizeof e->msg, "%s: %s", what, strerror(errnum));
+    join(e->msg, sizeof e->msg, what, strerror(errnum));
     return -1;
 }

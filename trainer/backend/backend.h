@@ -1,0 +1,189 @@
+/* moekit: the backend seam.
+ *
+ * The model and the training loop are backend-neutral: they own no numbers,
+ * only pointers into the backend's memory, and call the operations in this
+ * table in a fixed order. The CPU backend (fp32 or fp64 reference, OpenMP)
+ * and the CUDA backend (bf16 storage, fp32 accumulation) each fill one table.
+ *
+ * Conventions:
+ * - `act` buffers hold activations in the backend's activation type (real on
+ *   the CPU, bf16 on CUDA); their size is elements, the backend sizes bytes.
+ * - `real` buffers (fp32 masters, grads, optimizer moments, norms' rstd,
+ *   router probabilities, attention log-sum-exp) are always the host real type.
+ * - Weights are read from the backend's compute copy (`wc`, act type), which
+ *   the optimizer refreshes from the masters.
+ * - Matrices are row-major; a linear layer's weight is [out, in] as Hugging
+ *   Face stores it, so y = x W^T.
+ * - Backward ops ACCUMULATE into weight gradients (+=) so gradient
+ *   accumulation over micro-batches is free; input gradients are written
+ *   (=) unless the op says `accumulate`.
+ * - Every op may be asynchronous; `download` and the ops returning host
+ *   values synchronise.
+ */
+#ifndef MOE_BACKEND_H
+#define MOE_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../common/err.h"
+
+#ifdef MOE_REAL_DOUBLE
+typedef double real; /* gradient-check builds of the CPU reference */
+#else
+typedef float real;
+#endif
+
+typedef void act; /* an activation/compute-weight element, type chosen by the backend */
+
+/* The expert dispatch plan of one MoE layer: which token rows go to which
+ * local expert, in expert-major order. Built by the dispatcher; the backend's
+ * grouped expert ops read it. Device arrays are backend memory. */
+typedef struct {
+    int n_tokens;        /* tokens routed from this rank (N) */
+    int top_k;
+    int n_experts;       /* local experts */
+    int n_rows;          /* rows in expert-major order (= N * top_k when EP = 1) */
+    int32_t *row_token;  /* [n_rows] device: source token of each expert-major row */
+    int32_t *slot_row;   /* [N * top_k] device: expert-major row of (token, slot) */
+    int32_t *expert_offset_dev; /* [n_experts + 1] device: row offsets */
+    int64_t *expert_count;      /* [n_experts] host copy of the counts (one sync per layer) */
+    int64_t *expert_offset;     /* [n_experts + 1] host copy of the offsets */
+} moe_route_plan;
+
+typedef struct {
+    size_t offset;  /* element offset in the flat parameter buffer */
+    size_t n;       /* elements */
+    int decay;      /* 1: apply weight decay */
+} moe_param_span;
+
+typedef struct {
+    real lr, beta1, beta2, eps, weight_decay;
+    real bias_corr1, bias_corr2; /* 1 - beta^t, computed by the caller */
+    real grad_scale;             /* multiply grads by this first (clipping, averaging) */
+} moe_adamw_hyper;
+
+typedef struct moe_backend moe_backend;
+
+struct moe_backend {
+    const char *name;        /* "cpu", "cuda" */
+    const char *act_type;    /* "fp32", "fp64", "bf16" */
+    void *ctx;
+
+    /* ---- memory ---- */
+    void *(*alloc)(moe_backend *be, size_t bytes, moe_err *e);
+    void (*free)(moe_backend *be, void *p);
+    size_t (*act_bytes)(moe_backend *be, size_t n_elems);
+    int (*upload)(moe_backend *be, void *dst, const void *src, size_t bytes, moe_err *e);
+    int (*download)(moe_backend *be, void *dst, const void *src, size_t bytes, moe_err *e);
+    void (*memset0)(moe_backend *be, void *p, size_t bytes);
+    /* act <-> real conversions between host real arrays and act buffers */
+    int (*act_from_real)(moe_backend *be, act *dst, const real *src_host, size_t n, moe_err *e);
+    int (*act_to_real)(moe_backend *be, real *dst_host, const act *src, size_t n, moe_err *e);
+    /* refresh the compute copy of the weights from the masters */
+    void (*weights_from_master)(moe_backend *be, act *wc, const real *master, size_t n);
+    int (*sync)(moe_backend *be, moe_err *e);
+    void (*destroy)(moe_backend *be);
+
+    /* ---- forward ---- */
+    void (*embedding_fwd)(moe_backend *be, act *out, const int32_t *tokens, const act *wte,
+                          int N, int C);
+    /* out[N,C] = rmsnorm(in) * w; rstd[N] saved for backward */
+    void (*rmsnorm_fwd)(moe_backend *be, act *out, real *rstd, const act *in, const act *w,
+                        int N, int C, real eps);
+    /* resid_out = resid_in + delta; norm_out = rmsnorm(resid_out) * w */
+    void (*add_rmsnorm_fwd)(moe_backend *be, act *resid_out, act *norm_out, real *rstd,
+                            const act *resid_in, const act *delta, const act *w, int N, int C,
+                            real eps);
+    void (*add)(moe_backend *be, act *out, const act *a, const act *b, size_t n);
+    /* out[N,OC] = in[N,IC] W[OC,IC]^T */
+    void (*matmul_fwd)(moe_backend *be, act *out, const act *in, const act *w, int N, int IC,
+                       int OC);
+    /* rotary embedding in place on q[B,T,NH,HD] and k[B,T,NKV,HD] (HF rotate-half layout) */
+    void (*rope_fwd)(moe_backend *be, act *q, act *k, int B, int T, int NH, int NKV, int HD,
+                     real theta);
+    /* causal GQA attention: out[B,T,NH,HD]; lse[B,NH,T] saved for backward */
+    void (*attention_fwd)(moe_backend *be, act *out, real *lse, const act *q, const act *k,
+                          const act *v, int B, int T, int NH, int NKV, int HD);
+    /* router: logits = x Wg^T (fp32 softmax over E) -> probs[N,E]; top-k experts
+     * topk_idx[N,K] and renormalised weights topk_w[N,K]; prob_sum[E] = sum over
+     * tokens of probs (for the aux loss) */
+    void (*router_fwd)(moe_backend *be, real *probs, int32_t *topk_idx, real *topk_w,
+                       real *prob_sum, const act *x, const act *wg, int N, int C, int E, int K);
+    /* Local dispatch: build the expert-major plan from topk_idx (stable in
+     * token order within an expert). Fills the host counts (synchronises). */
+    int (*route_plan)(moe_backend *be, moe_route_plan *plan, const int32_t *topk_idx, int N,
+                      int K, int E, moe_err *e);
+    /* x_perm[row] = x[row_token[row]]; p_perm[row] = topk_w of that (token, slot) */
+    void (*permute)(moe_backend *be, act *x_perm, real *p_perm, const act *x, const real *topk_w,
+                    const moe_route_plan *plan, int C);
+    /* The grouped expert FFN over all local experts, for each row r of expert e:
+     *   h1 = W1[e] x, h3 = W3[e] x, a = p * silu(h1) * h3, y = W2[e] a
+     * W1, W3: [E, I, C]; W2: [E, C, I]. h1, h3 saved (act) for backward. */
+    void (*experts_fwd)(moe_backend *be, act *y_perm, act *h1, act *h3, act *a,
+                        const act *x_perm, const real *p_perm, const act *w1, const act *w3,
+                        const act *w2, const moe_route_plan *plan, int C, int I);
+    /* out[t] = sum over slots j of y_perm[slot_row[t, j]] */
+    void (*combine)(moe_backend *be, act *out, const act *y_perm, const moe_route_plan *plan,
+                    int C);
+    /* logits[N,V] (real, host-visible through download) for evaluation and tests */
+    void (*lm_head_logits)(moe_backend *be, real *logits, const act *x, const act *w, int N,
+                           int C, int V);
+    /* Fused LM head + cross-entropy. Targets < 0 are ignored. Returns, in
+     * loss_sum_out (host), the sum of the per-token losses and in n_valid_out the
+     * count of counted targets. If dx != NULL also backward with every token's
+     * loss scaled by dloss: dx[N,C] written, dw[V,C] accumulated. No logits
+     * tensor of N x V in fp32 is kept. */
+    int (*lm_head_loss)(moe_backend *be, double *loss_sum_out, int64_t *n_valid_out, act *dx,
+                        real *dw, const act *x, const act *w, const int32_t *targets, int N,
+                        int C, int V, real dloss, moe_err *e);
+
+    /* ---- backward ---- */
+    /* dw[V,C] += scatter of dx rows by token */
+    void (*embedding_bwd)(moe_backend *be, real *dwte, const act *dx, const int32_t *tokens, int N,
+                          int C);
+    /* din (+= if accumulate) and dw += for out = rmsnorm(in) * w */
+    void (*rmsnorm_bwd)(moe_backend *be, act *din, real *dw, const act *dout, const act *in,
+                        const act *w, const real *rstd, int N, int C, int accumulate);
+    /* din[N,IC] (= or += if accumulate) = dout W; dw[OC,IC] += dout^T in */
+    void (*matmul_bwd)(moe_backend *be, act *din, real *dw, const act *dout, const act *in,
+                       const act *w, int N, int IC, int OC, int accumulate);
+    /* inverse rotation in place on dq, dk */
+    void (*rope_bwd)(moe_backend *be, act *dq, act *dk, int B, int T, int NH, int NKV, int HD,
+                     real theta);
+    void (*attention_bwd)(moe_backend *be, act *dq, act *dk, act *dv, const act *dout,
+                          const act *q, const act *k, const act *v, const act *out,
+                          const real *lse, int B, int T, int NH, int NKV, int HD);
+    /* dy_perm[row] = dout[row_token[row]] */
+    void (*combine_bwd)(moe_backend *be, act *dy_perm, const act *dout, const moe_route_plan *plan,
+                        int C);
+    /* expert FFN backward: dx_perm written, dp_perm written, dW1/dW3/dW2 accumulated */
+    void (*experts_bwd)(moe_backend *be, act *dx_perm, real *dp_perm, real *dw1, real *dw3,
+                        real *dw2, const act *dy_perm, const act *x_perm, const act *h1,
+                        const act *h3, const real *p_perm, const act *w1, const act *w3,
+                        const act *w2, const moe_route_plan *plan, int C, int I);
+    /* dx[t] += sum_j dx_perm[slot_row[t,j]]; dtopk_w[t,j] = dp_perm[slot_row[t,j]] */
+    void (*permute_bwd)(moe_backend *be, act *dx, real *dtopk_w, const act *dx_perm,
+                        const real *dp_perm, const moe_route_plan *plan, int C);
+    /* router backward: from dtopk_w through the renormalisation and the
+     * softmax (plus the aux-loss gradient aux_dprob[E], added to every token's
+     * dprob), dx += d x, dwg += . */
+    void (*router_bwd)(moe_backend *be, act *dx, real *dwg, const real *dtopk_w,
+                       const real *aux_dprob, const act *x, const act *wg, const real *probs,
+                       const int32_t *topk_idx, const real *topk_w, int N, int C, int E, int K);
+
+    /* ---- optimizer and reductions ---- */
+    /* sum of squares of x[n] (host result, synchronises) */
+    double (*sum_squares)(moe_backend *be, const real *x, size_t n);
+    /* AdamW with decoupled weight decay over the spans of one flat buffer;
+     * updates the masters and writes the compute copy. */
+    void (*adamw)(moe_backend *be, real *master, act *wc, const real *grad, real *m, real *v,
+                  const moe_param_span *spans, int n_spans, const moe_adamw_hyper *h);
+};
+
+/* Backends. Each returns 0 and a ready table, or -1 with a reason. */
+int cpu_backend_create(moe_backend **out, int threads, moe_err *e);
+int cuda_backend_available(void);
+int cuda_backend_create(moe_backend **out, int device, moe_err *e);
+
+#endif

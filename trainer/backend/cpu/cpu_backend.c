@@ -1,0 +1,86 @@
+/* CPU reference backend: memory and the operation table. Activations and
+ * compute weights are `real`, so the compute copy is a plain copy. */
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "cpu_internal.h"
+
+static void *cpu_alloc(moe_backend *be, size_t bytes, moe_err *e)
+{
+    void *p = NULL;
+    size_t rounded = (bytes + 63) / 64 * 64;
+    if (rounded == 0)
+        rounded = 64;
+    if (posix_memalign(&p, 64, rounded) != 0) {
+        moe_errf(e, "cpu backend: cannot allocate %zu bytes", bytes);
+        return NULL;
+    }
+    return p;
+}
+
+static void cpu_free(moe_backend *be, void *p) { free(p); }
+static size_t cpu_act_bytes(moe_backend *be, size_t n) { return n * sizeof(real); }
+
+static int cpu_copy(moe_backend *be, void *dst, const void *src, size_t bytes, moe_err *e)
+{
+    if (bytes)
+        memmove(dst, src, bytes);
+    return 0;
+}
+
+static void cpu_memset0(moe_backend *be, void *p, size_t bytes) { memset(p, 0, bytes); }
+
+static int cpu_act_from_real(moe_backend *be, act *dst, const real *src, size_t n, moe_err *e)
+{
+    return cpu_copy(be, dst, src, n * sizeof(real), e);
+}
+
+static int cpu_act_to_real(moe_backend *be, real *dst, const act *src, size_t n, moe_err *e)
+{
+    return cpu_copy(be, dst, src, n * sizeof(real), e);
+}
+
+static void cpu_weights_from_master(moe_backend *be, act *wc, const real *master, size_t n)
+{
+    if (wc != (const void *)master)
+        memcpy(wc, master, n * sizeof(real));
+}
+
+static int cpu_sync(moe_backend *be, moe_err *e) { return 0; }
+static void cpu_destroy(moe_backend *be) { free(be); }
+
+int cpu_backend_create(moe_backend **out, int threads, moe_err *e)
+{
+    moe_backend *be = calloc(1, sizeof *be);
+    if (!be)
+        return moe_errf(e, "cpu backend: out of memory");
+#ifdef _OPENMP
+    if (threads > 0)
+        omp_set_num_threads(threads);
+#else
+    (void)threads;
+#endif
+    be->name = "cpu";
+    be->act_type = sizeof(real) == 8 ? "fp64" : "fp32";
+    be->alloc = cpu_alloc;
+    be->free = cpu_free;
+    be->act_bytes = cpu_act_bytes;
+    be->upload = cpu_copy;
+    be->download = cpu_copy;
+    be->memset0 = cpu_memset0;
+    be->act_from_real = cpu_act_from_real;
+    be->act_to_real = cpu_act_to_real;
+    be->weights_from_master = cpu_weights_from_master;
+    be->sync = cpu_sync;
+    be->destroy = cpu_destroy;
+    cpu_fill_dense_ops(be);
+    cpu_fill_attention_ops(be);
+    cpu_fill_moe_ops(be);
+    cpu_fill_optim_ops(be);
+    *out = be;
+    return 0;
+}

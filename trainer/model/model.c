@@ -1,0 +1,401 @@
+/* moekit: the Mixtral MoE decoder's memory plan, forward and backward.
+ *
+ * Per layer:  h = x + Attn(RMSNorm(x));  x' = h + MoE(RMSNorm(h))
+ * MoE(u)   =  sum over the top-k experts e of w_e * W2_e (silu(W1_e u) * W3_e u)
+ * with w the renormalised top-k of softmax(Wg u). The backward walks the same
+ * ops in reverse; every number is computed by the backend. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+#include "params.h"
+
+struct moe_layer_acts {
+    act *resid_in, *ln1, *q, *k, *v, *att, *resid_mid, *ln2;
+    real *rstd1, *rstd2, *lse;
+    real *probs, *topk_w, *prob_sum;
+    int32_t *topk_idx;
+    moe_route_plan plan;
+    int64_t *route_count; /* [E] host */
+    act *x_perm, *h1, *h3, *a, *y_perm, *moe_out;
+    real *p_perm;
+};
+
+/* ---- the memory plan ---- */
+
+typedef struct {
+    moe_backend *be;
+    moe_err *e;
+    int failed;
+} planner;
+
+static void *plan_bytes(planner *pl, size_t bytes)
+{
+    if (pl->failed)
+        return NULL;
+    void *p = pl->be->alloc(pl->be, bytes, pl->e);
+    if (!p)
+        pl->failed = 1;
+    return p;
+}
+
+static act *plan_act(planner *pl, size_t n) { return plan_bytes(pl, pl->be->act_bytes(pl->be, n)); }
+static real *plan_real(planner *pl, size_t n) { return plan_bytes(pl, sizeof(real) * n); }
+static int32_t *plan_i32(planner *pl, size_t n) { return plan_bytes(pl, sizeof(int32_t) * n); }
+
+static void *host_calloc(planner *pl, size_t n, size_t sz)
+{
+    if (pl->failed)
+        return NULL;
+    void *p = calloc(n ? n : 1, sz);
+    if (!p) {
+        moe_errf(pl->e, "out of host memory");
+        pl->failed = 1;
+    }
+    return p;
+}
+
+int model_create(moe_model **out, const moe_dims *d, moe_backend *be, moe_dispatcher *disp, int B,
+                 int T, moe_err *e)
+{
+    if (d->HD % 2)
+        return moe_errf(e, "head_dim %d must be even for rotary embeddings", d->HD);
+    if (d->NH % d->NKV)
+        return moe_errf(e, "num_heads %d is not a multiple of num_kv_heads %d", d->NH, d->NKV);
+    moe_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return moe_errf(e, "out of memory");
+    m->be = be;
+    m->d = *d;
+    m->B = B;
+    m->T = T;
+    m->ep_rank = 0;
+    m->ep_size = 1;
+    m->E_local = d->E;
+    m->e0 = 0;
+    m->disp = disp;
+    if (params_layout(m, e)) {
+        model_destroy(m);
+        return -1;
+    }
+    planner pl = {be, e, 0};
+    size_t P = m->n_elems, N = (size_t)B * T, C = d->C, E = d->E, K = d->K, I = d->I;
+    size_t QD = (size_t)d->NH * d->HD, KVD = (size_t)d->NKV * d->HD;
+    size_t rows = (size_t)disp->max_rows(disp, (int)N, (int)K);
+    m->master = plan_real(&pl, P);
+    m->grad = plan_real(&pl, P);
+    m->m = plan_real(&pl, P);
+    m->v = plan_real(&pl, P);
+    m->wc = plan_act(&pl, P);
+    m->tokens = plan_i32(&pl, N);
+    m->targets = plan_i32(&pl, N);
+    m->embed_out = plan_act(&pl, N * C);
+    m->layers = host_calloc(&pl, (size_t)d->L, sizeof *m->layers);
+    for (int l = 0; l < d->L && !pl.failed; l++) {
+        moe_layer_acts *a = &m->layers[l];
+        a->resid_in = l == 0 ? m->embed_out : plan_act(&pl, N * C);
+        a->ln1 = plan_act(&pl, N * C);
+        a->rstd1 = plan_real(&pl, N);
+        a->q = plan_act(&pl, N * QD);
+        a->k = plan_act(&pl, N * KVD);
+        a->v = plan_act(&pl, N * KVD);
+        a->att = plan_act(&pl, N * QD);
+        a->lse = plan_real(&pl, (size_t)B * d->NH * T);
+        a->resid_mid = plan_act(&pl, N * C);
+        a->ln2 = plan_act(&pl, N * C);
+        a->rstd2 = plan_real(&pl, N);
+        a->probs = plan_real(&pl, N * E);
+        a->topk_idx = plan_i32(&pl, N * K);
+        a->topk_w = plan_real(&pl, N * K);
+        a->prob_sum = plan_real(&pl, E);
+        a->plan.row_token = plan_i32(&pl, rows);
+        a->plan.slot_row = plan_i32(&pl, N * K);
+        a->plan.expert_offset_dev = plan_i32(&pl, (size_t)m->E_local + 1);
+        a->plan.expert_count = host_calloc(&pl, (size_t)m->E_local, sizeof(int64_t));
+        a->plan.expert_offset = host_calloc(&pl, (size_t)m->E_local + 1, sizeof(int64_t));
+        a->route_count = host_calloc(&pl, E, sizeof(int64_t));
+        a->x_perm = plan_act(&pl, rows * C);
+        a->p_perm = plan_real(&pl, rows);
+        a->h1 = plan_act(&pl, rows * I);
+        a->h3 = plan_act(&pl, rows * I);
+        a->a = plan_act(&pl, rows * I);
+        a->y_perm = plan_act(&pl, rows * C);
+        a->moe_out = plan_act(&pl, N * C);
+    }
+    m->resid_final = plan_act(&pl, N * C);
+    m->lnf = plan_act(&pl, N * C);
+    m->rstdf = plan_real(&pl, N);
+    m->d_resid = plan_act(&pl, N * C);
+    m->d_a = plan_act(&pl, N * C);
+    m->d_b = plan_act(&pl, N * QD);
+    m->d_q = plan_act(&pl, N * QD);
+    m->d_k = plan_act(&pl, N * KVD);
+    m->d_v = plan_act(&pl, N * KVD);
+    m->d_rows_a = plan_act(&pl, rows * C);
+    m->d_rows_b = plan_act(&pl, rows * C);
+    m->d_prows = plan_real(&pl, rows);
+    m->d_topk = plan_real(&pl, N * K);
+    m->aux_dprob_dev = plan_real(&pl, E);
+    m->tmp_c = plan_act(&pl, N * C);
+    m->route_frac = host_calloc(&pl, E, sizeof(double));
+    if (pl.failed) {
+        moe_err_prefix(e, "model memory plan (%d x %d tokens, %zu parameters)", B, T, P);
+        model_destroy(m);
+        return -1;
+    }
+    be->memset0(be, m->grad, sizeof(real) * P);
+    be->memset0(be, m->m, sizeof(real) * P);
+    be->memset0(be, m->v, sizeof(real) * P);
+    be->memset0(be, m->master, sizeof(real) * P);
+    *out = m;
+    return 0;
+}
+
+void model_destroy(moe_model *m)
+{
+    if (!m)
+        return;
+    moe_backend *be = m->be;
+#define FREE(p) do { if (p) be->free(be, p); } while (0)
+    if (m->layers) {
+        for (int l = 0; l < m->d.L; l++) {
+            moe_layer_acts *a = &m->layers[l];
+            if (l > 0)
+                FREE(a->resid_in);
+            FREE(a->ln1); FREE(a->rstd1); FREE(a->q); FREE(a->k); FREE(a->v); FREE(a->att);
+            FREE(a->lse); FREE(a->resid_mid); FREE(a->ln2); FREE(a->rstd2); FREE(a->probs);
+            FREE(a->topk_idx); FREE(a->topk_w); FREE(a->prob_sum); FREE(a->plan.row_token);
+            FREE(a->plan.slot_row); FREE(a->plan.expert_offset_dev); FREE(a->x_perm);
+            FREE(a->p_perm); FREE(a->h1); FREE(a->h3); FREE(a->a); FREE(a->y_perm);
+            FREE(a->moe_out);
+            free(a->plan.expert_count);
+            free(a->plan.expert_offset);
+            free(a->route_count);
+        }
+        free(m->layers);
+    }
+    FREE(m->master); FREE(m->grad); FREE(m->m); FREE(m->v); FREE(m->wc); FREE(m->tokens);
+    FREE(m->targets); FREE(m->embed_out); FREE(m->resid_final); FREE(m->lnf); FREE(m->rstdf);
+    FREE(m->d_resid); FREE(m->d_a); FREE(m->d_b); FREE(m->d_q); FREE(m->d_k); FREE(m->d_v);
+    FREE(m->d_rows_a); FREE(m->d_rows_b); FREE(m->d_prows); FREE(m->d_topk);
+    FREE(m->aux_dprob_dev); FREE(m->tmp_c);
+#undef FREE
+    free(m->route_frac);
+    free(m->params);
+    free(m->spans);
+    free(m);
+}
+
+/* ---- helpers ---- */
+
+static const act *W(const moe_model *m, moe_param_kind kind, int layer)
+{
+    const moe_param *p = params_find(m, kind, layer);
+    return (const char *)m->wc + m->be->act_bytes(m->be, p->offset);
+}
+
+static real *G(const moe_model *m, moe_param_kind kind, int layer)
+{
+    return m->grad + params_find(m, kind, layer)->offset;
+}
+
+void model_zero_grad(moe_model *m) { m->be->memset0(m->be, m->grad, sizeof(real) * m->n_elems); }
+
+int model_get_host(moe_model *m, const real *dev, real *host, moe_err *e)
+{
+    return m->be->download(m->be, host, dev, sizeof(real) * m->n_elems, e);
+}
+
+int model_set_host(moe_model *m, real *dev, const real *host, moe_err *e)
+{
+    return m->be->upload(m->be, dev, host, sizeof(real) * m->n_elems, e);
+}
+
+void model_sync_weights(moe_model *m) { m->be->weights_from_master(m->be, m->wc, m->master, m->n_elems); }
+
+/* ---- forward ---- */
+
+static int check_tokens(const moe_model *m, const int32_t *tokens, moe_err *e)
+{
+    int N = m->B * m->T;
+    for (int i = 0; i < N; i++)
+        if (tokens[i] < 0 || tokens[i] >= m->d.V)
+            return moe_errf(e, "token id %d at position %d is outside the vocabulary (0..%d)",
+                            tokens[i], i, m->d.V - 1);
+    return 0;
+}
+
+/* Everything up to the final norm; computes the aux loss of the batch. */
+static int forward_body(moe_model *m, const int32_t *tokens, moe_err *e)
+{
+    moe_backend *be = m->be;
+    const moe_dims *d = &m->d;
+    int B = m->B, T = m->T, N = B * T, C = d->C, QD = d->NH * d->HD, KVD = d->NKV * d->HD;
+    if (check_tokens(m, tokens, e))
+        return -1;
+    if (be->upload(be, m->tokens, tokens, sizeof(int32_t) * N, e))
+        return -1;
+    be->embedding_fwd(be, m->embed_out, m->tokens, W(m, MOE_P_EMBED, -1), N, C);
+    for (int l = 0; l < d->L; l++) {
+        moe_layer_acts *a = &m->layers[l];
+        if (l == 0) {
+            be->rmsnorm_fwd(be, a->ln1, a->rstd1, a->resid_in, W(m, MOE_P_LN1, l), N, C, d->eps);
+        } else {
+            moe_layer_acts *p = &m->layers[l - 1];
+            be->add_rmsnorm_fwd(be, a->resid_in, a->ln1, a->rstd1, p->resid_mid, p->moe_out,
+                                W(m, MOE_P_LN1, l), N, C, d->eps);
+        }
+        be->matmul_fwd(be, a->q, a->ln1, W(m, MOE_P_Q, l), N, C, QD);
+        be->matmul_fwd(be, a->k, a->ln1, W(m, MOE_P_K, l), N, C, KVD);
+        be->matmul_fwd(be, a->v, a->ln1, W(m, MOE_P_V, l), N, C, KVD);
+        be->rope_fwd(be, a->q, a->k, B, T, d->NH, d->NKV, d->HD, d->theta);
+        be->attention_fwd(be, a->att, a->lse, a->q, a->k, a->v, B, T, d->NH, d->NKV, d->HD);
+        be->matmul_fwd(be, m->tmp_c, a->att, W(m, MOE_P_O, l), N, QD, C);
+        be->add_rmsnorm_fwd(be, a->resid_mid, a->ln2, a->rstd2, a->resid_in, m->tmp_c,
+                            W(m, MOE_P_LN2, l), N, C, d->eps);
+        be->router_fwd(be, a->probs, a->topk_idx, a->topk_w, a->prob_sum, a->ln2,
+                       W(m, MOE_P_GATE, l), N, C, d->E, d->K);
+        if (m->disp->dispatch(m->disp, be, &a->plan, a->route_count, a->x_perm, a->p_perm, a->ln2,
+                              a->topk_idx, a->topk_w, N, C, d->E, d->K, e))
+            return moe_err_prefix(e, "layer %d dispatch", l);
+        be->experts_fwd(be, a->y_perm, a->h1, a->h3, a->a, a->x_perm, a->p_perm,
+                        W(m, MOE_P_W1, l), W(m, MOE_P_W3, l), W(m, MOE_P_W2, l), &a->plan, C,
+                        d->I);
+        if (m->disp->combine(m->disp, be, a->moe_out, a->y_perm, &a->plan, C, e))
+            return moe_err_prefix(e, "layer %d combine", l);
+    }
+    moe_layer_acts *last = &m->layers[d->L - 1];
+    be->add_rmsnorm_fwd(be, m->resid_final, m->lnf, m->rstdf, last->resid_mid, last->moe_out,
+                        W(m, MOE_P_NORM, -1), N, C, d->eps);
+
+    /* Aux loss as transformers defines it: over the tokens of all layers at
+     * once, aux = E * sum_e F_e P_e, F_e the share of routed (token, slot)
+     * pairs that chose e, P_e the mean router probability of e. */
+    double total = (double)d->L * N;
+    real *ps = malloc(sizeof(real) * d->E);
+    double *P = calloc((size_t)d->E, sizeof *P);
+    if (!ps || !P) {
+        free(ps);
+        free(P);
+        return moe_errf(e, "out of memory");
+    }
+    for (int x = 0; x < d->E; x++)
+        m->route_frac[x] = 0;
+    for (int l = 0; l < d->L; l++) {
+        if (be->download(be, ps, m->layers[l].prob_sum, sizeof(real) * d->E, e)) {
+            free(ps);
+            free(P);
+            return -1;
+        }
+        for (int x = 0; x < d->E; x++) {
+            P[x] += ps[x];
+            m->route_frac[x] += (double)m->layers[l].route_count[x];
+        }
+    }
+    double aux = 0;
+    for (int x = 0; x < d->E; x++) {
+        m->route_frac[x] /= total;
+        aux += m->route_frac[x] * (P[x] / total);
+    }
+    m->aux_loss = aux * d->E;
+    free(ps);
+    free(P);
+    return 0;
+}
+
+int model_forward(moe_model *m, const int32_t *tokens, const int32_t *targets, double *loss_sum,
+                  int64_t *n_valid, real *logits_host, moe_err *e)
+{
+    moe_backend *be = m->be;
+    int N = m->B * m->T;
+    if (forward_body(m, tokens, e))
+        return -1;
+    if (be->upload(be, m->targets, targets, sizeof(int32_t) * N, e))
+        return -1;
+    if (be->lm_head_loss(be, loss_sum, n_valid, NULL, NULL, m->lnf, W(m, MOE_P_HEAD, -1),
+                         m->targets, N, m->d.C, m->d.V, 0, e))
+        return -1;
+    if (logits_host) {
+        real *dev = be->alloc(be, sizeof(real) * (size_t)N * m->d.V, e);
+        if (!dev)
+            return -1;
+        be->lm_head_logits(be, dev, m->lnf, W(m, MOE_P_HEAD, -1), N, m->d.C, m->d.V);
+        int rc = be->download(be, logits_host, dev, sizeof(real) * (size_t)N * m->d.V, e);
+        be->free(be, dev);
+        if (rc)
+            return -1;
+    }
+    m->lm_loss_sum = *loss_sum;
+    m->n_valid = *n_valid;
+    m->have_forward = 0; /* no gradient of the head was taken */
+    return 0;
+}
+
+/* ---- backward ---- */
+
+int model_forward_backward(moe_model *m, const int32_t *tokens, const int32_t *targets,
+                           double dloss, double aux_scale, double *loss_sum, int64_t *n_valid,
+                           moe_err *e)
+{
+    moe_backend *be = m->be;
+    const moe_dims *d = &m->d;
+    int B = m->B, T = m->T, N = B * T, C = d->C, QD = d->NH * d->HD, KVD = d->NKV * d->HD;
+    if (forward_body(m, tokens, e))
+        return -1;
+    if (be->upload(be, m->targets, targets, sizeof(int32_t) * N, e))
+        return -1;
+    /* the head and the loss, forward and backward in one pass: d lnf in d_a */
+    if (be->lm_head_loss(be, loss_sum, n_valid, m->d_a, G(m, MOE_P_HEAD, -1), m->lnf,
+                         W(m, MOE_P_HEAD, -1), m->targets, N, C, d->V, (real)dloss, e))
+        return -1;
+    m->lm_loss_sum = *loss_sum;
+    m->n_valid = *n_valid;
+
+    /* d aux / d prob[t, e] = scale * E * F_e / (L N), the same for every token */
+    real *aux_dprob = NULL;
+    if (aux_scale != 0) {
+        real host[d->E];
+        for (int x = 0; x < d->E; x++)
+            host[x] = (real)(aux_scale * d->E * m->route_frac[x] / ((double)d->L * N));
+        if (be->upload(be, m->aux_dprob_dev, host, sizeof host, e))
+            return -1;
+        aux_dprob = m->aux_dprob_dev;
+    }
+
+    be->rmsnorm_bwd(be, m->d_resid, G(m, MOE_P_NORM, -1), m->d_a, m->resid_final,
+                    W(m, MOE_P_NORM, -1), m->rstdf, N, C, 0);
+    for (int l = d->L - 1; l >= 0; l--) {
+        moe_layer_acts *a = &m->layers[l];
+        /* MoE branch: d_resid flows into moe_out */
+        if (m->disp->combine_bwd(m->disp, be, m->d_rows_a, m->d_resid, &a->plan, C, e))
+            return moe_err_prefix(e, "layer %d combine backward", l);
+        be->experts_bwd(be, m->d_rows_b, m->d_prows, G(m, MOE_P_W1, l), G(m, MOE_P_W3, l),
+                        G(m, MOE_P_W2, l), m->d_rows_a, a->x_perm, a->h1, a->h3, a->p_perm,
+                        W(m, MOE_P_W1, l), W(m, MOE_P_W3, l), W(m, MOE_P_W2, l), &a->plan, C,
+                        d->I);
+        if (m->disp->dispatch_bwd(m->disp, be, m->d_a, m->d_topk, m->d_rows_b, m->d_prows,
+                                  &a->plan, C, e))
+            return moe_err_prefix(e, "layer %d dispatch backward", l);
+        be->router_bwd(be, m->d_a, G(m, MOE_P_GATE, l), m->d_topk, aux_dprob, a->ln2,
+                       W(m, MOE_P_GATE, l), a->probs, a->topk_idx, a->topk_w, N, C, d->E, d->K);
+        be->rmsnorm_bwd(be, m->d_resid, G(m, MOE_P_LN2, l), m->d_a, a->resid_mid,
+                        W(m, MOE_P_LN2, l), a->rstd2, N, C, 1);
+        /* attention branch */
+        be->matmul_bwd(be, m->d_b, G(m, MOE_P_O, l), m->d_resid, a->att, W(m, MOE_P_O, l), N, QD,
+                       C, 0);
+        be->attention_bwd(be, m->d_q, m->d_k, m->d_v, m->d_b, a->q, a->k, a->v, a->att, a->lse, B,
+                          T, d->NH, d->NKV, d->HD);
+        be->rope_bwd(be, m->d_q, m->d_k, B, T, d->NH, d->NKV, d->HD, d->theta);
+        be->matmul_bwd(be, m->d_a, G(m, MOE_P_Q, l), m->d_q, a->ln1, W(m, MOE_P_Q, l), N, C, QD, 0);
+        be->matmul_bwd(be, m->d_a, G(m, MOE_P_K, l), m->d_k, a->ln1, W(m, MOE_P_K, l), N, C, KVD,
+                       1);
+        be->matmul_bwd(be, m->d_a, G(m, MOE_P_V, l), m->d_v, a->ln1, W(m, MOE_P_V, l), N, C, KVD,
+                       1);
+        be->rmsnorm_bwd(be, m->d_resid, G(m, MOE_P_LN1, l), m->d_a, a->resid_in,
+                        W(m, MOE_P_LN1, l), a->rstd1, N, C, 1);
+    }
+    be->embedding_bwd(be, G(m, MOE_P_EMBED, -1), m->d_resid, m->tokens, N, C);
+    return 0;
+}

@@ -1,0 +1,123 @@
+/* moekit: the Mixtral MoE decoder, backend-neutral.
+ *
+ * The model owns the flat parameter buffers (fp32 masters, gradients, AdamW
+ * moments, the backend's compute copy) and the activations of one
+ * micro-batch, all allocated once at creation (the memory plan), and runs
+ * forward and backward by calling the backend's operations layer by layer.
+ * It never touches a number itself. */
+#ifndef MOE_MODEL_H
+#define MOE_MODEL_H
+
+#include <stdint.h>
+
+#include "../backend/backend.h"
+#include "dispatch.h"
+
+typedef struct {
+    int C;       /* hidden size */
+    int L;       /* layers */
+    int NH;      /* attention heads */
+    int NKV;     /* kv heads */
+    int HD;      /* head dim */
+    int E;       /* experts (global) */
+    int K;       /* experts per token */
+    int I;       /* expert intermediate size */
+    int V;       /* vocabulary */
+    double eps;  /* RMSNorm epsilon */
+    double theta; /* RoPE base */
+    double aux_coef; /* router aux-loss coefficient */
+} moe_dims;
+
+typedef enum {
+    MOE_P_EMBED, MOE_P_LN1, MOE_P_Q, MOE_P_K, MOE_P_V, MOE_P_O, MOE_P_LN2, MOE_P_GATE,
+    MOE_P_W1, MOE_P_W3, MOE_P_W2, MOE_P_NORM, MOE_P_HEAD
+} moe_param_kind;
+
+/* One named tensor of the flat buffer. Expert tensors hold all local experts
+ * of a layer contiguously ([E_local, rows, cols]); their Hugging Face names
+ * are per expert, so `name` is a printf pattern with the expert index. */
+typedef struct {
+    char name[128];
+    moe_param_kind kind;
+    int layer;         /* -1 for embed/norm/head */
+    int n_experts;     /* local experts in this tensor (0 = not an expert tensor) */
+    int ndim;          /* of one (expert's) matrix */
+    int64_t shape[2];
+    size_t offset, n;  /* elements in the flat buffer */
+} moe_param;
+
+typedef struct moe_layer_acts moe_layer_acts;
+
+typedef struct {
+    moe_backend *be;
+    moe_dims d;
+    int B, T;                 /* micro-batch shape the memory plan is sized for */
+    int ep_rank, ep_size;     /* expert parallelism: this rank owns experts [e0, e0 + E_local) */
+    int E_local, e0;
+    moe_dispatcher *disp;
+
+    int n_params;             /* tensors */
+    moe_param *params;
+    size_t n_elems;           /* flat parameter count on this rank */
+    moe_param_span *spans;    /* decay spans for AdamW (one per tensor) */
+    real *master, *grad, *m, *v;
+    act *wc;                  /* compute copy */
+
+    /* activations */
+    int32_t *tokens, *targets; /* [B*T] backend memory */
+    act *embed_out;
+    moe_layer_acts *layers;
+    act *resid_final, *lnf;
+    real *rstdf;
+    /* backward scratch */
+    act *d_resid, *d_a, *d_b, *d_q, *d_k, *d_v;
+    act *d_rows_a, *d_rows_b; /* [max_rows, C] */
+    real *d_prows, *d_topk;
+    real *aux_dprob_dev;      /* [E] */
+    act *tmp_c;               /* [N, C] */
+
+    /* last forward's results */
+    double lm_loss_sum;
+    int64_t n_valid;
+    double aux_loss;          /* HF definition over all layers of the micro-batch */
+    double *route_frac;       /* [E] F_e of the last forward (host) */
+    int have_forward;
+} moe_model;
+
+/* Sizes of the whole model, for the start-up summary. */
+void model_count_params(const moe_dims *d, int64_t *total, int64_t *active);
+
+int model_create(moe_model **out, const moe_dims *d, moe_backend *be, moe_dispatcher *disp, int B,
+                 int T, moe_err *e);
+void model_destroy(moe_model *m);
+
+/* Hugging Face Mixtral initialisation: N(0, std) for linear and embedding
+ * weights, ones for norms; from a seed, identical on any backend. */
+int model_init_random(moe_model *m, uint64_t seed, double std, moe_err *e);
+
+/* Full name of parameter p (for expert tensors, of local expert x). */
+void model_param_name(const moe_model *m, const moe_param *p, int x, char *out, size_t n);
+
+/* Forward only (evaluation, tests). tokens/targets: host arrays of B*T
+ * (targets < 0 ignored). Returns the sum of token losses and the number of
+ * counted targets; the aux loss is left in m->aux_loss. If logits_host is
+ * not NULL it receives the logits [B*T, V]. */
+int model_forward(moe_model *m, const int32_t *tokens, const int32_t *targets, double *loss_sum,
+                  int64_t *n_valid, real *logits_host, moe_err *e);
+
+/* Forward and backward of one micro-batch. Each token's loss is scaled by
+ * dloss (1 / counted targets of the global batch), the aux loss by aux_scale
+ * (its coefficient / micro-batches). Gradients accumulate into m->grad. */
+int model_forward_backward(moe_model *m, const int32_t *tokens, const int32_t *targets,
+                           double dloss, double aux_scale, double *loss_sum, int64_t *n_valid,
+                           moe_err *e);
+
+void model_zero_grad(moe_model *m);
+
+/* Host copies of the masters / grads / moments, for checkpoints and tests. */
+int model_get_host(moe_model *m, const real *dev, real *host, moe_err *e);
+int model_set_host(moe_model *m, real *dev, const real *host, moe_err *e);
+/* After changing masters: refresh the compute copy. */
+void model_sync_weights(moe_model *m);
+
+#endif

@@ -1,0 +1,21 @@
+# The trainer: model, dispatcher, CPU reference backend, training loop, CLI.
+MODEL_SRCS := trainer/model/params.c trainer/model/model.c trainer/model/dispatch_local.c \
+	trainer/backend/cpu/cpu_backend.c trainer/backend/cpu/cpu_gemm.c \
+	trainer/backend/cpu/cpu_dense.c trainer/backend/cpu/cpu_attention.c \
+	trainer/backend/cpu/cpu_moe.c trainer/backend/cpu/cpu_optim.c
+MODEL_LIB := $(B)/lib/libmoe_model.a
+$(MODEL_LIB): $(call obj,$(MODEL_SRCS))
+
+# The same model and backend in double precision, for the gradient check.
+obj64 = $(patsubst %.c,$(B)/obj64/%.o,$(1))
+$(B)/obj64/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DMOE_REAL_DOUBLE -MMD -MP -c $< -o $@
+MODEL64_LIB := $(B)/lib/libmoe_model64.a
+$(MODEL64_LIB): $(call obj64,$(MODEL_SRCS))
+
+UNIT_TESTS += $(B)/tests/test_gradcheck
+$(B)/tests/test_gradcheck: $(call obj64,tests/unit/test_gradcheck.c) $(MODEL64_LIB) $(COMMON_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
+
