@@ -1,0 +1,186 @@
+/* Batches: the epoch order (seeded shuffle), the data-parallel slice of each
+ * global batch, reverse-complement augmentation, targets with -1 for what
+ * the loss ignores, and the cursor that resumes all of it. */
+#include "data_internal.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+void reverse_complement_bases(uint8_t *w, size_t n)
+{
+    if (n == 0)
+        return;
+    size_t i = 0, j = n - 1;
+    for (;;) {
+        while (i < j && w[i] < MOE_TOK_N_SPECIAL)
+            i++;
+        while (i < j && w[j] < MOE_TOK_N_SPECIAL)
+            j--;
+        if (i >= j)
+            break;
+        uint8_t a = w[i];
+        w[i++] = (uint8_t)tok_complement(w[j]);
+        w[j--] = (uint8_t)tok_complement(a);
+    }
+    if (i == j && w[i] >= MOE_TOK_N_SPECIAL)
+        w[i] = (uint8_t)tok_complement(w[i]); /* the middle base of an odd run */
+}
+
+static int32_t target_id(const moe_dataset *ds, uint8_t tok)
+{
+    if (tok == MOE_TOK_PAD)
+        return -1;
+    if (ds->mask_degenerate && tok >= MOE_TOK_N_SPECIAL && !tok_is_acgt(tok))
+        return -1;
+    return tok;
+}
+
+void dataset_write_window(moe_dataset *ds, const data_split *s, uint64_t id, int reverse_complement,
+                          int32_t *inputs, int32_t *targets)
+{
+    uint64_t start, n_real;
+    size_t W = (size_t)ds->window, T = (size_t)ds->seq_length;
+    split_window(s, id, ds->seq_length, &start, &n_real);
+    uint8_t *w = ds->scratch;
+    memcpy(w, ds->tokens + start, (size_t)n_real);
+    memset(w + n_real, MOE_TOK_PAD, W - (size_t)n_real);
+    if (reverse_complement)
+        reverse_complement_bases(w, W);
+    for (size_t t = 0; t < T; t++) {
+        inputs[t] = w[t];
+        targets[t] = target_id(ds, w[t + 1]);
+    }
+}
+
+static void build_perm(moe_dataset *ds, uint64_t epoch)
+{
+    uint64_t n = ds->train.n_windows;
+    for (uint64_t i = 0; i < n; i++)
+        ds->perm[i] = i;
+    /* Fisher-Yates from identity: epoch e's order depends on (seed, e) only,
+     * so a resumed run can build it without replaying earlier epochs. */
+    moe_xoshiro rng;
+    xoshiro_seed(&rng, rng_hash3(ds->seed, RNG_DOMAIN_SHUFFLE, epoch));
+    for (uint64_t i = n - 1; i > 0; i--) {
+        uint64_t j = xoshiro_below(&rng, i + 1);
+        uint64_t t = ds->perm[i];
+        ds->perm[i] = ds->perm[j];
+        ds->perm[j] = t;
+    }
+    ds->perm_epoch = epoch;
+    ds->perm_ready = 1;
+}
+
+uint64_t dataset_order(moe_dataset *ds, uint64_t epoch, uint64_t i)
+{
+    if (!ds->shuffle)
+        return i;
+    if (!ds->perm_ready || ds->perm_epoch != epoch)
+        build_perm(ds, epoch);
+    return ds->perm[i];
+}
+
+static int check_batch(const moe_dataset *ds, int B, const char *what, moe_err *e)
+{
+    if (B < 1)
+        return moe_errf(e, "%s: batch of %d windows: need at least 1", what, B);
+    return 0;
+}
+
+uint64_t dataset_train_batches_per_epoch(const moe_dataset *ds, int B)
+{
+    if (B < 1)
+        return 0;
+    return ds->train.n_windows / ((uint64_t)ds->dp_size * (uint64_t)B);
+}
+
+int dataset_next_train(moe_dataset *ds, int B, int32_t *inputs, int32_t *targets, moe_err *e)
+{
+    if (check_batch(ds, B, "training data", e) < 0)
+        return -1;
+    uint64_t global = (uint64_t)ds->dp_size * (uint64_t)B, n = ds->train.n_windows;
+    if (global > n)
+        return moe_errf(e, "training data: one step takes %" PRIu64 " windows (micro-batch %d x %d "
+                        "data-parallel ranks) but the training split has only %" PRIu64
+                        " windows of %d tokens: use a smaller train.micro_batch_size, "
+                        "train.seq_length or data.stride, or more data", global, B, ds->dp_size, n,
+                        ds->seq_length);
+    if (ds->shuffle && !ds->perm) {
+        ds->perm = malloc(n * sizeof *ds->perm);
+        if (!ds->perm)
+            return moe_errf(e, "training data: out of memory for the order of %" PRIu64 " windows", n);
+    }
+    if (ds->cur.position + global > n) { /* drop the tail: every rank rolls over together */
+        ds->cur.epoch++;
+        ds->cur.position = 0;
+    }
+    uint64_t first = ds->cur.position + (uint64_t)ds->dp_rank * (uint64_t)B;
+    size_t T = (size_t)ds->seq_length;
+    for (int b = 0; b < B; b++) {
+        uint64_t id = dataset_order(ds, ds->cur.epoch, first + (uint64_t)b);
+        int rc = ds->rc_prob > 0 &&
+                 rng_unit(rng_hash3(ds->seed ^ RNG_DOMAIN_REVCOMP, ds->cur.epoch, id)) < ds->rc_prob;
+        dataset_write_window(ds, &ds->train, id, rc, inputs + (size_t)b * T, targets + (size_t)b * T);
+    }
+    ds->cur.position += global;
+    return 0;
+}
+
+int dataset_val_batches(const moe_dataset *ds, int B)
+{
+    if (B < 1)
+        return 0;
+    return (int)((ds->val.n_windows + (uint64_t)B - 1) / (uint64_t)B);
+}
+
+int dataset_val_batch(moe_dataset *ds, int i, int B, int32_t *inputs, int32_t *targets, moe_err *e)
+{
+    if (check_batch(ds, B, "validation data", e) < 0)
+        return -1;
+    if (i < 0)
+        return moe_errf(e, "validation data: batch index %d: must be >= 0", i);
+    if (ds->val.n_windows == 0)
+        return moe_errf(e, "validation data: none (data.val_fraction = %g; only records of at least "
+                        "2 x (train.seq_length + 1) = %d tokens give validation windows)",
+                        ds->val_fraction, 2 * ds->window);
+    uint64_t nb = (uint64_t)dataset_val_batches(ds, B);
+    uint64_t first = ((uint64_t)i % nb) * (uint64_t)B;
+    size_t T = (size_t)ds->seq_length;
+    for (int b = 0; b < B; b++) {
+        int32_t *in = inputs + (size_t)b * T, *tg = targets + (size_t)b * T;
+        uint64_t id = first + (uint64_t)b;
+        if (id < ds->val.n_windows) {
+            dataset_write_window(ds, &ds->val, id, 0, in, tg);
+        } else { /* fill the last batch with rows the loss ignores */
+            for (size_t t = 0; t < T; t++) {
+                in[t] = MOE_TOK_PAD;
+                tg[t] = -1;
+            }
+        }
+    }
+    return 0;
+}
+
+moe_data_cursor dataset_cursor(const moe_dataset *ds)
+{
+    moe_data_cursor c = ds->cur;
+    c.fingerprint = ds->fingerprint;
+    return c;
+}
+
+int dataset_seek(moe_dataset *ds, moe_data_cursor c, moe_err *e)
+{
+    if (c.fingerprint && c.fingerprint != ds->fingerprint)
+        return moe_errf(e, "data cursor (epoch %" PRIu64 ", position %" PRIu64 ") was saved for "
+                        "other data or settings (fingerprint %016" PRIx64 ", these files give %016"
+                        PRIx64 "): resume with the same data.files, train.seq_length, data.stride, "
+                        "data.val_fraction, data.shuffle and train.seed", c.epoch, c.position,
+                        c.fingerprint, ds->fingerprint);
+    if (c.position > ds->train.n_windows)
+        return moe_errf(e, "data cursor position %" PRIu64 " is past the end of an epoch of %" PRIu64
+                        " training windows", c.position, ds->train.n_windows);
+    ds->cur.epoch = c.epoch;
+    ds->cur.position = c.position;
+    return 0;
+}

@@ -1,0 +1,163 @@
+/* moekit: genomic training data.
+ *
+ * FASTA files (plain or gzip) -> byte-level tokens -> fixed-length windows,
+ * split per record into training and validation, shuffled per epoch,
+ * sharded over data-parallel ranks, with a cursor to resume exactly.
+ *
+ * Sequence alphabet (what fasta_read accepts on sequence lines):
+ *   A C G T U and the IUPAC ambiguity codes R Y K M S W B D H V N, in either
+ *   case. Lower case (soft-masked repeats) is upper-cased: the tokenizer is
+ *   case-folded, so masking does not double the vocabulary. '-' (alignment
+ *   gap) and '*' (end-of-sequence mark) are dropped. Spaces, tabs and CR are
+ *   ignored anywhere, so CRLF files read like LF files. Lines that start with
+ *   ';' are comments; blank lines are skipped. Anything else is an error that
+ *   names file:line:column and the byte.
+ *
+ * Tokens: id = byte value, except ids 0..3, which are the special tokens
+ *   below (bytes 0..3 themselves encode as UNK). A record becomes
+ *   BOS, its bases, EOS.
+ *
+ * Windows: seq_length + 1 tokens (T = seq_length): inputs are the first T,
+ *   targets the last T. Starts every `stride` tokens (0 = T) inside a record;
+ *   a window never spans two records. When the last full window does not
+ *   reach the end of its region, one more window covers the rest, padded
+ *   with PAD. Targets that must not count in the loss are -1: PAD, and with
+ *   mask_degenerate_bases every base other than A/C/G/T (EOS stays a target).
+ *
+ * Split: a record of L tokens with L >= 2 (T + 1) keeps its last
+ *   n_val = max(1, round(val_fraction (L - 1) / T)) windows of T targets for
+ *   validation (at most what leaves one full training window). The
+ *   validation region is the last n_val T + 1 tokens; training windows are
+ *   cut from the tokens before it, so no token position is in both. (The
+ *   first token of the validation region is context only: no split predicts
+ *   it.) Shorter records are training only. Validation windows do not
+ *   overlap (stride T), so every validation target counts once.
+ *
+ * Order: with data.shuffle, epoch e visits the training windows in a
+ *   permutation seeded from (train.seed, e); otherwise in file order.
+ *   A global batch is dp_size * B consecutive windows of that order; rank r
+ *   takes windows [r B, (r + 1) B) of it. An epoch ends when fewer than
+ *   dp_size * B windows remain: the tail is dropped, so every rank changes
+ *   epoch on the same step. (With shuffling the dropped windows differ from
+ *   epoch to epoch; without it the same tail is always skipped.)
+ *
+ * Reverse complement: with probability data.reverse_complement a training
+ *   window is replaced by its reverse complement, decided by a hash of
+ *   (seed, epoch, window id): the same window gets the same choice whatever
+ *   the batch size, rank count or resume point. Only base positions are
+ *   reversed; BOS, EOS and PAD stay where they are.
+ */
+#ifndef MOE_DATA_H
+#define MOE_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../common/err.h"
+#include "../config/config.h"
+
+#ifndef MOE_DATA_DIR_DEFAULT
+#define MOE_DATA_DIR_DEFAULT "data"
+#endif
+
+/* ---- tokenizer ---------------------------------------------------------- */
+
+#define MOE_TOK_EOS 0
+#define MOE_TOK_PAD 1
+#define MOE_TOK_BOS 2
+#define MOE_TOK_UNK 3
+#define MOE_TOK_N_SPECIAL 4
+#define MOE_TOK_VOCAB 256
+
+/* Token id of one input byte: upper-cased byte value, UNK for bytes 0..3. */
+int tok_encode_byte(unsigned char c);
+/* The byte a token stands for, or -1 for special tokens and ids outside
+ * [0, 256). */
+int tok_decode(int id);
+/* "<eos>", "<pad>", "<bos>", "<unk>" for special ids, NULL otherwise. */
+const char *tok_special_name(int id);
+/* IUPAC complement of a base token (A<->T, C<->G, U->A, R<->Y, K<->M,
+ * B<->V, D<->H; S, W, N are their own complement); other ids unchanged. */
+int tok_complement(int id);
+/* 1 for the tokens A, C, G, T. */
+int tok_is_acgt(int id);
+
+/* ---- FASTA -------------------------------------------------------------- */
+
+typedef struct {
+    const char *path;     /* the file being read */
+    const char *header;   /* the header line after '>', CR stripped */
+    uint64_t index;       /* 0-based record number in the file */
+    uint64_t line;        /* line number of the header */
+    const uint8_t *seq;   /* upper-cased bases (see the alphabet above) */
+    size_t len;           /* number of bases, >= 1 */
+} moe_fasta_record;
+
+/* Called once per record; seq is valid only during the call. Return 0 to go
+ * on, -1 (with e filled) to stop reading; fasta_read then fails with that
+ * message. */
+typedef int (*moe_fasta_record_fn)(const moe_fasta_record *rec, void *ctx, moe_err *e);
+
+/* Read a FASTA file, plain or gzip-compressed. Fails on: a file that cannot
+ * be opened or read (truncated gzip included), an empty file, a file with no
+ * record, a record with no sequence, control or binary bytes, sequence data
+ * before the first header, a sequence character outside the alphabet.
+ * Messages name path:line[:column] and the offending byte. */
+int fasta_read(const char *path, moe_fasta_record_fn fn, void *ctx, moe_err *e);
+
+/* ---- dataset ------------------------------------------------------------ */
+
+typedef struct moe_dataset moe_dataset;
+
+/* Where the data stream stands: resume with dataset_seek. The same on every
+ * rank (position counts global windows). fingerprint identifies the data
+ * and the settings that shape the order; dataset_seek refuses a cursor made
+ * from other data (0 skips that check). */
+typedef struct {
+    uint64_t epoch;
+    uint64_t position;    /* windows of this epoch's order already taken, all ranks */
+    uint64_t fingerprint;
+} moe_data_cursor;
+
+typedef struct {
+    int n_files, n_records;
+    uint64_t bases;
+    uint64_t train_windows, val_windows;
+    uint64_t train_tokens, val_tokens; /* tokens in each split's regions (sum = bases + 2 records) */
+} moe_data_stats;
+
+/* Load dc->files and lay out the windows. Paths are absolute, or relative to
+ * the current directory when the file exists there, else relative to
+ * data_dir; data_dir NULL means $MOE_DATA_DIR, else MOE_DATA_DIR_DEFAULT
+ * (the source tree's data/, set at build time). seed is train.seed. */
+int dataset_open(moe_dataset **out, const moe_data_cfg *dc, int seq_length, uint64_t seed,
+                 int dp_rank, int dp_size, const char *data_dir, moe_err *e);
+void dataset_close(moe_dataset *ds);
+
+/* The next B training windows of this rank: inputs[B*T] token ids,
+ * targets[B*T] (-1 = ignore). Moves to the next epoch when the current one
+ * has fewer than dp_size*B windows left. Fails when one global batch is
+ * larger than the whole training split. */
+int dataset_next_train(moe_dataset *ds, int B, int32_t *inputs, int32_t *targets, moe_err *e);
+
+/* Validation batch i (0-based; wraps modulo dataset_val_batches) of the
+ * fixed validation order. The last batch is filled up with PAD rows whose
+ * targets are all -1, so one pass over the batches counts every validation
+ * target once. The same on every rank: to split evaluation, give ranks
+ * different i. Fails when there is no validation data. */
+int dataset_val_batch(moe_dataset *ds, int i, int B, int32_t *inputs, int32_t *targets, moe_err *e);
+/* Number of distinct validation batches of B windows (0 without validation). */
+int dataset_val_batches(const moe_dataset *ds, int B);
+/* Steps (global batches of dp_size*B windows) in one training epoch. */
+uint64_t dataset_train_batches_per_epoch(const moe_dataset *ds, int B);
+
+moe_data_cursor dataset_cursor(const moe_dataset *ds);
+int dataset_seek(moe_dataset *ds, moe_data_cursor c, moe_err *e);
+
+void dataset_stats(const moe_dataset *ds, moe_data_stats *st);
+/* Entropy (nats) of the unigram distribution of the non-ignored validation
+ * targets: the loss of a model that learnt base frequencies only. NAN when
+ * there is no validation target. */
+double dataset_val_unigram_entropy(const moe_dataset *ds);
+
+#endif

@@ -1,0 +1,316 @@
+/* FASTA reader: plain or gzip (zlib reads both through gzread), in 1 MiB
+ * chunks, one table lookup per byte. A genome's sequence is gathered in one
+ * growing buffer and handed to the caller record by record. */
+#include "data.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+#define FASTA_CHUNK (1u << 20)
+/* Longer headers are cut here; the rest of the line is still read. */
+#define FASTA_HEADER_MAX 1024
+
+/* What a byte means on a sequence line. */
+enum { B_BAD = 0, B_BASE, B_SKIP, B_NEWLINE, B_CONTROL };
+
+enum {
+    ST_LINE_START, /* first byte of a line decides its kind */
+    ST_HEADER,     /* after '>' */
+    ST_COMMENT,    /* after ';' */
+    ST_SEQ,        /* sequence line of a record */
+    ST_PRELUDE,    /* before the first header: only blank lines allowed */
+};
+
+typedef struct {
+    const char *path;
+    moe_fasta_record_fn fn;
+    void *ctx;
+    unsigned char cls[256];
+    unsigned char upper[256];
+    int state;
+    uint64_t line;       /* current line, 1-based */
+    uint64_t line_start; /* file offset of the current line's first byte */
+    uint64_t offset;     /* file offset of the chunk being parsed */
+    /* the record being read */
+    int in_record;
+    uint64_t n_records, rec_line;
+    char header[FASTA_HEADER_MAX];
+    size_t header_len;
+    uint8_t *seq;
+    size_t len, cap;
+} fasta_reader;
+
+static void build_tables(fasta_reader *r)
+{
+    memset(r->cls, B_BAD, sizeof r->cls);
+    memset(r->upper, 0, sizeof r->upper);
+    for (int c = 0; c < 0x20; c++)
+        r->cls[c] = B_CONTROL;
+    r->cls[0x7f] = B_CONTROL;
+    r->cls['\t'] = r->cls['\r'] = r->cls[' '] = B_SKIP;
+    r->cls['-'] = r->cls['*'] = B_SKIP; /* gaps and end marks carry no base */
+    r->cls['\n'] = B_NEWLINE;
+    for (const char *p = "ACGTURYKMSWBDHVN"; *p; p++) {
+        int uc = (unsigned char)*p, lc = uc - 'A' + 'a';
+        r->cls[uc] = r->cls[lc] = B_BASE;
+        r->upper[uc] = r->upper[lc] = (unsigned char)uc;
+    }
+}
+
+/* "'J' (0x4a)" for printable bytes, "byte 0xff" otherwise. */
+static const char *describe_byte(unsigned char c, char *buf, size_t cap)
+{
+    if (c > 0x20 && c < 0x7f)
+        snprintf(buf, cap, "'%c' (0x%02x)", c, c);
+    else
+        snprintf(buf, cap, "byte 0x%02x", c);
+    return buf;
+}
+
+/* Error at file offset pos of the current line: "path:line:col: ...". */
+__attribute__((format(printf, 4, 5)))
+static int fail_at(const fasta_reader *r, moe_err *e, uint64_t pos, const char *fmt, ...)
+{
+    char what[MOE_ERR_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return moe_errf(e, "%s:%" PRIu64 ":%" PRIu64 ": %s", r->path, r->line, pos - r->line_start + 1,
+                    what);
+}
+
+static int fail_control(const fasta_reader *r, moe_err *e, uint64_t pos, unsigned char c)
+{
+    return fail_at(r, e, pos, "control byte 0x%02x: not a text FASTA file (binary data?)", c);
+}
+
+static int reserve(fasta_reader *r, size_t need, moe_err *e)
+{
+    if (need <= r->cap)
+        return 0;
+    size_t cap = r->cap ? r->cap : FASTA_CHUNK;
+    while (cap < need)
+        cap *= 2;
+    uint8_t *p = realloc(r->seq, cap);
+    if (!p)
+        return moe_errf(e, "%s: out of memory holding %zu bases of record '%s'", r->path, need,
+                        r->header);
+    r->seq = p;
+    r->cap = cap;
+    return 0;
+}
+
+static int finish_record(fasta_reader *r, moe_err *e)
+{
+    if (!r->in_record)
+        return 0;
+    r->in_record = 0;
+    if (r->len == 0)
+        return moe_errf(e, "%s:%" PRIu64 ": record '%s' has no sequence (a header must be followed by "
+                        "at least one base)", r->path, r->rec_line, r->header);
+    moe_fasta_record rec = {
+        .path = r->path, .header = r->header, .index = r->n_records, .line = r->rec_line,
+        .seq = r->seq, .len = r->len,
+    };
+    r->n_records++;
+    r->len = 0;
+    if (r->fn && r->fn(&rec, r->ctx, e) < 0)
+        return -1;
+    return 0;
+}
+
+static void end_header(fasta_reader *r)
+{
+    /* drop the CR of CRLF files and trailing blanks */
+    while (r->header_len > 0 && (r->header[r->header_len - 1] == '\r' ||
+                                 r->header[r->header_len - 1] == ' ' ||
+                                 r->header[r->header_len - 1] == '\t'))
+        r->header_len--;
+    r->header[r->header_len] = '\0';
+}
+
+static void next_line(fasta_reader *r, size_t i)
+{
+    r->line++;
+    r->line_start = r->offset + i + 1;
+    r->state = ST_LINE_START;
+}
+
+/* Parse one chunk. The caller has reserved room for n more bases, so the
+ * sequence loop stores without bounds checks. */
+static int parse_chunk(fasta_reader *r, const unsigned char *buf, size_t n, moe_err *e)
+{
+    char bd[32];
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = buf[i];
+        switch (r->state) {
+        case ST_LINE_START:
+            if (c == '>') {
+                if (finish_record(r, e) < 0)
+                    return -1;
+                r->in_record = 1;
+                r->rec_line = r->line;
+                r->header_len = 0;
+                r->header[0] = '\0';
+                r->state = ST_HEADER;
+                i++;
+            } else if (c == ';') {
+                r->state = ST_COMMENT;
+                i++;
+            } else {
+                r->state = r->in_record ? ST_SEQ : ST_PRELUDE;
+            }
+            break;
+        case ST_HEADER:
+        case ST_COMMENT:
+            for (; i < n; i++) {
+                c = buf[i];
+                if (c == '\n')
+                    break;
+                if (r->cls[c] == B_CONTROL)
+                    return fail_control(r, e, r->offset + i, c);
+                if (r->state == ST_HEADER && r->header_len < FASTA_HEADER_MAX - 1)
+                    r->header[r->header_len++] = (char)c;
+            }
+            if (i < n) {
+                if (r->state == ST_HEADER)
+                    end_header(r);
+                next_line(r, i);
+                i++;
+            }
+            break;
+        case ST_PRELUDE:
+            for (; i < n; i++) {
+                c = buf[i];
+                int k = r->cls[c];
+                if (k == B_NEWLINE)
+                    break;
+                if (k == B_CONTROL)
+                    return fail_control(r, e, r->offset + i, c);
+                if (c != ' ' && c != '\t' && c != '\r')
+                    return fail_at(r, e, r->offset + i,
+                                   "%s before the first '>' header: not a FASTA file (FASTA starts "
+                                   "with a '>' header line; ';' lines are comments)",
+                                   describe_byte(c, bd, sizeof bd));
+            }
+            if (i < n) {
+                next_line(r, i);
+                i++;
+            }
+            break;
+        case ST_SEQ: {
+            uint8_t *out = r->seq + r->len;
+            for (; i < n; i++) {
+                c = buf[i];
+                int k = r->cls[c];
+                if (k == B_BASE) {
+                    *out++ = r->upper[c];
+                } else if (k == B_SKIP) {
+                    continue;
+                } else if (k == B_NEWLINE) {
+                    break;
+                } else {
+                    r->len = (size_t)(out - r->seq);
+                    if (k == B_CONTROL)
+                        return fail_control(r, e, r->offset + i, c);
+                    return fail_at(r, e, r->offset + i,
+                                   "%s in record '%s' is not a nucleotide code (allowed: ACGTU, "
+                                   "IUPAC RYKMSWBDHVN, either case; '-' and '*' are dropped)",
+                                   describe_byte(c, bd, sizeof bd), r->header);
+                }
+            }
+            r->len = (size_t)(out - r->seq);
+            if (i < n) {
+                next_line(r, i);
+                i++;
+            }
+            break;
+        }
+        }
+    }
+    return 0;
+}
+
+static int read_all(fasta_reader *r, gzFile gz, unsigned char *buf, moe_err *e)
+{
+    for (;;) {
+        if (reserve(r, r->len + FASTA_CHUNK, e) < 0)
+            return -1;
+        int n = gzread(gz, buf, FASTA_CHUNK);
+        int errnum = Z_OK;
+        const char *zmsg = gzerror(gz, &errnum);
+        if (n < 0 || (errnum != Z_OK && errnum != Z_STREAM_END)) {
+            if (errnum == Z_ERRNO)
+                return moe_err_errno(e, errno, "%s: read error near line %" PRIu64, r->path, r->line);
+            return moe_errf(e, "%s: read error near line %" PRIu64 ": %s (corrupt or truncated gzip?)",
+                            r->path, r->line, zmsg);
+        }
+        if (n == 0)
+            return 0;
+        if (parse_chunk(r, buf, (size_t)n, e) < 0)
+            return -1;
+        r->offset += (uint64_t)n;
+    }
+}
+
+int fasta_read(const char *path, moe_fasta_record_fn fn, void *ctx, moe_err *e)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return moe_err_errno(e, errno, "%s: cannot open FASTA file", path);
+    if (S_ISDIR(st.st_mode))
+        return moe_errf(e, "%s: is a directory, not a FASTA file", path);
+
+    fasta_reader *r = calloc(1, sizeof *r);
+    unsigned char *buf = malloc(FASTA_CHUNK);
+    gzFile gz = NULL;
+    int rc = -1;
+    if (!r || !buf) {
+        moe_errf(e, "%s: out of memory for the read buffers", path);
+        goto out;
+    }
+    r->path = path;
+    r->fn = fn;
+    r->ctx = ctx;
+    r->line = 1;
+    build_tables(r);
+
+    gz = gzopen(path, "rb");
+    if (!gz) {
+        moe_err_errno(e, errno ? errno : ENOMEM, "%s: cannot open FASTA file", path);
+        goto out;
+    }
+    gzbuffer(gz, 1u << 18);
+    if (read_all(r, gz, buf, e) < 0)
+        goto out;
+    if (r->offset == 0) {
+        moe_errf(e, "%s: empty file (expected FASTA: '>' header lines followed by sequence)", path);
+        goto out;
+    }
+    if (r->state == ST_HEADER)
+        end_header(r);
+    if (finish_record(r, e) < 0)
+        goto out;
+    if (r->n_records == 0) {
+        moe_errf(e, "%s: no FASTA records (no line starts with '>'; %" PRIu64 " lines read)", path,
+                 r->line - (r->line_start == r->offset));
+        goto out;
+    }
+    rc = 0;
+out:
+    if (gz)
+        gzclose(gz);
+    if (r)
+        free(r->seq);
+    free(r);
+    free(buf);
+    return rc;
+}

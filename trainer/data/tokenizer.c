@@ -1,0 +1,55 @@
+/* Byte-level genomic tokenizer: id = byte value, with ids 0..3 taken by
+ * the special tokens (as in the BioNeMo genomic Mixtral recipe and Evo 2). */
+#include "data.h"
+
+int tok_encode_byte(unsigned char c)
+{
+    if (c < MOE_TOK_N_SPECIAL)
+        return MOE_TOK_UNK;
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 'A';
+    return c;
+}
+
+int tok_decode(int id)
+{
+    if (id < MOE_TOK_N_SPECIAL || id >= MOE_TOK_VOCAB)
+        return -1;
+    return id;
+}
+
+const char *tok_special_name(int id)
+{
+    switch (id) {
+    case MOE_TOK_EOS: return "<eos>";
+    case MOE_TOK_PAD: return "<pad>";
+    case MOE_TOK_BOS: return "<bos>";
+    case MOE_TOK_UNK: return "<unk>";
+    default: return NULL;
+    }
+}
+
+int tok_complement(int id)
+{
+    switch (id) {
+    case 'A': return 'T';
+    case 'T': return 'A';
+    case 'U': return 'A';
+    case 'C': return 'G';
+    case 'G': return 'C';
+    case 'R': return 'Y'; /* A|G  <-> C|T */
+    case 'Y': return 'R';
+    case 'K': return 'M'; /* G|T  <-> A|C */
+    case 'M': return 'K';
+    case 'B': return 'V'; /* not A <-> not T */
+    case 'V': return 'B';
+    case 'D': return 'H'; /* not C <-> not G */
+    case 'H': return 'D';
+    default: return id;   /* S, W, N, specials */
+    }
+}
+
+int tok_is_acgt(int id)
+{
+    return id == 'A' || id == 'C' || id == 'G' || id == 'T';
+}
