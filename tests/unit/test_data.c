@@ -95,6 +95,16 @@ static int read_collect(const char *path, collected *c, moe_err *e)
                       frags_[k_], e_.msg);                                            \
     } while (0)
 
+/* Open a dataset or fail the test here (later checks would use NULL). */
+#define OPEN(ds, ...)                                                                 \
+    do {                                                                              \
+        moe_err oe_;                                                                  \
+        if (dataset_open(&(ds), __VA_ARGS__, &oe_) != 0) {                            \
+            CHECK_MSG(0, "dataset_open: %s", oe_.msg);                                \
+            return;                                                                   \
+        }                                                                             \
+    } while (0)
+
 static moe_data_cfg data_cfg(const char *file)
 {
     moe_data_cfg dc;
@@ -210,6 +220,12 @@ static void test_fasta_fixtures(void)
     CHECK_MSG(read_collect(p, &c, &e) == 0, "%s", e.msg);
     CHECK(c.n == 2 && strcmp(c.seq[0], "ACG") == 0 && strcmp(c.seq[1], "T") == 0);
     CHECK(c.line[1] == 5);
+
+    /* a UTF-8 byte-order mark is skipped; columns count from after it */
+    p = write_text("bom.fa", "\xef\xbb\xbf" ">bom\nACGT\n");
+    CHECK_MSG(read_collect(p, &c, &e) == 0, "%s", e.msg);
+    CHECK(c.n == 1 && strcmp(c.header[0], "bom") == 0 && strcmp(c.seq[0], "ACGT") == 0);
+    CHECK_FASTA_FAILS(write_text("bomseq.fa", "\xef\xbb\xbf" "ACGT\n"), "bomseq.fa:1:1:", "'A'");
 
     /* a header longer than the stored limit is cut, not an error */
     char big[3000];
@@ -357,9 +373,7 @@ static void test_window_contents(void)
     dc.stride = 2;
     moe_dataset *ds;
     moe_err e;
-    CHECK_MSG(dataset_open(&ds, &dc, 4, 1, 0, 1, NULL, &e) == 0, "%s", e.msg);
-    if (!ds)
-        return;
+    OPEN(ds, &dc, 4, 1, 0, 1, NULL);
     const int tok[12] = {MOE_TOK_BOS, 'A', 'C', 'G', 'T', 'A', 'C', 'G', 'T', 'A', 'C', MOE_TOK_EOS};
     moe_data_stats st;
     dataset_stats(ds, &st);
@@ -384,7 +398,7 @@ static void test_window_contents(void)
 
     /* stride 0 means seq_length: windows at 0, 4, 8 */
     dc.stride = 0;
-    CHECK(dataset_open(&ds, &dc, 4, 1, 0, 1, NULL, &e) == 0);
+    OPEN(ds, &dc, 4, 1, 0, 1, NULL);
     dataset_stats(ds, &st);
     CHECK(st.train_windows == 3);
     CHECK(dataset_next_train(ds, 3, in, tg, &e) == 0);
@@ -403,7 +417,7 @@ static void test_degenerate_mask(void)
     /* tokens: BOS A C N R T S W EOS (9): one window of T = 8 */
     for (int mask = 0; mask <= 1; mask++) {
         dc.mask_degenerate_bases = mask;
-        CHECK_MSG(dataset_open(&ds, &dc, 8, 1, 0, 1, NULL, &e) == 0, "%s", e.msg);
+        OPEN(ds, &dc, 8, 1, 0, 1, NULL);
         CHECK(dataset_next_train(ds, 1, in, tg, &e) == 0);
         const int want_in[8] = {MOE_TOK_BOS, 'A', 'C', 'N', 'R', 'T', 'S', 'W'};
         const int want_tg[8] = {'A', 'C', mask ? -1 : 'N', mask ? -1 : 'R', 'T', mask ? -1 : 'S',
@@ -424,10 +438,7 @@ static void test_split(void)
     dc.val_fraction = 0.1;
     dc.stride = 64;
     moe_dataset *ds;
-    moe_err e;
-    CHECK_MSG(dataset_open(&ds, &dc, 128, 7, 0, 1, MOE_DATA_DIR_DEFAULT, &e) == 0, "%s", e.msg);
-    if (!ds)
-        return;
+    OPEN(ds, &dc, 128, 7, 0, 1, MOE_DATA_DIR_DEFAULT);
     moe_data_stats st;
     dataset_stats(ds, &st);
     CHECK(st.n_records == 1 && st.bases == 48502);
@@ -468,8 +479,7 @@ static void test_split_tiny_records(void)
     moe_data_cfg dc = data_cfg(p);
     dc.val_fraction = 0.5;
     moe_dataset *ds;
-    moe_err e;
-    CHECK_MSG(dataset_open(&ds, &dc, 8, 1, 0, 1, NULL, &e) == 0, "%s", e.msg);
+    OPEN(ds, &dc, 8, 1, 0, 1, NULL);
     moe_data_stats st;
     dataset_stats(ds, &st);
     CHECK(st.n_records == 2);
@@ -490,7 +500,7 @@ static void test_val_batches(void)
     dc.val_fraction = 0.2;
     moe_dataset *ds;
     moe_err e;
-    CHECK_MSG(dataset_open(&ds, &dc, 16, 1, 0, 1, NULL, &e) == 0, "%s", e.msg);
+    OPEN(ds, &dc, 16, 1, 0, 1, NULL);
     moe_data_stats st;
     dataset_stats(ds, &st);
     /* round(0.2 * 401 / 16) = 5 and round(0.2 * 301 / 16) = 4 */
@@ -560,10 +570,9 @@ static void test_shuffle(void)
     moe_data_cfg dc = data_cfg(p);
     dc.shuffle = 1;
     moe_dataset *a, *b, *c;
-    moe_err e;
-    CHECK(dataset_open(&a, &dc, 16, 42, 0, 1, NULL, &e) == 0);
-    CHECK(dataset_open(&b, &dc, 16, 42, 0, 1, NULL, &e) == 0);
-    CHECK(dataset_open(&c, &dc, 16, 43, 0, 1, NULL, &e) == 0);
+    OPEN(a, &dc, 16, 42, 0, 1, NULL);
+    OPEN(b, &dc, 16, 42, 0, 1, NULL);
+    OPEN(c, &dc, 16, 43, 0, 1, NULL);
     uint64_t n = a->train.n_windows;
     CHECK(n == 32 + 21 + 14);
     int B = 6, steps = (int)(n / 6); /* one epoch: 11 steps, 1 window dropped */
@@ -593,7 +602,7 @@ static void test_shuffle(void)
 
     /* without shuffling: file order, and the same tail is dropped each epoch */
     dc.shuffle = 0;
-    CHECK(dataset_open(&a, &dc, 16, 42, 0, 1, NULL, &e) == 0);
+    OPEN(a, &dc, 16, 42, 0, 1, NULL);
     draw_ids(a, B, 2 * steps, ia);
     for (int i = 0; i < 132; i++)
         CHECK(ia[i] == i % 66);
@@ -610,9 +619,9 @@ static void test_sharding(void)
     const int T = 16, B = 2, DP = 3;
     moe_err e;
     moe_dataset *one, *rank[DP];
-    CHECK(dataset_open(&one, &dc, T, 3, 0, 1, NULL, &e) == 0);
+    OPEN(one, &dc, T, 3, 0, 1, NULL);
     for (int r = 0; r < DP; r++)
-        CHECK(dataset_open(&rank[r], &dc, T, 3, r, DP, NULL, &e) == 0);
+        OPEN(rank[r], &dc, T, 3, r, DP, NULL);
     uint64_t n = one->train.n_windows;
     int steps = (int)dataset_train_batches_per_epoch(rank[0], B);
     CHECK(n == 44 + 27);
@@ -638,7 +647,7 @@ static void test_sharding(void)
     /* disjoint and complete: the ranks' windows over an epoch, without augmentation */
     dc.reverse_complement = 0;
     for (int r = 0; r < DP; r++)
-        CHECK(dataset_open(&rank[r], &dc, T, 3, r, DP, NULL, &e) == 0);
+        OPEN(rank[r], &dc, T, 3, r, DP, NULL);
     for (int s = 0; s < steps; s++)
         for (int r = 0; r < DP; r++) {
             draw_ids(rank[r], B, 1, ids);
@@ -682,7 +691,7 @@ static void test_reverse_complement(void)
     dc.reverse_complement = 1;
     moe_dataset *ds;
     moe_err e;
-    CHECK(dataset_open(&ds, &dc, 6, 1, 0, 1, NULL, &e) == 0);
+    OPEN(ds, &dc, 6, 1, 0, 1, NULL);
     int32_t in[2 * 6], tg[2 * 6];
     CHECK(dataset_next_train(ds, 2, in, tg, &e) == 0);
     /* windows BOS AACGTA and ATG EOS PAD PAD PAD become BOS TACGTT and CAT EOS PAD PAD PAD */
@@ -702,10 +711,10 @@ static void test_reverse_complement(void)
     dc.shuffle = 1;
     dc.val_fraction = 0.1;
     moe_dataset *b1, *b4, *plain;
-    CHECK(dataset_open(&b1, &dc, 20, 5, 0, 1, NULL, &e) == 0);
-    CHECK(dataset_open(&b4, &dc, 20, 5, 0, 1, NULL, &e) == 0);
+    OPEN(b1, &dc, 20, 5, 0, 1, NULL);
+    OPEN(b4, &dc, 20, 5, 0, 1, NULL);
     dc.reverse_complement = 0;
-    CHECK(dataset_open(&plain, &dc, 20, 5, 0, 1, NULL, &e) == 0);
+    OPEN(plain, &dc, 20, 5, 0, 1, NULL);
     int32_t r1[20], t1[20], r4[4 * 20], t4[4 * 20], rp[20], tp[20];
     int flipped = 0, same_as_b4 = 1, total = 0;
     for (int s = 0; s < 40; s++) {
@@ -756,7 +765,7 @@ static void test_cursor_resume(void)
     moe_err e;
     for (int r = 0; r < DP; r++) {
         moe_dataset *straight, *resumed;
-        CHECK(dataset_open(&straight, &dc, T, 77, r, DP, NULL, &e) == 0);
+        OPEN(straight, &dc, T, 77, r, DP, NULL);
         uint64_t per_epoch = dataset_train_batches_per_epoch(straight, B);
         CHECK(per_epoch > 3);
         int32_t in[B * T], tg[B * T], in2[B * T], tg2[B * T];
@@ -764,12 +773,12 @@ static void test_cursor_resume(void)
         int save_points[2] = {2, (int)per_epoch};
         for (int sp = 0; sp < 2; sp++) {
             dataset_close(straight);
-            CHECK(dataset_open(&straight, &dc, T, 77, r, DP, NULL, &e) == 0);
+            OPEN(straight, &dc, T, 77, r, DP, NULL);
             for (int s = 0; s < save_points[sp]; s++)
                 CHECK(dataset_next_train(straight, B, in, tg, &e) == 0);
             moe_data_cursor c = dataset_cursor(straight);
             CHECK(c.fingerprint != 0);
-            CHECK(dataset_open(&resumed, &dc, T, 77, r, DP, NULL, &e) == 0);
+            OPEN(resumed, &dc, T, 77, r, DP, NULL);
             CHECK_MSG(dataset_seek(resumed, c, &e) == 0, "%s", e.msg);
             int same = 1;
             uint64_t epoch0 = c.epoch;
@@ -789,8 +798,8 @@ static void test_cursor_resume(void)
 
     /* a cursor from other settings is refused, naming why */
     moe_dataset *a, *b;
-    CHECK(dataset_open(&a, &dc, T, 77, 0, 1, NULL, &e) == 0);
-    CHECK(dataset_open(&b, &dc, T, 78, 0, 1, NULL, &e) == 0);
+    OPEN(a, &dc, T, 77, 0, 1, NULL);
+    OPEN(b, &dc, T, 78, 0, 1, NULL);
     moe_data_cursor c = dataset_cursor(a);
     CHECK(dataset_seek(b, c, &e) == -1);
     CHECK(strstr(e.msg, "other data or settings") != NULL);
@@ -858,7 +867,7 @@ static void test_dataset_errors(void)
     dc = data_cfg(good); /* 22 tokens: 6 windows of T = 4 */
     moe_dataset *ds;
     moe_err e;
-    CHECK(dataset_open(&ds, &dc, 4, 1, 0, 1, NULL, &e) == 0);
+    OPEN(ds, &dc, 4, 1, 0, 1, NULL);
     int32_t in[8 * 4], tg[8 * 4];
     CHECK(dataset_next_train(ds, 0, in, tg, &e) == -1);
     CHECK(strstr(e.msg, "batch of 0 windows") != NULL);
@@ -872,7 +881,7 @@ static void test_dataset_errors(void)
     CHECK(isnan(dataset_val_unigram_entropy(ds)));
     dataset_close(ds);
     dc.val_fraction = 0.3;
-    CHECK(dataset_open(&ds, &dc, 4, 1, 2, 3, NULL, &e) == 0);
+    OPEN(ds, &dc, 4, 1, 2, 3, NULL);
     CHECK(dataset_val_batch(ds, -1, 1, in, tg, &e) == -1);
     CHECK(strstr(e.msg, "batch index -1") != NULL);
     CHECK(dataset_val_batch(ds, 0, 0, in, tg, &e) == -1);
@@ -886,24 +895,23 @@ static void test_paths(void)
 {
     moe_data_cfg dc = data_cfg("lambda_virus.fa.gz");
     moe_dataset *ds;
-    moe_err e;
     moe_data_stats st;
     /* relative to the data dir: the explicit one, then $MOE_DATA_DIR, then the built-in one */
-    CHECK_MSG(dataset_open(&ds, &dc, 512, 1, 0, 1, MOE_DATA_DIR_DEFAULT, &e) == 0, "%s", e.msg);
+    OPEN(ds, &dc, 512, 1, 0, 1, MOE_DATA_DIR_DEFAULT);
     dataset_stats(ds, &st);
     CHECK(st.bases == 48502);
     dataset_close(ds);
     setenv("MOE_DATA_DIR", tmp_dir, 1);
     CHECK_OPEN_FAILS(&dc, 512, 0, 1, NULL, "not found", tmp_dir);
     unsetenv("MOE_DATA_DIR");
-    CHECK_MSG(dataset_open(&ds, &dc, 512, 1, 0, 1, NULL, &e) == 0, "%s", e.msg);
+    OPEN(ds, &dc, 512, 1, 0, 1, NULL);
     dataset_close(ds);
     /* relative to the current directory first */
     write_text("lambda_virus.fa.gz", ">local\nACGT\n");
     char cwd[1024];
     CHECK(getcwd(cwd, sizeof cwd) != NULL);
     CHECK(chdir(tmp_dir) == 0);
-    CHECK(dataset_open(&ds, &dc, 512, 1, 0, 1, MOE_DATA_DIR_DEFAULT, &e) == 0);
+    OPEN(ds, &dc, 512, 1, 0, 1, MOE_DATA_DIR_DEFAULT);
     dataset_stats(ds, &st);
     CHECK(st.bases == 4);
     dataset_close(ds);
@@ -912,7 +920,7 @@ static void test_paths(void)
     dc.n_files = 2;
     snprintf(dc.files[0], sizeof dc.files[0], "%s", MOE_TEST_DATA_DIR "/mixed.fa.gz");
     snprintf(dc.files[1], sizeof dc.files[1], "%s", tmp_path("lambda_virus.fa.gz"));
-    CHECK(dataset_open(&ds, &dc, 8, 1, 0, 1, NULL, &e) == 0);
+    OPEN(ds, &dc, 8, 1, 0, 1, NULL);
     dataset_stats(ds, &st);
     CHECK(st.n_files == 2 && st.n_records == 3 && st.bases == 20 + 8 + 4);
     dataset_close(ds);
@@ -928,7 +936,7 @@ static void test_genome_dataset(void)
     moe_dataset *ds;
     moe_err e;
     double t0 = now_s();
-    CHECK_MSG(dataset_open(&ds, &dc, 1024, 1234, 1, 2, NULL, &e) == 0, "%s", e.msg);
+    OPEN(ds, &dc, 1024, 1234, 1, 2, NULL);
     int32_t *in = malloc(8 * 1024 * sizeof *in), *tg = malloc(8 * 1024 * sizeof *tg);
     CHECK(dataset_next_train(ds, 8, in, tg, &e) == 0);
     double dt = now_s() - t0;

@@ -9,9 +9,10 @@
  *   case. Lower case (soft-masked repeats) is upper-cased: the tokenizer is
  *   case-folded, so masking does not double the vocabulary. '-' (alignment
  *   gap) and '*' (end-of-sequence mark) are dropped. Spaces, tabs and CR are
- *   ignored anywhere, so CRLF files read like LF files. Lines that start with
- *   ';' are comments; blank lines are skipped. Anything else is an error that
- *   names file:line:column and the byte.
+ *   ignored anywhere, so CRLF files read like LF files; a leading UTF-8
+ *   byte-order mark is skipped. Lines that start with ';' are comments; blank
+ *   lines are skipped. Anything else is an error that names file:line:column
+ *   and the byte.
  *
  * Tokens: id = byte value, except ids 0..3, which are the special tokens
  *   below (bytes 0..3 themselves encode as UNK). A record becomes

@@ -255,9 +255,15 @@ static int read_all(fasta_reader *r, gzFile gz, unsigned char *buf, moe_err *e)
         }
         if (n == 0)
             return 0;
-        if (parse_chunk(r, buf, (size_t)n, e) < 0)
+        size_t skip = 0;
+        if (r->offset == 0 && n >= 3 && memcmp(buf, "\xef\xbb\xbf", 3) == 0) {
+            /* the UTF-8 byte-order mark some Windows editors write */
+            skip = 3;
+            r->offset = r->line_start = 3;
+        }
+        if (parse_chunk(r, buf + skip, (size_t)n - skip, e) < 0)
             return -1;
-        r->offset += (uint64_t)n;
+        r->offset += (uint64_t)n - skip;
     }
 }
 
