@@ -31,8 +31,8 @@
  *   validation region is the last n_val T + 1 tokens; training windows are
  *   cut from the tokens before it, so no token position is in both. (The
  *   first token of the validation region is context only: no split predicts
- *   it.) Shorter records are training only. Validation windows do not
- *   overlap (stride T), so every validation target counts once.
+ *   it.) Shorter records are training only. Validation windows start every
+ *   T tokens whatever data.stride is, so every validation target counts once.
  *
  * Order: with data.shuffle, epoch e visits the training windows in a
  *   permutation seeded from (train.seed, e); otherwise in file order.
