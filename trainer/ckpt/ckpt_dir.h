@@ -1,0 +1,61 @@
+/* moekit checkpoints: crash-safe checkpoint directories.
+ *
+ * Layout under a checkpoint root:
+ *   step_00001000/            a committed checkpoint: the caller's files + MANIFEST
+ *   .tmp-step_00002000-4242/  being written by pid 4242 (never read as a checkpoint)
+ * MANIFEST lists every other file of the directory, one per line as
+ * "<sha256 hex> <size> <name>", between a "moekit-manifest 1" line and an
+ * "end <count>" line (so a truncated MANIFEST is detected too).
+ *
+ * Protocol: ckpt_begin makes a fresh temp dir; the caller writes flat regular
+ * files into t->tmp_dir; ckpt_commit hashes and fsyncs them, writes and
+ * fsyncs MANIFEST and the temp dir, renames it to step_N (an existing step_N
+ * is swapped out atomically with RENAME_EXCHANGE where the file system has
+ * it, else parked as .old-step_N-<pid> until the new one is in place), fsyncs
+ * the root, then prunes. A process killed at any instant leaves the previous
+ * checkpoint loadable, and a directory is only ever called step_N once it is
+ * complete; ckpt_latest still verifies checksums, so bit rot or a damaged copy
+ * is skipped, not loaded.
+ *
+ * One writer per root at a time (rank 0 of the job): ckpt_begin removes
+ * .tmp-/.del- directories of processes that no longer run on this host. */
+#ifndef MOE_CKPT_DIR_H
+#define MOE_CKPT_DIR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../common/err.h"
+
+#define CKPT_MANIFEST "MANIFEST"
+
+typedef struct {
+    char root[4096];
+    char tmp_dir[4096];   /* where the caller writes; "" once committed or aborted */
+    char final_dir[4096]; /* <root>/step_<NNNNNNNN> */
+    int64_t step;
+} ckpt_txn;
+
+/* mkdir -p root, clear stale temp dirs, create a fresh t->tmp_dir for step. */
+int ckpt_begin(ckpt_txn *t, const char *ckpt_root, int64_t step, moe_err *e);
+
+/* Publish t->tmp_dir as t->final_dir, then keep only the newest max_keep
+ * step dirs (0 = keep all; the one just written is never removed). If the
+ * publish succeeded, t->tmp_dir is "" even when pruning then failed (the -1
+ * message says so). After a failure before publishing, call ckpt_abort. */
+int ckpt_commit(ckpt_txn *t, int max_keep, moe_err *e);
+
+/* Remove the temp dir of an uncommitted checkpoint (no-op after commit). */
+void ckpt_abort(ckpt_txn *t);
+
+/* The newest step dir that verifies: 0 with its path and step, 1 when there
+ * is none (or no root), -1 on an error reading the root. Broken checkpoints
+ * on the way are skipped; after 0 or 1, e->msg is "" or says which were
+ * skipped and why. */
+int ckpt_latest(const char *ckpt_root, char *dir_out, size_t n, int64_t *step_out, moe_err *e);
+
+/* Every file matches MANIFEST (size and SHA-256), none is missing, none is
+ * extra; the error names the file. */
+int ckpt_verify(const char *dir, moe_err *e);
+
+#endif
