@@ -10,6 +10,7 @@
 #ifndef MOE_CONFIG_H
 #define MOE_CONFIG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "../../common/err.h"
@@ -138,8 +139,19 @@ void config_defaults(moe_config *cfg);
 int config_validate(const moe_config *cfg, moe_err *e);
 
 /* Write the effective config as libconfig text (for the run dir and for
- * checkpoints), so a run can be reproduced from what it saved. */
+ * checkpoints), so a run can be reproduced from what it saved. The file is
+ * self-contained (every key, no base) and replaced atomically; path "-"
+ * writes to stdout. An invalid config is refused. */
 int config_write(const moe_config *cfg, const char *path, moe_err *e);
+
+/* The file `name_or_path` names, as config_load finds it (out_size bytes at
+ * out). A name that is not found lists the available configs. */
+int config_resolve_path(const char *name_or_path, const char *configs_dir, char *out,
+                        size_t out_size, moe_err *e);
+
+/* Apply one "a.b=value" override to cfg, typed by the schema. It does not
+ * validate the whole: call config_validate when done changing cfg. */
+int config_apply_override(moe_config *cfg, const char *override, moe_err *e);
 
 const char *precision_name(moe_precision p);
 int precision_parse(const char *s, moe_precision *out);

@@ -1,0 +1,245 @@
+/* moekit: the table of every configuration key. Keep rows of one group
+ * together: config_write emits a group where its first row appears. */
+#include "config_schema.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config_suggest.h"
+
+/* Indexed by moe_precision: the order must match the enum. */
+static const char *const precision_choices[] = {
+    "auto", "fp32", "bf16", "fp8_block", "mxfp8", "mxfp8_emulated", NULL,
+};
+static const char *const layers_choices[] = {"experts", "all", NULL};
+static const char *const backend_choices[] = {"auto", "cpu", "cuda", NULL};
+
+#define AT(field) offsetof(moe_config, field)
+
+/* Integer ranges. */
+#define AT_LEAST(lo) .imin = (lo), .imax = INT_MAX
+
+/* Float ranges. */
+#define POSITIVE .fmin = 0, .fmin_open = 1, .fmax = INFINITY
+#define NON_NEGATIVE .fmin = 0, .fmax = INFINITY
+#define UNIT_CLOSED .fmin = 0, .fmax = 1
+#define UNIT_HALF_OPEN .fmin = 0, .fmax = 1, .fmax_open = 1
+
+#define INT_KEY(p, field, range, d, text)                                                  \
+    {.path = p, .type = KEY_INT, .offset = AT(field), range, .def = d, .doc = text}
+#define FLOAT_KEY(p, field, range, d, text)                                                \
+    {.path = p, .type = KEY_FLOAT, .offset = AT(field), range, .def = d, .doc = text}
+#define BOOL_KEY(p, field, d, text)                                                        \
+    {.path = p, .type = KEY_BOOL, .offset = AT(field), .def = d, .doc = text}
+#define STRING_KEY(p, field, d, text)                                                      \
+    {.path = p, .type = KEY_STRING, .offset = AT(field),                                   \
+     .size = sizeof(((moe_config *)0)->field), .def = d, .doc = text}
+#define CHOICE_KEY(p, field, list, d, text)                                                \
+    {.path = p, .type = KEY_CHOICE, .offset = AT(field),                                   \
+     .size = sizeof(((moe_config *)0)->field), .choices = list, .def = d, .doc = text}
+
+const config_key config_keys[] = {
+    INT_KEY("model.hidden_size", model.hidden_size, AT_LEAST(1), "256",
+            "width of the residual stream"),
+    INT_KEY("model.num_layers", model.num_layers, AT_LEAST(1), "4", "decoder layers"),
+    INT_KEY("model.num_heads", model.num_heads, AT_LEAST(1), "8", "attention (query) heads"),
+    INT_KEY("model.num_kv_heads", model.num_kv_heads, AT_LEAST(1), "2",
+            "key/value heads (grouped-query attention); must divide num_heads"),
+    INT_KEY("model.head_dim", model.head_dim, AT_LEAST(0), "0",
+            "width of one head; 0 = hidden_size / num_heads"),
+    INT_KEY("model.num_experts", model.num_experts, AT_LEAST(1), "8",
+            "experts per MoE layer"),
+    INT_KEY("model.top_k", model.top_k, AT_LEAST(1), "2",
+            "experts each token is routed to (1..num_experts)"),
+    INT_KEY("model.intermediate_size", model.intermediate_size, AT_LEAST(1), "896",
+            "hidden width of one SwiGLU expert"),
+    INT_KEY("model.vocab_size", model.vocab_size, AT_LEAST(1), "256",
+            "vocabulary; 256 = the byte-level nucleotide tokenizer"),
+    INT_KEY("model.max_position_embeddings", model.max_position_embeddings, AT_LEAST(1),
+            "8192", "longest sequence the model is built for (>= train.seq_length)"),
+    FLOAT_KEY("model.rope_theta", model.rope_theta, POSITIVE, "1e6", "RoPE base frequency"),
+    FLOAT_KEY("model.rms_norm_eps", model.rms_norm_eps, POSITIVE, "1e-5",
+              "epsilon inside every RMSNorm"),
+    FLOAT_KEY("model.router_aux_loss_coef", model.router_aux_loss_coef, NON_NEGATIVE, "0.0",
+              "weight of the load-balancing loss; 0 disables it"),
+    FLOAT_KEY("model.init_std", model.init_std, POSITIVE, "0.02",
+              "standard deviation of the normal init of weight matrices"),
+
+    INT_KEY("train.steps", train.steps, AT_LEAST(1), "20000", "optimizer steps"),
+    INT_KEY("train.micro_batch_size", train.micro_batch_size, AT_LEAST(1), "8",
+            "sequences per micro-batch on each data-parallel rank"),
+    INT_KEY("train.seq_length", train.seq_length, AT_LEAST(1), "1024", "tokens per sequence"),
+    INT_KEY("train.grad_accum_steps", train.grad_accum_steps, AT_LEAST(1), "1",
+            "micro-batches accumulated per optimizer step"),
+    FLOAT_KEY("train.grad_clip", train.grad_clip, NON_NEGATIVE, "1.0",
+              "clip the global gradient L2 norm to this; 0 disables clipping"),
+    {.path = "train.seed", .type = KEY_U64, .offset = AT(train.seed), .imin = 0,
+     .imax = INT64_MAX, .def = "42", .doc = "seed of the init, the data order, everything"},
+    INT_KEY("train.eval_every_n_steps", train.eval_every_n_steps, AT_LEAST(0), "0",
+            "evaluate every N steps; 0 = only at the end"),
+    INT_KEY("train.eval_batches", train.eval_batches, AT_LEAST(1), "8",
+            "validation micro-batches per evaluation"),
+    BOOL_KEY("train.activation_recompute", train.activation_recompute, "false",
+             "recompute activations in backward instead of keeping them"),
+
+    FLOAT_KEY("optimizer.lr", optimizer.lr, POSITIVE, "3e-3", "peak learning rate (AdamW)"),
+    {.path = "optimizer.betas", .type = KEY_FLOAT_PAIR, .offset = AT(optimizer.beta1),
+     .offset2 = AT(optimizer.beta2), UNIT_HALF_OPEN, .def = "0.9,0.95",
+     .doc = "AdamW [beta1, beta2]"},
+    FLOAT_KEY("optimizer.eps", optimizer.eps, POSITIVE, "1e-8", "AdamW epsilon"),
+    FLOAT_KEY("optimizer.weight_decay", optimizer.weight_decay, NON_NEGATIVE, "0.1",
+              "decoupled weight decay (not applied to norms)"),
+
+    INT_KEY("scheduler.warmup_steps", scheduler.warmup_steps, AT_LEAST(0), "2000",
+            "linear warmup from 0 to lr over this many steps (<= train.steps)"),
+    FLOAT_KEY("scheduler.min_lr_ratio", scheduler.min_lr_ratio, UNIT_CLOSED, "0.1",
+              "floor of the cosine decay, as a fraction of lr"),
+
+    {.path = "data.files", .type = KEY_STRING_LIST, .offset = AT(data.files),
+     .offset2 = AT(data.n_files), .imin = 1, .imax = MOE_MAX_FILES,
+     .size = sizeof(((moe_config *)0)->data.files[0]), .def = "lambda_virus.fa.gz",
+     .doc = "FASTA or FASTA.gz files; relative paths are found in the moekit data dir"},
+    INT_KEY("data.stride", data.stride, AT_LEAST(0), "0",
+            "spacing of window starts in tokens; 0 = seq_length (no overlap)"),
+    FLOAT_KEY("data.val_fraction", data.val_fraction, UNIT_HALF_OPEN, "0.1",
+              "share of every record held out for validation"),
+    FLOAT_KEY("data.reverse_complement", data.reverse_complement, UNIT_CLOSED, "0.0",
+              "probability that a training window is reverse-complemented"),
+    BOOL_KEY("data.mask_degenerate_bases", data.mask_degenerate_bases, "true",
+             "no loss on targets that are not A, C, G or T"),
+    BOOL_KEY("data.shuffle", data.shuffle, "true", "shuffle training windows every epoch"),
+
+    STRING_KEY("checkpoint.ckpt_dir", checkpoint.ckpt_dir, "",
+               "directory of checkpoints; empty = no checkpoints"),
+    INT_KEY("checkpoint.save_every_n_steps", checkpoint.save_every_n_steps, AT_LEAST(0), "0",
+            "save every N steps; 0 = never in the middle of a run"),
+    INT_KEY("checkpoint.max_checkpoints", checkpoint.max_checkpoints, AT_LEAST(0), "3",
+            "checkpoints kept in ckpt_dir; 0 = keep all"),
+    BOOL_KEY("checkpoint.resume_from_checkpoint", checkpoint.resume_from_checkpoint, "false",
+             "resume from the latest checkpoint in ckpt_dir when there is one"),
+    BOOL_KEY("checkpoint.save_final_model", checkpoint.save_final_model, "true",
+             "save the model when training ends"),
+    STRING_KEY("checkpoint.init_from", checkpoint.init_from, "",
+               "Hugging Face Mixtral directory to start from; empty = random init"),
+
+    INT_KEY("logger.frequency", logger.frequency, AT_LEAST(1), "10",
+            "print a log line every N steps"),
+    STRING_KEY("logger.run_dir", logger.run_dir, "",
+               "directory for metrics.jsonl and loss.png; empty = no files"),
+
+    INT_KEY("parallel.ep", parallel.ep, AT_LEAST(1), "1",
+            "expert-parallel group size; must divide model.num_experts"),
+    INT_KEY("parallel.dp", parallel.dp, AT_LEAST(0), "0",
+            "data-parallel size; 0 = world size / ep"),
+
+    {.path = "precision.compute", .type = KEY_ENUM, .offset = AT(precision.compute),
+     .choices = precision_choices, .def = "auto",
+     .doc = "GEMM precision; auto = mxfp8 on compute capability 10.x, bf16 on other GPUs, "
+            "fp32 on CPU"},
+    BOOL_KEY("precision.allow_fp8_block", precision.allow_fp8_block, "true",
+             "let auto pick fp8_block on Hopper"),
+    CHOICE_KEY("precision.layers", precision.layers, layers_choices, "experts",
+               "which GEMMs run in low precision"),
+
+    CHOICE_KEY("runtime.backend", runtime.backend, backend_choices, "auto",
+               "compute backend; auto = cuda when a GPU is usable, else cpu"),
+    INT_KEY("runtime.threads", runtime.threads, AT_LEAST(0), "0",
+            "CPU threads; 0 = the OpenMP default"),
+};
+
+const size_t config_key_count = sizeof config_keys / sizeof config_keys[0];
+
+/* Enum fields are stored through an int; make sure that is what they are. */
+_Static_assert(sizeof(moe_precision) == sizeof(int), "moe_precision must be int-sized");
+
+const config_key *config_key_find(const char *path)
+{
+    for (size_t i = 0; i < config_key_count; i++)
+        if (strcmp(config_keys[i].path, path) == 0)
+            return &config_keys[i];
+    return NULL;
+}
+
+/* Length of the group part of "group.key". */
+static size_t group_len(const char *path)
+{
+    const char *dot = strchr(path, '.');
+    return dot ? (size_t)(dot - path) : strlen(path);
+}
+
+int config_group_known(const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; i < config_key_count; i++)
+        if (group_len(config_keys[i].path) == n && strncmp(config_keys[i].path, name, n) == 0)
+            return 1;
+    return 0;
+}
+
+int config_unknown_key(const char *path, int is_group, moe_err *e)
+{
+    const char *names[sizeof config_keys / sizeof config_keys[0]];
+    char groups[sizeof config_keys / sizeof config_keys[0]][32];
+    const char *group_names[sizeof config_keys / sizeof config_keys[0]];
+    size_t n_groups = 0;
+    for (size_t i = 0; i < config_key_count; i++) {
+        names[i] = config_keys[i].path;
+        size_t g = group_len(names[i]);
+        if (n_groups == 0 || strncmp(group_names[n_groups - 1], names[i], g) != 0 ||
+            group_names[n_groups - 1][g] != '\0') {
+            snprintf(groups[n_groups], sizeof groups[n_groups], "%.*s", (int)g, names[i]);
+            group_names[n_groups] = groups[n_groups];
+            n_groups++;
+        }
+    }
+    const char *hint = is_group ? closest_word(path, group_names, n_groups)
+                                : closest_word(path, names, config_key_count);
+    if (!hint && !is_group) {
+        /* The right key in the wrong group ("train.lr" for "optimizer.lr"). */
+        const char *leaf = strrchr(path, '.');
+        leaf = leaf ? leaf + 1 : path;
+        for (size_t i = 0; i < config_key_count && !hint; i++)
+            if (strcmp(strchr(names[i], '.') + 1, leaf) == 0)
+                hint = names[i];
+    }
+    const char *what = is_group ? "group" : "key";
+    if (hint)
+        return moe_errf(e, "unknown %s '%s' (did you mean '%s'?)", what, path, hint);
+    return moe_errf(e, "unknown %s '%s'", what, path);
+}
+
+const char *precision_name(moe_precision p)
+{
+    if ((int)p < 0 || (size_t)p >= sizeof precision_choices / sizeof precision_choices[0] - 1)
+        return "invalid";
+    return precision_choices[p];
+}
+
+int precision_parse(const char *s, moe_precision *out)
+{
+    for (int i = 0; precision_choices[i]; i++)
+        if (strcmp(precision_choices[i], s) == 0) {
+            *out = (moe_precision)i;
+            return 0;
+        }
+    return -1;
+}
+
+void config_defaults(moe_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    for (size_t i = 0; i < config_key_count; i++) {
+        moe_err e;
+        /* The defaults are part of the program; the unit tests load every one,
+         * so a failure here is a broken build, not a user error. */
+        if (config_key_set_text(&config_keys[i], cfg, config_keys[i].def, &e)) {
+            fprintf(stderr, "moekit: built-in default of %s is invalid: %s\n",
+                    config_keys[i].path, e.msg);
+            abort();
+        }
+    }
+}

@@ -1,0 +1,131 @@
+/* moekit: validation of a whole configuration: every key's range, then the
+ * rules that tie keys together. A failing rule names each key involved and,
+ * when the loader knows it, where that key was set. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config_schema.h"
+
+typedef struct {
+    const moe_config *cfg;
+    const char *const *origin; /* per schema row, or NULL */
+    moe_err *e;
+} rule_ctx;
+
+/* Append " (a from x.cfg:3; b from the built-in default)" for the keys. */
+static void add_origins(const rule_ctx *r, const char *const *keys, int n)
+{
+    if (!r->origin || !r->e)
+        return;
+    char buf[MOE_ERR_LEN];
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        const config_key *k = config_key_find(keys[i]);
+        const char *where = k ? r->origin[k - config_keys] : NULL;
+        used += (size_t)snprintf(buf + used, used < sizeof buf ? sizeof buf - used : 0,
+                                 "%s%s from %s", i ? "; " : " (", keys[i],
+                                 where ? where : "the built-in default");
+        if (used >= sizeof buf)
+            break;
+    }
+    size_t len = strlen(r->e->msg);
+    snprintf(r->e->msg + len, sizeof r->e->msg - len, "%s)", buf);
+}
+
+__attribute__((format(printf, 4, 5))) static int violation(const rule_ctx *r, const char *key_a,
+                                                           const char *key_b, const char *fmt,
+                                                           ...)
+{
+    if (r->e) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(r->e->msg, sizeof r->e->msg, fmt, ap);
+        va_end(ap);
+    }
+    const char *keys[2] = {key_a, key_b};
+    add_origins(r, keys, key_b ? 2 : 1);
+    return -1;
+}
+
+static int check_model(const rule_ctx *r)
+{
+    const moe_model_cfg *m = &r->cfg->model;
+    if (m->num_heads % m->num_kv_heads)
+        return violation(r, "model.num_kv_heads", "model.num_heads",
+                         "model.num_kv_heads = %d must divide model.num_heads = %d "
+                         "(each key/value head serves a whole group of query heads)",
+                         m->num_kv_heads, m->num_heads);
+    int head_dim = m->head_dim;
+    if (head_dim == 0) {
+        if (m->hidden_size % m->num_heads)
+            return violation(r, "model.hidden_size", "model.num_heads",
+                             "model.head_dim = 0 means hidden_size / num_heads, but "
+                             "model.hidden_size = %d is not divisible by model.num_heads = %d; "
+                             "set model.head_dim or change the sizes",
+                             m->hidden_size, m->num_heads);
+        head_dim = m->hidden_size / m->num_heads;
+    }
+    if (head_dim % 2)
+        return violation(r, m->head_dim ? "model.head_dim" : "model.hidden_size",
+                         m->head_dim ? NULL : "model.num_heads",
+                         "the head width is %d; RoPE rotates pairs of dimensions, so it must "
+                         "be even",
+                         head_dim);
+    if (m->top_k > m->num_experts)
+        return violation(r, "model.top_k", "model.num_experts",
+                         "model.top_k = %d must not exceed model.num_experts = %d", m->top_k,
+                         m->num_experts);
+    return 0;
+}
+
+static int check_training(const rule_ctx *r)
+{
+    const moe_config *c = r->cfg;
+    if (c->train.seq_length > c->model.max_position_embeddings)
+        return violation(r, "train.seq_length", "model.max_position_embeddings",
+                         "train.seq_length = %d exceeds model.max_position_embeddings = %d",
+                         c->train.seq_length, c->model.max_position_embeddings);
+    if (c->scheduler.warmup_steps > c->train.steps)
+        return violation(r, "scheduler.warmup_steps", "train.steps",
+                         "scheduler.warmup_steps = %d exceeds train.steps = %d "
+                         "(the run would end before reaching the peak learning rate)",
+                         c->scheduler.warmup_steps, c->train.steps);
+    if (c->checkpoint.resume_from_checkpoint && !c->checkpoint.ckpt_dir[0])
+        return violation(r, "checkpoint.resume_from_checkpoint", "checkpoint.ckpt_dir",
+                         "checkpoint.resume_from_checkpoint is true but checkpoint.ckpt_dir is "
+                         "empty: name the directory to resume from");
+    return 0;
+}
+
+static int check_parallel(const rule_ctx *r)
+{
+    const moe_config *c = r->cfg;
+    if (c->model.num_experts % c->parallel.ep)
+        return violation(r, "parallel.ep", "model.num_experts",
+                         "parallel.ep = %d must divide model.num_experts = %d "
+                         "(every rank of an expert-parallel group holds the same number of "
+                         "experts)",
+                         c->parallel.ep, c->model.num_experts);
+    return 0;
+}
+
+int config_validate_traced(const moe_config *cfg, const char *const *origin, moe_err *e)
+{
+    rule_ctx r = {cfg, origin, e};
+    for (size_t i = 0; i < config_key_count; i++)
+        if (config_key_check(&config_keys[i], cfg, e)) {
+            const char *keys[1] = {config_keys[i].path};
+            add_origins(&r, keys, 1);
+            return -1;
+        }
+    if (check_model(&r) || check_training(&r) || check_parallel(&r))
+        return -1;
+    return 0;
+}
+
+int config_validate(const moe_config *cfg, moe_err *e)
+{
+    return config_validate_traced(cfg, NULL, e);
+}
