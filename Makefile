@@ -26,7 +26,7 @@ endif
 
 CFLAGS_BASE := -std=c11 $(OPT) -g -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -fPIC \
 	-fopenmp $(SANFLAGS) -DMOE_CONFIG_DIR_DEFAULT='"$(abspath configs)"' \
-	-DMOE_DATA_DIR_DEFAULT='"$(abspath data)"'
+	-DMOE_DATA_DIR_DEFAULT='"$(abspath data)"' -DMOE_SOURCE_DIR='"$(abspath .)"'
 CFLAGS += $(CFLAGS_BASE)
 LDFLAGS += -fopenmp $(SANFLAGS)
 # libconfig is linked statically so binaries run on machines without it.

@@ -19,3 +19,22 @@ $(B)/tests/test_gradcheck: $(call obj64,tests/unit/test_gradcheck.c) $(MODEL64_L
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
 
+
+# Training loop, checkpoints, eval and the CLI.
+TRAIN_SRCS := trainer/train/trainer.c trainer/train/checkpoint.c trainer/train/weights_io.c \
+	trainer/train/schedule.c trainer/train/metrics.c trainer/backend/select.c trainer/eval.c
+TRAIN_LIB := $(B)/lib/libmoe_train.a
+$(TRAIN_LIB): $(call obj,$(TRAIN_SRCS))
+TRAINER_LIBS = $(TRAIN_LIB) $(MODEL_LIB) $(DATA_LIB) $(CKPT_LIB) $(CONFIG_LIB) $(COMMON_LIB)
+
+BINS += $(B)/bin/moe-train
+$(B)/bin/moe-train: $(call obj,trainer/main.c) $(TRAINER_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LIBCONFIG) $(LDLIBS_BASE)
+
+# Agreement with transformers on the committed fixtures.
+UNIT_TESTS += $(B)/tests/test_hf_agreement
+$(B)/tests/test_hf_agreement: $(call obj,tests/unit/test_hf_agreement.c) $(TRAINER_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LIBCONFIG) $(LDLIBS_BASE)
+

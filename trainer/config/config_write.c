@@ -51,6 +51,21 @@ int config_write(const moe_config *cfg, const char *path, moe_err *e)
             return moe_err_errno(e, errno, "cannot write the config to stdout");
         return 0;
     }
+    /* A device, pipe or symlink (/dev/stdout, a FIFO) is written in place:
+     * renaming over it would replace it with a regular file. */
+    struct stat st;
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        FILE *f = fopen(path, "w");
+        if (!f)
+            return moe_err_errno(e, errno, "cannot open %s", path);
+        int failed = write_all(cfg, f) || fflush(f);
+        int err = errno;
+        if (fclose(f) && !failed) {
+            failed = 1;
+            err = errno;
+        }
+        return failed ? moe_err_errno(e, err, "cannot write config %s", path) : 0;
+    }
     /* Write beside the target and rename: a reader never sees half a file. */
     char tmp[MOE_PATH_MAX + 16];
     if ((size_t)snprintf(tmp, sizeof tmp, "%s.XXXXXX", path) >= sizeof tmp)

@@ -1,0 +1,39 @@
+#include "select.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#ifndef MOE_WITH_CUDA
+/* This build has no CUDA backend (built with CUDA=0 or without nvcc). */
+int cuda_backend_available(void) { return 0; }
+int cuda_backend_create(moe_backend **out, int device, moe_err *e)
+{
+    return moe_errf(e, "this moe-train was built without the CUDA backend (rebuild with nvcc "
+                       "present, or use --backend cpu)");
+}
+#endif
+
+int backend_open(const char *name, int threads, moe_backend **out, char *why, size_t why_len,
+                 moe_err *e)
+{
+    if (!strcmp(name, "cpu")) {
+        snprintf(why, why_len, "cpu (requested)");
+        return cpu_backend_create(out, threads, e);
+    }
+    if (!strcmp(name, "cuda")) {
+        snprintf(why, why_len, "cuda (requested)");
+        return cuda_backend_create(out, 0, e);
+    }
+    if (strcmp(name, "auto"))
+        return moe_errf(e, "unknown backend '%s' (allowed: auto, cpu, cuda)", name);
+    if (cuda_backend_available()) {
+        snprintf(why, why_len, "cuda (a GPU is visible)");
+        return cuda_backend_create(out, 0, e);
+    }
+#ifdef MOE_WITH_CUDA
+    snprintf(why, why_len, "cpu (no usable GPU is visible)");
+#else
+    snprintf(why, why_len, "cpu (this build has no CUDA backend)");
+#endif
+    return cpu_backend_create(out, threads, e);
+}

@@ -1,0 +1,13 @@
+/* moekit: `moe-train eval`: the loss of a checkpoint on given token sequences. */
+#ifndef MOE_EVAL_H
+#define MOE_EVAL_H
+
+#include "backend/backend.h"
+
+/* Read FILE: one sequence of whitespace-separated token ids per line, all of
+ * the same length L >= 2. Returns rows and L, tokens[rows * L] (malloc'd). */
+int eval_read_tokens(const char *path, int vocab, int32_t **tokens, int *rows, int *len,
+                     moe_err *e);
+int eval_main(int argc, char **argv);
+
+#endif

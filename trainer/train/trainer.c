@@ -1,0 +1,407 @@
+/* moekit: the training loop. */
+#include "trainer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "../backend/select.h"
+#include "../ckpt/ckpt_dir.h"
+#include "schedule.h"
+
+volatile sig_atomic_t moe_stop_requested = 0;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void fmt_duration(char *out, size_t n, double s)
+{
+    if (!isfinite(s) || s < 0)
+        s = 0;
+    long t = (long)(s + 0.5);
+    if (t >= 3600)
+        snprintf(out, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else
+        snprintf(out, n, "%ld:%02ld", t / 60, t % 60);
+}
+
+static void fmt_count(char *out, size_t n, double v)
+{
+    if (v >= 1e9)
+        snprintf(out, n, "%.2fB", v / 1e9);
+    else if (v >= 1e6)
+        snprintf(out, n, "%.2fM", v / 1e6);
+    else if (v >= 1e3)
+        snprintf(out, n, "%.1fK", v / 1e3);
+    else
+        snprintf(out, n, "%.0f", v);
+}
+
+static int env_int(const char *name, int dflt)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return dflt;
+    char *end;
+    long v = strtol(s, &end, 10);
+    return (*end || v < 0 || v > 1 << 20) ? -1 : (int)v;
+}
+
+moe_dims trainer_model_dims(const moe_model_cfg *mc)
+{
+    moe_dims d = {.C = mc->hidden_size, .L = mc->num_layers, .NH = mc->num_heads,
+                  .NKV = mc->num_kv_heads,
+                  .HD = mc->head_dim ? mc->head_dim : mc->hidden_size / mc->num_heads,
+                  .E = mc->num_experts, .K = mc->top_k, .I = mc->intermediate_size,
+                  .V = mc->vocab_size, .eps = mc->rms_norm_eps, .theta = mc->rope_theta,
+                  .aux_coef = mc->router_aux_loss_coef};
+    return d;
+}
+
+static int resolve_precision(moe_trainer *t, moe_err *e)
+{
+    moe_precision p = t->cfg.precision.compute;
+    if (!strcmp(t->be->name, "cpu")) {
+        if (p != MOE_PREC_AUTO && p != MOE_PREC_FP32)
+            return moe_errf(e,
+                            "precision.compute=%s needs the cuda backend; the cpu backend "
+                            "computes in fp32 (set precision.compute=auto or fp32)",
+                            precision_name(p));
+        t->precision = sizeof(real) == 8 ? "fp64" : "fp32";
+        return 0;
+    }
+    t->precision = t->be->act_type;
+    return 0;
+}
+
+static void print_summary(moe_trainer *t, const char *backend_why)
+{
+    if (t->quiet || t->rank != 0)
+        return;
+    const moe_config *c = &t->cfg;
+    moe_dims d = trainer_model_dims(&c->model);
+    int64_t total, active;
+    model_count_params(&d, &total, &active);
+    char tot[32], act_s[32], btok[32];
+    fmt_count(tot, sizeof tot, (double)total);
+    fmt_count(act_s, sizeof act_s, (double)active);
+    int threads = 1;
+#ifdef _OPENMP
+    threads = omp_get_max_threads();
+#endif
+    moe_data_stats st;
+    dataset_stats(t->data, &st);
+    fmt_count(btok, sizeof btok, (double)st.bases);
+    long tokens_per_step = (long)c->train.micro_batch_size * c->train.seq_length *
+                           c->train.grad_accum_steps;
+    printf("moekit moe-train: config %s (%s)\n", c->name, c->path);
+    printf("  model     Mixtral MoE: %d layers, hidden %d, %d heads / %d kv heads (dim %d), "
+           "%d experts top-%d, intermediate %d, vocab %d\n",
+           d.L, d.C, d.NH, d.NKV, d.HD, d.E, d.K, d.I, d.V);
+    printf("  params    %s total, %s active per token (%lld / %lld)\n", tot, act_s,
+           (long long)total, (long long)active);
+    printf("  data      %d file(s), %d record(s), %s bases; %llu train / %llu held-out windows "
+           "of %d tokens\n",
+           st.n_files, st.n_records, btok, (unsigned long long)st.train_windows,
+           (unsigned long long)st.val_windows, c->train.seq_length);
+    printf("  batch     %d x %d tokens x %d accumulation = %ld tokens per step, %d steps\n",
+           c->train.micro_batch_size, c->train.seq_length, c->train.grad_accum_steps,
+           tokens_per_step, c->train.steps);
+    printf("  optimizer AdamW lr %.3g (warmup %d, cosine to %.3g), betas %.3g/%.3g, wd %.3g, "
+           "clip %.3g\n",
+           c->optimizer.lr, c->scheduler.warmup_steps, c->optimizer.lr * c->scheduler.min_lr_ratio,
+           c->optimizer.beta1, c->optimizer.beta2, c->optimizer.weight_decay, c->train.grad_clip);
+    printf("  backend   %s, %d thread(s); precision %s compute, fp32 master weights\n",
+           backend_why, threads, t->precision);
+    printf("  parallel  EP=%d x DP=%d over %d rank(s)\n", c->parallel.ep,
+           c->parallel.dp ? c->parallel.dp : 1, t->world);
+    if (c->checkpoint.ckpt_dir[0])
+        printf("  ckpt      %s (every %d steps, keep %d)\n", c->checkpoint.ckpt_dir,
+               c->checkpoint.save_every_n_steps, c->checkpoint.max_checkpoints);
+    if (c->logger.run_dir[0])
+        printf("  run dir   %s\n", c->logger.run_dir);
+    fflush(stdout);
+}
+
+int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, moe_err *e)
+{
+    memset(t, 0, sizeof *t);
+    t->cfg = *cfg;
+    moe_config *c = &t->cfg;
+    t->world = env_int("MOE_WORLD_SIZE", 1);
+    t->rank = env_int("MOE_RANK", 0);
+    if (t->world < 1 || t->rank < 0 || t->rank >= t->world)
+        return moe_errf(e, "MOE_WORLD_SIZE / MOE_RANK are not a valid rank layout (%s / %s)",
+                        getenv("MOE_WORLD_SIZE"), getenv("MOE_RANK"));
+    if (t->world > 1)
+        return moe_errf(e,
+                        "MOE_WORLD_SIZE=%d: this moe-train trains on one rank; start it with "
+                        "one task (expert and data parallelism across ranks is not in this "
+                        "build)",
+                        t->world);
+    int dp = c->parallel.dp ? c->parallel.dp : 1;
+    if (c->parallel.ep * dp != t->world) {
+        /* one process computes the same thing as EP x DP ranks would on the
+         * same global batch, so a laptop or CI run of a multi-GPU config is
+         * meaningful; say so rather than refuse */
+        if (t->rank == 0)
+            fprintf(stderr,
+                    "moe-train: note: config asks parallel.ep=%d x dp=%d but this is a "
+                    "single-rank run: all %d experts run on this rank (same math)\n",
+                    c->parallel.ep, dp, c->model.num_experts);
+        c->parallel.ep = 1;
+        c->parallel.dp = 1;
+    }
+    const char *bname = backend && *backend ? backend : c->runtime.backend;
+    char why[128];
+    if (backend_open(bname, c->runtime.threads, &t->be, why, sizeof why, e))
+        return -1;
+    if (resolve_precision(t, e) || dispatcher_local_create(&t->disp, e))
+        goto fail;
+    moe_dims d = trainer_model_dims(&c->model);
+    if (model_create(&t->model, &d, t->be, t->disp, c->train.micro_batch_size,
+                     c->train.seq_length, e))
+        goto fail;
+    if (dataset_open(&t->data, &c->data, c->train.seq_length, c->train.seed, 0, 1, NULL, e))
+        goto fail;
+    size_t staged = (size_t)c->train.grad_accum_steps * c->train.micro_batch_size *
+                    c->train.seq_length;
+    t->inputs = malloc(sizeof(int32_t) * staged);
+    t->targets = malloc(sizeof(int32_t) * staged);
+    if (!t->inputs || !t->targets) {
+        moe_errf(e, "out of memory staging a batch of %zu tokens", staged);
+        goto fail;
+    }
+
+    /* where the weights come from: the latest checkpoint, a Hub model, or the seed */
+    long resume_step = -1;
+    if (c->checkpoint.resume_from_checkpoint && c->checkpoint.ckpt_dir[0]) {
+        char dir[4096];
+        int64_t step;
+        int found = ckpt_latest(c->checkpoint.ckpt_dir, dir, sizeof dir, &step, e);
+        if (found < 0)
+            goto fail;
+        if (found == 0) {
+            if (trainer_load_checkpoint(t, dir, 0, e))
+                goto fail;
+            resume_step = t->step;
+            if (t->rank == 0)
+                printf("moe-train: resuming from %s (step %d)\n", dir, t->step);
+        }
+    }
+    if (resume_step < 0) {
+        if (c->checkpoint.init_from[0]) {
+            if (trainer_load_checkpoint(t, c->checkpoint.init_from, 1, e))
+                goto fail;
+        } else if (model_init_random(t->model, c->train.seed, c->model.init_std, e)) {
+            goto fail;
+        }
+    }
+    if (metrics_open(&t->metrics, c->logger.run_dir, resume_step, e))
+        goto fail;
+    if (c->logger.run_dir[0]) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/config.cfg", c->logger.run_dir);
+        if (config_write(c, path, e))
+            goto fail;
+    }
+    print_summary(t, why);
+    return 0;
+fail:
+    trainer_destroy(t);
+    return -1;
+}
+
+void trainer_destroy(moe_trainer *t)
+{
+    metrics_close(&t->metrics);
+    if (t->model)
+        model_destroy(t->model);
+    if (t->data)
+        dataset_close(t->data);
+    if (t->disp)
+        t->disp->destroy(t->disp);
+    if (t->be)
+        t->be->destroy(t->be);
+    free(t->inputs);
+    free(t->targets);
+    t->model = NULL;
+    t->data = NULL;
+    t->disp = NULL;
+    t->be = NULL;
+    t->inputs = t->targets = NULL;
+}
+
+int trainer_evaluate(moe_trainer *t, double *val_loss, moe_err *e)
+{
+    int B = t->cfg.train.micro_batch_size, n = dataset_val_batches(t->data, B);
+    if (n <= 0)
+        return moe_errf(e, "no held-out data: raise data.val_fraction or add sequence");
+    if (t->cfg.train.eval_batches > 0 && t->cfg.train.eval_batches < n)
+        n = t->cfg.train.eval_batches;
+    double sum = 0;
+    int64_t count = 0;
+    for (int i = 0; i < n; i++) {
+        if (dataset_val_batch(t->data, i, B, t->inputs, t->targets, e))
+            return -1;
+        double ls;
+        int64_t nv;
+        if (model_forward(t->model, t->inputs, t->targets, &ls, &nv, NULL, e))
+            return -1;
+        sum += ls;
+        count += nv;
+    }
+    *val_loss = count ? sum / count : NAN;
+    return 0;
+}
+
+/* One optimizer step over grad_accum micro-batches. */
+static int train_step(moe_trainer *t, double lr, double *loss, double *aux, double *gnorm,
+                      moe_err *e)
+{
+    const moe_config *c = &t->cfg;
+    int A = c->train.grad_accum_steps, B = c->train.micro_batch_size, T = c->train.seq_length;
+    size_t mb = (size_t)B * T;
+    /* the whole global batch first: the loss is the mean over all its
+     * counted targets, so each token's gradient weight is known up front */
+    int64_t valid = 0;
+    for (int a = 0; a < A; a++) {
+        if (dataset_next_train(t->data, B, t->inputs + a * mb, t->targets + a * mb, e))
+            return -1;
+        for (size_t i = 0; i < mb; i++)
+            valid += t->targets[a * mb + i] >= 0;
+    }
+    if (valid == 0)
+        return moe_errf(e, "step %d: the batch has no target to learn (all masked)", t->step + 1);
+    model_zero_grad(t->model);
+    double loss_sum = 0, aux_sum = 0;
+    for (int a = 0; a < A; a++) {
+        double ls;
+        int64_t nv;
+        if (model_forward_backward(t->model, t->inputs + a * mb, t->targets + a * mb,
+                                   1.0 / valid, c->model.router_aux_loss_coef / A, &ls, &nv, e))
+            return moe_err_prefix(e, "step %d", t->step + 1);
+        loss_sum += ls;
+        aux_sum += t->model->aux_loss;
+    }
+    moe_backend *be = t->be;
+    moe_model *m = t->model;
+    double norm = sqrt(be->sum_squares(be, m->grad, m->n_elems));
+    if (!isfinite(norm))
+        return moe_errf(e, "step %d: the gradient norm is %g (loss %g): training diverged; lower "
+                           "optimizer.lr or raise scheduler.warmup_steps",
+                        t->step + 1, norm, loss_sum / valid);
+    double scale = 1;
+    if (c->train.grad_clip > 0 && norm > c->train.grad_clip)
+        scale = c->train.grad_clip / (norm + 1e-6);
+    int tt = t->step + 1;
+    moe_adamw_hyper h = {.lr = (real)lr, .beta1 = (real)c->optimizer.beta1,
+                         .beta2 = (real)c->optimizer.beta2, .eps = (real)c->optimizer.eps,
+                         .weight_decay = (real)c->optimizer.weight_decay,
+                         .bias_corr1 = (real)(1 - pow(c->optimizer.beta1, tt)),
+                         .bias_corr2 = (real)(1 - pow(c->optimizer.beta2, tt)),
+                         .grad_scale = (real)scale};
+    be->adamw(be, m->master, m->wc, m->grad, m->m, m->v, m->spans, m->n_params, &h);
+    t->tokens_seen += (uint64_t)valid;
+    *loss = loss_sum / valid;
+    *aux = aux_sum / A;
+    *gnorm = norm;
+    return 0;
+}
+
+static void log_eval(moe_trainer *t, double val)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "\"step\":%d,\"val_loss\":%.6f,\"tokens\":%llu", t->step, val,
+             (unsigned long long)t->tokens_seen);
+    metrics_write(&t->metrics, buf);
+    if (!t->quiet && t->rank == 0) {
+        printf("eval  %5d | held-out loss %.4f (%.4f bits/token)\n", t->step, val, val / log(2));
+        fflush(stdout);
+    }
+}
+
+int trainer_run(moe_trainer *t, moe_err *e)
+{
+    const moe_config *c = &t->cfg;
+    int steps = c->train.steps, start = t->step;
+    double t0 = now_s(), t_last = t0;
+    int step_last = start;
+    int save_every = c->checkpoint.ckpt_dir[0] ? c->checkpoint.save_every_n_steps : 0;
+    while (t->step < steps) {
+        double lr = schedule_lr(c->optimizer.lr, c->scheduler.warmup_steps,
+                                c->scheduler.min_lr_ratio, t->step, steps);
+        double loss = 0, aux = 0, gnorm = 0;
+        if (train_step(t, lr, &loss, &aux, &gnorm, e))
+            return -1;
+        t->step++;
+        t->last_loss = loss;
+        t->last_grad_norm = gnorm;
+        char buf[512];
+        snprintf(buf, sizeof buf,
+                 "\"step\":%d,\"loss\":%.6f,\"aux_loss\":%.6f,\"lr\":%.6e,\"grad_norm\":%.6f,"
+                 "\"tokens\":%llu",
+                 t->step, loss, aux, lr, gnorm, (unsigned long long)t->tokens_seen);
+        metrics_write(&t->metrics, buf);
+        int freq = c->logger.frequency > 0 ? c->logger.frequency : 1;
+        if (!t->quiet && t->rank == 0 && (t->step % freq == 0 || t->step == steps || t->step == 1)) {
+            double now = now_s();
+            double tok = (double)(t->step - step_last) * c->train.micro_batch_size *
+                         c->train.seq_length * c->train.grad_accum_steps;
+            double rate = now > t_last ? tok / (now - t_last) : 0;
+            double per_step = (now - t0) / (t->step - start);
+            char el[32], eta[32];
+            fmt_duration(el, sizeof el, now - t0);
+            fmt_duration(eta, sizeof eta, per_step * (steps - t->step));
+            printf("step %5d/%d | loss %.4f | aux %.4f | lr %.2e | grad norm %.3f | %.0f tok/s | "
+                   "elapsed %s | ETA %s\n",
+                   t->step, steps, loss, aux, lr, gnorm, rate, el, eta);
+            fflush(stdout);
+            t_last = now;
+            step_last = t->step;
+        }
+        int eval_every = c->train.eval_every_n_steps;
+        if ((eval_every > 0 && t->step % eval_every == 0) || t->step == steps) {
+            double val;
+            if (trainer_evaluate(t, &val, e))
+                return -1;
+            t->last_val_loss = val;
+            log_eval(t, val);
+        }
+        int stop = moe_stop_requested != 0;
+        if ((save_every > 0 && t->step % save_every == 0) ||
+            (c->checkpoint.ckpt_dir[0] && (t->step == steps || stop))) {
+            if (trainer_save_checkpoint(t, e))
+                return -1;
+        }
+        if (stop) {
+            if (t->rank == 0)
+                fprintf(stderr, "moe-train: stop requested by signal: saved step %d, exiting\n",
+                        t->step);
+            return 1;
+        }
+    }
+    if (c->checkpoint.save_final_model && c->checkpoint.ckpt_dir[0] &&
+        trainer_save_final_model(t, e))
+        return -1;
+    if (t->metrics.f) {
+        moe_err pe;
+        char title[512];
+        snprintf(title, sizeof title, "moekit %s", c->name);
+        if (metrics_plot(&t->metrics, title, &pe))
+            fprintf(stderr, "moe-train: warning: no loss.png: %s\n", pe.msg);
+        else if (!t->quiet && t->rank == 0)
+            printf("moe-train: loss curve written to %s/loss.png\n", t->metrics.dir);
+    }
+    return 0;
+}

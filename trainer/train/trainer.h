@@ -1,0 +1,55 @@
+/* moekit: the training run: config -> backend -> model -> data -> loop ->
+ * checkpoints and metrics. Backend-neutral: it calls the model and the
+ * backend's optimizer ops, never a kernel. */
+#ifndef MOE_TRAINER_H
+#define MOE_TRAINER_H
+
+#include <signal.h>
+#include <stdint.h>
+
+#include "../config/config.h"
+#include "../data/data.h"
+#include "../model/model.h"
+#include "metrics.h"
+
+typedef struct {
+    moe_config cfg;
+    moe_backend *be;
+    moe_dispatcher *disp;
+    moe_model *model;
+    moe_dataset *data;
+    moe_metrics metrics;
+    int step;               /* optimizer steps done */
+    uint64_t tokens_seen;   /* targets counted so far */
+    double last_loss, last_val_loss, last_grad_norm;
+    int rank, world;
+    const char *precision;  /* what the backend computes in */
+    /* host staging of one global batch */
+    int32_t *inputs, *targets;
+    int quiet;
+} moe_trainer;
+
+/* Set by SIGTERM / SIGUSR1 handlers: finish the step, checkpoint, exit. */
+extern volatile sig_atomic_t moe_stop_requested;
+/* Exit status of a run stopped by a signal after saving (job scripts requeue on it). */
+#define MOE_EXIT_PREEMPTED 75
+
+/* The model sizes of a config (head_dim 0 = hidden / heads). */
+moe_dims trainer_model_dims(const moe_model_cfg *mc);
+
+int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, moe_err *e);
+void trainer_destroy(moe_trainer *t);
+/* Train to cfg.train.steps (or until a stop signal). Returns 0, 1 when it
+ * stopped early on a signal after checkpointing, -1 on error. */
+int trainer_run(moe_trainer *t, moe_err *e);
+/* Mean held-out loss over train.eval_batches validation micro-batches. */
+int trainer_evaluate(moe_trainer *t, double *val_loss, moe_err *e);
+
+/* checkpoint.c */
+int trainer_save_checkpoint(moe_trainer *t, moe_err *e);
+/* Resume from a checkpoint directory (step_N), or initialise weights only
+ * from a Hugging Face model directory (weights_only = 1). */
+int trainer_load_checkpoint(moe_trainer *t, const char *dir, int weights_only, moe_err *e);
+int trainer_save_final_model(moe_trainer *t, moe_err *e);
+
+#endif
