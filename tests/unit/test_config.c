@@ -177,6 +177,10 @@ static void test_defaults_file_is_complete(void)
     config_defaults(&other);
     CHECK(same_settings(&cfg, &other));
 
+    /* an empty file without a base gives the built-in defaults */
+    CHECK_MSG(load_text(&other, "empty.cfg", "# nothing set\n", &e) == 0, "%s", e.msg);
+    CHECK(same_settings(&cfg, &other) && strcmp(other.name, "empty") == 0);
+
     config_t c;
     config_init(&c);
     CHECK(config_read_file(&c, MOE_CONFIG_DIR_DEFAULT "/defaults.cfg") == CONFIG_TRUE);
@@ -661,6 +665,26 @@ static void test_round_trip(void)
     CHECK(count_prefixed(tmp_dir, "effective.cfg.") == 0);
 }
 
+/* Devices and symlinks are written through, never replaced by a file. */
+static void test_write_in_place(void)
+{
+    moe_err e;
+    CHECK(config_load(&cfg, "L0_sanity", MOE_CONFIG_DIR_DEFAULT, 0, NULL, &e) == 0);
+    struct stat st;
+    CHECK_MSG(config_write(&cfg, "/dev/null", &e) == 0, "%s", e.msg);
+    CHECK(stat("/dev/null", &st) == 0 && S_ISCHR(st.st_mode));
+
+    char target[600], link_path[600];
+    snprintf(target, sizeof target, "%s/target.cfg", tmp_dir);
+    snprintf(link_path, sizeof link_path, "%s/link.cfg", tmp_dir);
+    write_file("target.cfg", "# placeholder\n");
+    CHECK(symlink(target, link_path) == 0);
+    CHECK_MSG(config_write(&cfg, link_path, &e) == 0, "%s", e.msg);
+    CHECK(lstat(link_path, &st) == 0 && S_ISLNK(st.st_mode));
+    CHECK_MSG(config_load(&other, target, NULL, 0, NULL, &e) == 0, "%s", e.msg);
+    CHECK(same_settings(&cfg, &other));
+}
+
 static void test_write_errors(void)
 {
     moe_err e;
@@ -769,6 +793,7 @@ int main(void)
     RUN(test_override_errors);
     RUN(test_validation_rules);
     RUN(test_round_trip);
+    RUN(test_write_in_place);
     RUN(test_write_errors);
     RUN(test_name_lookup);
     RUN(test_suggestions);

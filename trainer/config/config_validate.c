@@ -13,7 +13,7 @@ typedef struct {
     moe_err *e;
 } rule_ctx;
 
-/* Append " (a from x.cfg:3; b from the built-in default)" for the keys. */
+/* Append " [a from x.cfg:3; b from the built-in default]" for the keys. */
 static void add_origins(const rule_ctx *r, const char *const *keys, int n)
 {
     if (!r->origin || !r->e)
@@ -25,13 +25,13 @@ static void add_origins(const rule_ctx *r, const char *const *keys, int n)
         const config_key *k = config_key_find(keys[i]);
         const char *where = k ? r->origin[k - config_keys] : NULL;
         used += (size_t)snprintf(buf + used, used < sizeof buf ? sizeof buf - used : 0,
-                                 "%s%s from %s", i ? "; " : " (", keys[i],
+                                 "%s%s from %s", i ? "; " : " [", keys[i],
                                  where ? where : "the built-in default");
         if (used >= sizeof buf)
             break;
     }
     size_t len = strlen(r->e->msg);
-    snprintf(r->e->msg + len, sizeof r->e->msg - len, "%s)", buf);
+    snprintf(r->e->msg + len, sizeof r->e->msg - len, "%s]", buf);
 }
 
 __attribute__((format(printf, 4, 5))) static int violation(const rule_ctx *r, const char *key_a,

@@ -97,7 +97,12 @@ static int find_choice(const config_key *k, const char *s, moe_err *e)
             return (int)n;
     char range[256];
     config_key_range_text(k, range, sizeof range);
-    const char *hint = closest_word(s, k->choices, n);
+    char lower[64];
+    size_t len = 0;
+    for (; s[len] && len < sizeof lower - 1; len++)
+        lower[len] = (char)tolower((unsigned char)s[len]);
+    lower[len] = '\0';
+    const char *hint = closest_word(lower, k->choices, n);
     if (hint)
         moe_errf(e, "%s: '%.80s' is not one of %s (did you mean '%.80s'?)", k->path, s, range,
                  hint);
