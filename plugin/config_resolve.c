@@ -1,0 +1,102 @@
+/* moekit SPANK plugin: config name resolution (see config_resolve.h). */
+#include "config_resolve.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../trainer/config/config.h"
+#include "args.h"
+
+#ifndef MOE_CONFIG_DIR_DEFAULT
+#define MOE_CONFIG_DIR_DEFAULT "/usr/local/share/moekit/configs"
+#endif
+
+const char *resolve_configs_dir(const moe_policy *pol)
+{
+    return pol->configs[0] ? pol->configs : MOE_CONFIG_DIR_DEFAULT;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* "L0_sanity, L1_8x7B_ep, ..." : the config names in dir, for messages. */
+static void list_configs(const char *dir, char *out, size_t n)
+{
+    out[0] = '\0';
+    DIR *d = opendir(dir);
+    if (!d) {
+        snprintf(out, n, "(cannot list %s: %s)", dir, strerror(errno));
+        return;
+    }
+    char *names[64];
+    int count = 0;
+    struct dirent *ent;
+    while ((ent = readdir(d)) && count < 64) {
+        size_t len = strlen(ent->d_name);
+        if (len > 4 && ent->d_name[0] != '.' && strcmp(ent->d_name + len - 4, ".cfg") == 0) {
+            names[count] = strndup(ent->d_name, len - 4);
+            if (names[count])
+                count++;
+        }
+    }
+    closedir(d);
+    qsort(names, (size_t)count, sizeof names[0], by_name);
+    size_t used = 0;
+    for (int i = 0; i < count; i++) {
+        int w = snprintf(out + used, n - used, "%s%s", i ? ", " : "", names[i]);
+        if (w > 0 && (size_t)w < n - used)
+            used += (size_t)w;
+        free(names[i]);
+    }
+    if (count == 0)
+        snprintf(out, n, "none");
+}
+
+int resolve_config_path(const moe_policy *pol, const char *requested, char *out, size_t n,
+                        moe_err *e)
+{
+    if (args_check_config(requested, pol->allow_user_configs, e) < 0)
+        return -1;
+    const char *dir = resolve_configs_dir(pol);
+    int w;
+    if (args_config_is_path(requested))
+        w = snprintf(out, n, "%s", requested);
+    else
+        w = snprintf(out, n, "%s/%s.cfg", dir, requested);
+    if (w < 0 || (size_t)w >= n)
+        return moe_errf(e, "--moe-config=%s: the config path is too long", requested);
+
+    struct stat st;
+    if (stat(out, &st) == 0 && S_ISREG(st.st_mode) && access(out, R_OK) == 0)
+        return 0;
+    int err = errno;
+    if (args_config_is_path(requested)) {
+        if (stat(out, &st) == 0 && !S_ISREG(st.st_mode))
+            return moe_errf(e, "--moe-config=%s: not a regular file", requested);
+        return moe_err_errno(e, err, "--moe-config=%s: cannot read the config file", requested);
+    }
+    char names[2048];
+    list_configs(dir, names, sizeof names);
+    return moe_errf(e, "--moe-config=%s: no such config in %s (available: %s)", requested, dir,
+                    names);
+}
+
+int resolve_config_experts(const moe_policy *pol, const char *path, char *const *items,
+                           int n_items, int *num_experts, moe_err *e)
+{
+    moe_config *cfg = malloc(sizeof *cfg);
+    if (!cfg)
+        return moe_errf(e, "out of memory loading %s", path);
+    int rc = config_load(cfg, path, resolve_configs_dir(pol), n_items, items, e);
+    if (rc == 0)
+        *num_experts = cfg->model.num_experts;
+    free(cfg);
+    return rc;
+}

@@ -1,0 +1,30 @@
+/* moekit SPANK plugin: from --moe-config to the file the trainer reads.
+ *
+ * A name resolves to <configs>/<name>.cfg in the admin's configs= directory
+ * and nowhere else (not the task's working directory, not $MOE_CONFIG_DIR),
+ * so with allow_user_configs=no users train only what the site ships. A path
+ * is taken as given, and only when the admin set allow_user_configs=yes.
+ * Runs in task_init, after Slurm dropped to the user: the files are opened
+ * with the user's rights. */
+#ifndef MOE_PLUGIN_CONFIG_RESOLVE_H
+#define MOE_PLUGIN_CONFIG_RESOLVE_H
+
+#include <stddef.h>
+
+#include "verdict.h"
+
+/* The configs directory the policy names, or the build's default. */
+const char *resolve_configs_dir(const moe_policy *pol);
+
+/* The config file for `requested` (a --moe-config value), checked to be a
+ * readable file. Errors name the value, the directory and the configs that
+ * are there. */
+int resolve_config_path(const moe_policy *pol, const char *requested, char *out, size_t n,
+                        moe_err *e);
+
+/* Load the config with the --moe-set items (so a bad override is reported
+ * now, not by the trainer) and return model.num_experts. */
+int resolve_config_experts(const moe_policy *pol, const char *path, char *const *items,
+                           int n_items, int *num_experts, moe_err *e);
+
+#endif

@@ -1,0 +1,62 @@
+# The SPANK plugin spank_moe.so and its unit tests.
+#
+# The plugin is built against the spank.h of the Slurm it will run in (Slurm
+# checks major.minor at load): /usr/include/slurm/spank.h from libslurm-dev,
+# or SLURM_INCLUDE=/prefix/include for another Slurm. Without spank.h the
+# plugin is skipped and everything else still builds.
+
+SLURM_INCLUDE ?= /usr/include
+PLUGIN_HAVE_SPANK := $(wildcard $(SLURM_INCLUDE)/slurm/spank.h)
+
+# Plain C, unit-tested without Slurm.
+PLUGIN_PLAIN_SRCS := plugin/args.c plugin/job_size.c plugin/launch.c plugin/bind.c \
+	plugin/config_resolve.c
+# The SPANK entry points and the code that talks to Slurm.
+PLUGIN_SPANK_SRCS := plugin/spank_moe.c plugin/spank_moe_alloc.c plugin/spank_moe_local.c \
+	plugin/spank_moe_remote.c plugin/spank_moe_submit.c
+PLUGIN_LIB := $(B)/lib/libmoe_plugin.a
+PLUGIN_SO := $(B)/lib/spank_moe.so
+ALL_LIBS += $(PLUGIN_LIB)
+
+$(PLUGIN_LIB): $(call obj,$(PLUGIN_PLAIN_SRCS))
+
+ifneq ($(SLURM_INCLUDE),/usr/include)
+$(call obj,$(PLUGIN_SPANK_SRCS)): CFLAGS += -I$(SLURM_INCLUDE)
+endif
+
+# Debian ships no position-independent libconfig.a, so the plugin links the
+# shared libconfig ($(LIBCONFIG_SHARED)); the version script keeps moekit's
+# config_write and every other symbol private to the plugin.
+PLUGIN_LINK := $(call obj,$(PLUGIN_SPANK_SRCS)) $(PLUGIN_LIB) $(PLUGINCORE_LIB) $(TOPO_LIB) \
+	$(CONFIG_LIB) $(COMMON_LIB)
+$(PLUGIN_SO): $(PLUGIN_LINK) plugin/spank_moe.lds
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(SANFLAGS) -Wl,--version-script=plugin/spank_moe.lds \
+		$(PLUGIN_LINK) -o $@ $(TOPO_LDLIBS) $(LIBCONFIG_SHARED) -ldl -lm
+
+ifneq ($(PLUGIN_HAVE_SPANK),)
+BINS += $(PLUGIN_SO)
+else
+$(info moekit: $(SLURM_INCLUDE)/slurm/spank.h not found: skipping the SPANK plugin (install libslurm-dev or set SLURM_INCLUDE))
+endif
+
+UNIT_TESTS += $(B)/tests/test_args $(B)/tests/test_plugin_job_size $(B)/tests/test_plugin_launch \
+	$(B)/tests/test_plugin_config
+
+$(B)/tests/test_args: $(call obj,tests/unit/test_args.c) $(PLUGIN_LIB) $(COMMON_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
+
+# Each plugin test links the plain plugin code and what it calls.
+PLUGIN_TEST_LINK := $(PLUGIN_LIB) $(CONFIG_LIB) $(COMMON_LIB)
+$(B)/tests/test_plugin_job_size: $(call obj,plugin/tests/test_job_size.c) $(PLUGIN_TEST_LINK)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
+
+$(B)/tests/test_plugin_launch: $(call obj,plugin/tests/test_launch.c) $(PLUGIN_TEST_LINK)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
+
+$(B)/tests/test_plugin_config: $(call obj,plugin/tests/test_config.c) $(PLUGIN_TEST_LINK)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LIBCONFIG) $(LDLIBS_BASE)

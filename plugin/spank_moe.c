@@ -1,0 +1,96 @@
+/* moekit SPANK plugin: entry points.
+ *
+ * plugstack.conf:  required /path/spank_moe.so trainer=... configs=... [policy...]
+ * Users:           sbatch|srun|salloc --moe-config=NAME [--moe-ep=N] ... (see plugin/README.md)
+ *
+ * Each entry point dispatches on the context to one file; a job without any
+ * --moe-* option is never touched. */
+#include <slurm/spank.h>
+#include <string.h>
+
+#include "args.h"
+#include "policy.h"
+#include "spank_moe.h"
+
+SPANK_PLUGIN(moe, 1)
+
+moe_plugin moe_state;
+
+static int option_cb(int val, const char *optarg, int remote)
+{
+    moe_err e;
+    if (args_apply(&moe_state.request, (moe_arg_id)val, optarg,
+                   moe_state.policy.allow_user_configs, &e) == 0)
+        return 0;
+    if (remote) {
+        /* In slurmstepd a failure here would drain the node and tell the user
+         * nothing; task_init refuses instead, where the job's stderr shows it. */
+        if (!moe_state.option_failed)
+            moe_state.option_err = e;
+        moe_state.option_failed = 1;
+        return 0;
+    }
+    slurm_error("moekit: %s", e.msg);
+    return -1;
+}
+
+static int register_options(spank_t sp)
+{
+    /* Slurm keeps pointers into this table for the life of the process. */
+    static struct spank_option opts[MOE_ARG_COUNT];
+    for (int i = 0; i < MOE_ARG_COUNT; i++) {
+        opts[i] = (struct spank_option){
+            .name = (char *)moe_args[i].name,
+            .arginfo = (char *)moe_args[i].arginfo,
+            .usage = (char *)moe_args[i].usage,
+            .has_arg = moe_args[i].arginfo != NULL,
+            .val = i,
+            .cb = option_cb,
+        };
+        spank_err_t rc = spank_option_register(sp, &opts[i]);
+        if (rc != ESPANK_SUCCESS) {
+            slurm_error("moekit: cannot register --%s: %s", moe_args[i].name, spank_strerror(rc));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+    spank_context_t ctx = spank_context();
+    memset(&moe_state, 0, sizeof moe_state);
+    moe_err e;
+    if (policy_parse(&moe_state.policy, ac, av, &e) < 0) {
+        /* A broken site policy must not let jobs run unchecked: fail loudly. */
+        slurm_error("moekit: spank_moe.so arguments in plugstack.conf: %s", e.msg);
+        return -1;
+    }
+    if (ctx == S_CTX_LOCAL || ctx == S_CTX_ALLOCATOR || ctx == S_CTX_REMOTE)
+        return register_options(sp);
+    return 0;
+}
+
+int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+{
+    switch (spank_context()) {
+    case S_CTX_ALLOCATOR:
+        return moe_alloc_post_opt(sp);
+    case S_CTX_LOCAL:
+        return moe_local_post_opt(sp);
+    default:
+        /* Remote: a failure here drains a batch step's node; everything is
+         * decided in task_init instead. */
+        return 0;
+    }
+}
+
+int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
+{
+    return spank_context() == S_CTX_LOCAL ? moe_local_user_init(sp) : 0;
+}
+
+int slurm_spank_task_init(spank_t sp, int ac, char **av)
+{
+    return spank_context() == S_CTX_REMOTE ? moe_remote_task_init(sp) : 0;
+}

@@ -1,0 +1,83 @@
+/* moekit SPANK plugin: checks and exports at submit time, shared by the
+ * allocator (sbatch, salloc) and local (srun) contexts. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "spank_moe.h"
+
+extern char **environ;
+
+int moe_submit_check(const char *who, int requested_gpus, int requested_tasks)
+{
+    const moe_request *req = &moe_state.request;
+    moe_err e;
+    if (moe_state.option_failed) {
+        slurm_error("moekit: %s", moe_state.option_err.msg);
+        return -1;
+    }
+    if (!req->config[0]) {
+        slurm_error("moekit: %s: the --moe-* options need --moe-config=NAME (the config to train)",
+                    who);
+        return -1;
+    }
+    if (verdict_precheck(&moe_state.policy, req, requested_gpus, requested_tasks, &e) < 0) {
+        slurm_error("moekit: %s refused before queueing: %s", who, e.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static void export_var(spank_t sp, const char *name, const char *value)
+{
+    spank_err_t rc = spank_job_control_setenv(sp, name, value, 1);
+    if (rc != ESPANK_SUCCESS)
+        slurm_verbose("moekit: job control variable %s not set: %s", name, spank_strerror(rc));
+}
+
+void moe_submit_export(spank_t sp)
+{
+    const moe_request *req = &moe_state.request;
+    char num[16];
+    export_var(sp, "MOE_CONFIG", req->config);
+    if (req->ep) {
+        snprintf(num, sizeof num, "%d", req->ep);
+        export_var(sp, "MOE_EP", num);
+    }
+    if (req->dp) {
+        snprintf(num, sizeof num, "%d", req->dp);
+        export_var(sp, "MOE_DP", num);
+    }
+    export_var(sp, "MOE_PRECISION", args_precision_name(req->precision));
+    if (req->set[0])
+        export_var(sp, "MOE_SET", req->set);
+    if (req->check_only)
+        export_var(sp, "MOE_CHECK", "1");
+}
+
+void moe_submit_job_size(moe_job_size *js, const char *env_prefix)
+{
+    memset(js, 0, sizeof *js);
+    FILE *f = fopen("/proc/self/cmdline", "r");
+    if (f) {
+        static char buf[65536];
+        size_t len = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[len] = '\0';
+        char *argv[1024];
+        int argc = 0;
+        for (size_t i = 0; i < len && argc < 1023; i += strlen(buf + i) + 1)
+            argv[argc++] = buf + i;
+        argv[argc] = NULL;
+        job_size_scan_argv(js, argc, argv);
+    }
+    job_size_scan_env(js, env_prefix, environ);
+    if (js->script[0]) {
+        FILE *script = fopen(js->script, "r");
+        if (script) {
+            job_size_scan_script(js, script);
+            fclose(script);
+        }
+    }
+}

@@ -1,0 +1,138 @@
+/* Unit tests for plugin/config_resolve.c: --moe-config names and paths
+ * against the admin's policy, on the shipped configs and a scratch
+ * directory. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../tests/check.h"
+#include "../config_resolve.h"
+
+static char scratch[256];
+
+static moe_policy policy(const char *configs, int allow_user_configs)
+{
+    moe_policy p;
+    memset(&p, 0, sizeof p);
+    snprintf(p.configs, sizeof p.configs, "%s", configs);
+    p.allow_user_configs = allow_user_configs;
+    return p;
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+static void test_shipped_names(void)
+{
+    moe_policy p = policy(MOE_CONFIG_DIR_DEFAULT, 0);
+    char path[4096];
+    moe_err e;
+    CHECK_MSG(resolve_config_path(&p, "L0_sanity", path, sizeof path, &e) == 0, "%s", e.msg);
+    char want[4200];
+    snprintf(want, sizeof want, "%s/L0_sanity.cfg", MOE_CONFIG_DIR_DEFAULT);
+    CHECK(strcmp(path, want) == 0);
+
+    int experts = 0;
+    CHECK_MSG(resolve_config_experts(&p, path, NULL, 0, &experts, &e) == 0, "%s", e.msg);
+    CHECK(experts == 4);
+    char *items[] = {"model.num_experts=8", "model.top_k=2"};
+    CHECK_MSG(resolve_config_experts(&p, path, items, 2, &experts, &e) == 0, "%s", e.msg);
+    CHECK(experts == 8);
+
+    /* A bad override is reported here, before the trainer starts. */
+    char *bad[] = {"train.no_such_key=1"};
+    CHECK(resolve_config_experts(&p, path, bad, 1, &experts, &e) == -1);
+    CHECK_MSG(strstr(e.msg, "no_such_key") != NULL, "%s", e.msg);
+
+    /* The empty policy field means the build's default directory. */
+    moe_policy d = policy("", 0);
+    CHECK(strcmp(resolve_configs_dir(&d), MOE_CONFIG_DIR_DEFAULT) == 0);
+}
+
+static void test_unknown_name_lists_available(void)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/site", scratch);
+    CHECK(mkdir(dir, 0755) == 0);
+    char f[600];
+    snprintf(f, sizeof f, "%s/beta.cfg", dir);
+    write_file(f, "model = { num_experts = 2; top_k = 1; };\n");
+    snprintf(f, sizeof f, "%s/alpha.cfg", dir);
+    write_file(f, "model = { num_experts = 6; top_k = 2; };\n");
+    snprintf(f, sizeof f, "%s/notes.txt", dir);
+    write_file(f, "not a config\n");
+
+    moe_policy p = policy(dir, 0);
+    char path[4096];
+    moe_err e;
+    CHECK(resolve_config_path(&p, "gamma", path, sizeof path, &e) == -1);
+    CHECK_MSG(strstr(e.msg, "--moe-config=gamma") && strstr(e.msg, dir) &&
+                  strstr(e.msg, "available: alpha, beta)"),
+              "%s", e.msg);
+
+    CHECK(resolve_config_path(&p, "alpha", path, sizeof path, &e) == 0);
+    int experts = 0;
+    CHECK_MSG(resolve_config_experts(&p, path, NULL, 0, &experts, &e) == 0, "%s", e.msg);
+    CHECK(experts == 6);
+
+    moe_policy none = policy("/nonexistent/moekit-configs", 0);
+    CHECK(resolve_config_path(&none, "alpha", path, sizeof path, &e) == -1);
+    CHECK_MSG(strstr(e.msg, "cannot list"), "%s", e.msg);
+}
+
+static void test_paths_follow_policy(void)
+{
+    char mine[512];
+    snprintf(mine, sizeof mine, "%s/mine.cfg", scratch);
+    write_file(mine, "model = { num_experts = 3; top_k = 1; };\n");
+
+    moe_policy strict = policy(MOE_CONFIG_DIR_DEFAULT, 0);
+    char path[4096];
+    moe_err e;
+    CHECK(resolve_config_path(&strict, mine, path, sizeof path, &e) == -1);
+    CHECK_MSG(strstr(e.msg, "allow_user_configs=no"), "%s", e.msg);
+    CHECK(resolve_config_path(&strict, "../configs/L0_sanity", path, sizeof path, &e) == -1);
+    /* A file named like a config in the working directory is not a name. */
+    CHECK(resolve_config_path(&strict, "mine.cfg", path, sizeof path, &e) == -1);
+
+    moe_policy open = policy(MOE_CONFIG_DIR_DEFAULT, 1);
+    CHECK_MSG(resolve_config_path(&open, mine, path, sizeof path, &e) == 0, "%s", e.msg);
+    CHECK(strcmp(path, mine) == 0);
+    int experts = 0;
+    CHECK(resolve_config_experts(&open, path, NULL, 0, &experts, &e) == 0 && experts == 3);
+
+    char missing[600];
+    snprintf(missing, sizeof missing, "%s/missing.cfg", scratch);
+    CHECK(resolve_config_path(&open, missing, path, sizeof path, &e) == -1);
+    CHECK_MSG(strstr(e.msg, "cannot read") && strstr(e.msg, "No such file"), "%s", e.msg);
+    CHECK(resolve_config_path(&open, scratch, path, sizeof path, &e) == -1);
+    CHECK_MSG(strstr(e.msg, "not a regular file"), "%s", e.msg);
+    /* Names keep the name rules even when paths are allowed. */
+    CHECK(resolve_config_path(&open, "x;y", path, sizeof path, &e) == -1);
+}
+
+int main(void)
+{
+    snprintf(scratch, sizeof scratch, "/tmp/moe-test-config-XXXXXX");
+    if (!mkdtemp(scratch)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    RUN(test_shipped_names);
+    RUN(test_unknown_name_lists_available);
+    RUN(test_paths_follow_policy);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", scratch);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", scratch);
+    return check_summary("test_plugin_config");
+}
