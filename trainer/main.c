@@ -29,6 +29,7 @@ static void usage(FILE *f)
             "  --backend B          auto (default: cuda if a GPU is visible), cpu or cuda\n"
             "  --threads N          CPU threads (runtime.threads)\n"
             "  --quiet              no progress lines\n"
+            "  --stop-after-steps N train N steps in this run, checkpoint, exit %d\n"
             "  --print-config       print the effective configuration and exit\n"
             "  --version, --help\n"
             "  key.path=value       override any config key, e.g. train.steps=20\n"
@@ -40,7 +41,7 @@ static void usage(FILE *f)
             "\n"
             "Exit status: 0 done, 1 error, 2 usage, %d stopped by SIGTERM/SIGUSR1 after\n"
             "saving a checkpoint (requeue and resume).\n",
-            MOE_EXIT_PREEMPTED);
+            MOE_EXIT_PREEMPTED, MOE_EXIT_PREEMPTED);
 }
 
 static void on_stop_signal(int sig)
@@ -62,14 +63,15 @@ static void install_signals(void)
 static int cmd_train(int argc, char **argv)
 {
     const char *config = "L0_sanity", *backend = NULL;
-    int quiet = 0, print_config = 0, threads = -1;
+    int quiet = 0, print_config = 0, threads = -1, stop_after = 0;
     char **over = calloc((size_t)argc + 1, sizeof *over);
     int n_over = 0;
     if (!over)
         return 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--config") || !strcmp(a, "--backend") || !strcmp(a, "--threads")) {
+        if (!strcmp(a, "--config") || !strcmp(a, "--backend") || !strcmp(a, "--threads") ||
+            !strcmp(a, "--stop-after-steps")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "moe-train: %s needs a value\n", a);
                 free(over);
@@ -83,12 +85,17 @@ static int cmd_train(int argc, char **argv)
             else {
                 char *end;
                 long n = strtol(v, &end, 10);
-                if (*end || n < 0 || n > 4096) {
-                    fprintf(stderr, "moe-train: --threads '%s' is not a thread count\n", v);
+                int is_threads = !strcmp(a, "--threads");
+                if (!*v || *end || n < 0 || n > (is_threads ? 4096 : 1000000000)) {
+                    fprintf(stderr, "moe-train: %s '%s' is not a %s\n", a, v,
+                            is_threads ? "thread count" : "step count");
                     free(over);
                     return 2;
                 }
-                threads = (int)n;
+                if (is_threads)
+                    threads = (int)n;
+                else
+                    stop_after = (int)n;
             }
         } else if (!strncmp(a, "--config=", 9)) {
             config = a + 9;
@@ -122,15 +129,15 @@ static int cmd_train(int argc, char **argv)
     if (threads >= 0)
         cfg.runtime.threads = threads;
     if (print_config) {
-        return config_write(&cfg, "/dev/stdout", &e) ? (fprintf(stderr, "%s\n", e.msg), 1) : 0;
+        return config_save(&cfg, "/dev/stdout", &e) ? (fprintf(stderr, "%s\n", e.msg), 1) : 0;
     }
     install_signals();
     moe_trainer t;
-    if (trainer_create(&t, &cfg, backend, &e)) {
+    if (trainer_create(&t, &cfg, backend, quiet, &e)) {
         fprintf(stderr, "moe-train: %s\n", e.msg);
         return 1;
     }
-    t.quiet = quiet;
+    t.stop_after_steps = stop_after;
     int rc = trainer_run(&t, &e);
     if (rc < 0)
         fprintf(stderr, "moe-train: %s\n", e.msg);

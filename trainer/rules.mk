@@ -38,3 +38,8 @@ $(B)/tests/test_hf_agreement: $(call obj,tests/unit/test_hf_agreement.c) $(TRAIN
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LIBCONFIG) $(LDLIBS_BASE)
 
+
+UNIT_TESTS += $(B)/tests/test_training
+$(B)/tests/test_training: $(call obj,tests/unit/test_training.c) $(TRAINER_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LIBCONFIG) $(LDLIBS_BASE)

@@ -97,7 +97,7 @@ static void test_schema_table(void)
         CHECK_MSG(config_key_set_text(k, &c, k->def, &e) == 0, "default of %s: %s", k->path,
                   e.msg);
         CHECK_MSG(config_key_check(k, &c, &e) == 0, "default of %s: %s", k->path, e.msg);
-        /* rows of a group are contiguous, so config_write emits each group once */
+        /* rows of a group are contiguous, so config_save emits each group once */
         size_t g = (size_t)(strchr(k->path, '.') - k->path);
         for (size_t j = i + 1; j < config_key_count; j++) {
             int same = strncmp(config_keys[j].path, k->path, g + 1) == 0;
@@ -629,7 +629,7 @@ static void test_round_trip(void)
         int nov = n == 0 ? (int)(sizeof ov / sizeof ov[0]) : 0;
         CHECK_MSG(config_load(&cfg, names[n], MOE_CONFIG_DIR_DEFAULT, nov, ov, &e) == 0, "%s",
                   e.msg);
-        CHECK_MSG(config_write(&cfg, path, &e) == 0, "%s", e.msg);
+        CHECK_MSG(config_save(&cfg, path, &e) == 0, "%s", e.msg);
         CHECK_MSG(config_load(&other, path, NULL, 0, NULL, &e) == 0, "reading back %s: %s",
                   names[n], e.msg);
         CHECK_MSG(same_settings(&cfg, &other), "%s does not round-trip", names[n]);
@@ -639,7 +639,7 @@ static void test_round_trip(void)
     /* the values that matter survived exactly */
     CHECK(config_load(&cfg, "L1_8x7B_ep", MOE_CONFIG_DIR_DEFAULT, (int)(sizeof ov / sizeof ov[0]),
                       ov, &e) == 0);
-    CHECK(config_write(&cfg, written, &e) == 0);
+    CHECK(config_save(&cfg, written, &e) == 0);
     CHECK(config_load(&other, written, NULL, 0, NULL, &e) == 0);
     CHECK(other.model.rms_norm_eps == 1e-300 && other.optimizer.beta2 == 0.30000000000000004);
     CHECK(other.train.seed == 12345678901234567ULL);
@@ -671,7 +671,7 @@ static void test_write_in_place(void)
     moe_err e;
     CHECK(config_load(&cfg, "L0_sanity", MOE_CONFIG_DIR_DEFAULT, 0, NULL, &e) == 0);
     struct stat st;
-    CHECK_MSG(config_write(&cfg, "/dev/null", &e) == 0, "%s", e.msg);
+    CHECK_MSG(config_save(&cfg, "/dev/null", &e) == 0, "%s", e.msg);
     CHECK(stat("/dev/null", &st) == 0 && S_ISCHR(st.st_mode));
 
     char target[600], link_path[600];
@@ -679,7 +679,7 @@ static void test_write_in_place(void)
     snprintf(link_path, sizeof link_path, "%s/link.cfg", tmp_dir);
     write_file("target.cfg", "# placeholder\n");
     CHECK(symlink(target, link_path) == 0);
-    CHECK_MSG(config_write(&cfg, link_path, &e) == 0, "%s", e.msg);
+    CHECK_MSG(config_save(&cfg, link_path, &e) == 0, "%s", e.msg);
     CHECK(lstat(link_path, &st) == 0 && S_ISLNK(st.st_mode));
     CHECK_MSG(config_load(&other, target, NULL, 0, NULL, &e) == 0, "%s", e.msg);
     CHECK(same_settings(&cfg, &other));
@@ -692,12 +692,12 @@ static void test_write_errors(void)
     cfg.model.top_k = 99;
     char path[600];
     snprintf(path, sizeof path, "%s/invalid.cfg", tmp_dir);
-    CHECK_ERR(config_write(&cfg, path, &e), e, "not writing an invalid config", "invalid.cfg",
+    CHECK_ERR(config_save(&cfg, path, &e), e, "not writing an invalid config", "invalid.cfg",
               "model.top_k = 99");
     CHECK(access(path, F_OK) != 0);
     config_defaults(&cfg);
     snprintf(path, sizeof path, "%s/no/such/dir/out.cfg", tmp_dir);
-    CHECK_ERR(config_write(&cfg, path, &e), e, "cannot create", "no/such/dir",
+    CHECK_ERR(config_save(&cfg, path, &e), e, "cannot create", "no/such/dir",
               "No such file");
 }
 

@@ -142,7 +142,7 @@ int config_validate(const moe_config *cfg, moe_err *e);
  * checkpoints), so a run can be reproduced from what it saved. The file is
  * self-contained (every key, no base) and replaced atomically; path "-"
  * writes to stdout. An invalid config is refused. */
-int config_write(const moe_config *cfg, const char *path, moe_err *e);
+int config_save(const moe_config *cfg, const char *path, moe_err *e);
 
 /* The file `name_or_path` names, as config_load finds it (out_size bytes at
  * out). A name that is not found lists the available configs. */

@@ -1,5 +1,5 @@
 /* moekit: the table of every configuration key. Keep rows of one group
- * together: config_write emits a group where its first row appears. */
+ * together: config_save emits a group where its first row appears. */
 #include "config_schema.h"
 
 #include <limits.h>

@@ -41,7 +41,7 @@ static int write_all(const moe_config *cfg, FILE *f)
     return ferror(f) ? -1 : 0;
 }
 
-int config_write(const moe_config *cfg, const char *path, moe_err *e)
+int config_save(const moe_config *cfg, const char *path, moe_err *e)
 {
     /* Only what config_load accepts is written, so the file always reloads. */
     if (config_validate(cfg, e))

@@ -95,7 +95,7 @@ static int write_model_files(moe_trainer *t, const char *dir, real *host, int wi
     if (write_state_json(t, path, e))
         return -1;
     snprintf(path, sizeof path, "%s/moekit.cfg", dir);
-    return config_write(&t->cfg, path, e);
+    return config_save(&t->cfg, path, e);
 }
 
 int trainer_save_checkpoint(moe_trainer *t, moe_err *e)

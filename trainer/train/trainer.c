@@ -133,10 +133,11 @@ static void print_summary(moe_trainer *t, const char *backend_why)
     fflush(stdout);
 }
 
-int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, moe_err *e)
+int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, int quiet, moe_err *e)
 {
     memset(t, 0, sizeof *t);
     t->cfg = *cfg;
+    t->quiet = quiet;
     moe_config *c = &t->cfg;
     t->world = env_int("MOE_WORLD_SIZE", 1);
     t->rank = env_int("MOE_RANK", 0);
@@ -212,7 +213,7 @@ int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, m
     if (c->logger.run_dir[0]) {
         char path[4200];
         snprintf(path, sizeof path, "%s/config.cfg", c->logger.run_dir);
-        if (config_write(c, path, e))
+        if (config_save(c, path, e))
             goto fail;
     }
     print_summary(t, why);
@@ -378,7 +379,9 @@ int trainer_run(moe_trainer *t, moe_err *e)
             t->last_val_loss = val;
             log_eval(t, val);
         }
-        int stop = moe_stop_requested != 0;
+        int stop = moe_stop_requested != 0 ||
+                   (t->stop_after_steps > 0 && t->step - start >= t->stop_after_steps &&
+                    t->step < steps);
         if ((save_every > 0 && t->step % save_every == 0) ||
             (c->checkpoint.ckpt_dir[0] && (t->step == steps || stop))) {
             if (trainer_save_checkpoint(t, e))
@@ -386,8 +389,9 @@ int trainer_run(moe_trainer *t, moe_err *e)
         }
         if (stop) {
             if (t->rank == 0)
-                fprintf(stderr, "moe-train: stop requested by signal: saved step %d, exiting\n",
-                        t->step);
+                fprintf(stderr, "moe-train: stopping at step %d of %d (%s)%s\n", t->step, steps,
+                        moe_stop_requested ? "stop signal" : "--stop-after-steps",
+                        c->checkpoint.ckpt_dir[0] ? ", checkpoint saved" : ", no ckpt_dir set");
             return 1;
         }
     }

@@ -27,6 +27,8 @@ typedef struct {
     /* host staging of one global batch */
     int32_t *inputs, *targets;
     int quiet;
+    int stop_after_steps;   /* >0: stop (checkpoint and exit as on a signal) after this many
+                               steps of this run, e.g. to fit a job's time slot */
 } moe_trainer;
 
 /* Set by SIGTERM / SIGUSR1 handlers: finish the step, checkpoint, exit. */
@@ -37,7 +39,7 @@ extern volatile sig_atomic_t moe_stop_requested;
 /* The model sizes of a config (head_dim 0 = hidden / heads). */
 moe_dims trainer_model_dims(const moe_model_cfg *mc);
 
-int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, moe_err *e);
+int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, int quiet, moe_err *e);
 void trainer_destroy(moe_trainer *t);
 /* Train to cfg.train.steps (or until a stop signal). Returns 0, 1 when it
  * stopped early on a signal after checkpointing, -1 on error. */
