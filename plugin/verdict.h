@@ -58,6 +58,7 @@ typedef struct {
     moe_step_gpu gpus[MOE_VERDICT_MAX_GPUS];
     int ntasks;                /* tasks in the step (0 = unknown at this point) */
     int num_experts;           /* from the resolved config (0 = unknown) */
+    int nnodes;                /* nodes in the step, each with n_gpus GPUs (0 = unknown: 1) */
 } moe_step;
 
 typedef enum { MOE_VERDICT_RUN = 0, MOE_VERDICT_REFUSE } moe_verdict_kind;
@@ -81,5 +82,16 @@ void verdict_decide(const moe_policy *pol, const moe_request *req, const moe_ste
  * Returns 0 when acceptable, else -1 with the reason in e. */
 int verdict_precheck(const moe_policy *pol, const moe_request *req, int requested_gpus,
                      int requested_tasks, moe_err *e);
+
+/* Names for a compute capability: the architecture ("Hopper", "Blackwell",
+ * "compute capability unknown" for major < 0) and the SM ("sm_90",
+ * "sm_100", "sm_??" when unknown) as the paragraph writes them. */
+const char *verdict_arch_name(int cc_major, int cc_minor);
+void verdict_sm_name(char *buf, size_t len, int cc_major, int cc_minor);
+
+/* "auto", "mxfp8", "bf16", "fp8_block"; verdict_parse_precision returns -1
+ * for anything else. */
+const char *verdict_precision_name(moe_req_precision p);
+int verdict_parse_precision(const char *s, moe_req_precision *out);
 
 #endif
