@@ -67,8 +67,31 @@ unit: $(UNIT_TESTS)
 test: everything
 	@tests/run_all.sh $(B)
 
+# Everything CI runs: the full suite, then the CPU suite again under
+# AddressSanitizer + UBSan (a shorter learning run; Slurm loads the plugin
+# into daemons without the sanitizer runtime, so that suite runs once).
+check:
+	$(MAKE) test
+	$(MAKE) SAN=1 everything
+	MOE_TEST_QUICK=1 MOE_SKIP_SLURM=1 ASAN_OPTIONS=detect_leaks=1 tests/run_all.sh build-san
+
 clean:
 	rm -rf build build-san
 
-.PHONY: all everything unit test clean install
+.PHONY: all everything unit test check clean install
 -include $(shell find $(B)/obj $(B)/obj64 -name '*.d' 2>/dev/null)
+
+# Installs binaries, the plugin, configs, genomes and job scripts under
+# PREFIX. Installed binaries find configs and data through MOE_CONFIG_DIR /
+# MOE_DATA_DIR, or the plugin's configs= argument; the paths compiled in
+# point at this source tree.
+install: everything
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/moekit \
+		$(DESTDIR)$(PREFIX)/share/moekit/configs $(DESTDIR)$(PREFIX)/share/moekit/data \
+		$(DESTDIR)$(PREFIX)/share/moekit/jobs
+	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
+	if [ -f $(B)/lib/spank_moe.so ]; then install -m 755 $(B)/lib/spank_moe.so $(DESTDIR)$(PREFIX)/lib/moekit/; fi
+	install -m 644 configs/*.cfg $(DESTDIR)$(PREFIX)/share/moekit/configs/
+	install -m 644 data/*.gz data/README.md $(DESTDIR)$(PREFIX)/share/moekit/data/
+	if ls jobs/* >/dev/null 2>&1; then install -m 755 jobs/* $(DESTDIR)$(PREFIX)/share/moekit/jobs/; fi
+	@echo "plugstack.conf line: required $(PREFIX)/lib/moekit/spank_moe.so trainer=$(PREFIX)/bin/moe-train configs=$(PREFIX)/share/moekit/configs"

@@ -189,9 +189,19 @@ int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, i
     if (c->checkpoint.resume_from_checkpoint && c->checkpoint.ckpt_dir[0]) {
         char dir[4096];
         int64_t step;
+        e->msg[0] = 0;
         int found = ckpt_latest(c->checkpoint.ckpt_dir, dir, sizeof dir, &step, e);
         if (found < 0)
             goto fail;
+        if (found == 1 && e->msg[0]) {
+            /* checkpoints exist but none verifies: starting over silently
+             * would throw the run away, so stop and say why */
+            moe_err_prefix(e, "checkpoint.resume_from_checkpoint: no checkpoint in %s can be "
+                              "resumed", c->checkpoint.ckpt_dir);
+            goto fail;
+        }
+        if (found == 0 && e->msg[0] && t->rank == 0)
+            fprintf(stderr, "moe-train: warning: %s\n", e->msg);
         if (found == 0) {
             if (trainer_load_checkpoint(t, dir, 0, e))
                 goto fail;
