@@ -88,15 +88,26 @@ int resolve_config_path(const moe_policy *pol, const char *requested, char *out,
                     names);
 }
 
-int resolve_config_experts(const moe_policy *pol, const char *path, char *const *items,
-                           int n_items, int *num_experts, moe_err *e)
+int resolve_config_facts(const moe_policy *pol, const char *path, char *const *items,
+                         int n_items, moe_config_facts *facts, moe_err *e)
 {
     moe_config *cfg = malloc(sizeof *cfg);
     if (!cfg)
         return moe_errf(e, "out of memory loading %s", path);
     int rc = config_load(cfg, path, resolve_configs_dir(pol), n_items, items, e);
-    if (rc == 0)
-        *num_experts = cfg->model.num_experts;
+    if (rc == 0) {
+        facts->num_experts = cfg->model.num_experts;
+        facts->ep = cfg->parallel.ep;
+        facts->dp = cfg->parallel.dp;
+    }
     free(cfg);
     return rc;
+}
+
+void resolve_apply_layout(moe_request *req, const moe_config_facts *facts)
+{
+    if (req->ep == 0 && req->dp == 0)
+        req->dp = facts->dp > 0 ? facts->dp : 0;
+    if (req->ep == 0)
+        req->ep = facts->ep > 0 ? facts->ep : 0;
 }

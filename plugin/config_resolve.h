@@ -22,9 +22,21 @@ const char *resolve_configs_dir(const moe_policy *pol);
 int resolve_config_path(const moe_policy *pol, const char *requested, char *out, size_t n,
                         moe_err *e);
 
+/* What the plugin needs from a config. */
+typedef struct {
+    int num_experts; /* model.num_experts */
+    int ep, dp;      /* parallel.ep, parallel.dp (0 = world / ep) */
+} moe_config_facts;
+
 /* Load the config with the --moe-set items (so a bad override is reported
- * now, not by the trainer) and return model.num_experts. */
-int resolve_config_experts(const moe_policy *pol, const char *path, char *const *items,
-                           int n_items, int *num_experts, moe_err *e);
+ * now, not by the trainer) and read its facts. */
+int resolve_config_facts(const moe_policy *pol, const char *path, char *const *items,
+                         int n_items, moe_config_facts *facts, moe_err *e);
+
+/* The request with the config's layout where the user gave none: no
+ * --moe-ep and no --moe-dp takes the config's parallel.ep and parallel.dp;
+ * --moe-dp alone takes its parallel.ep; --moe-ep alone leaves DP to the
+ * verdict (GPUs / EP). */
+void resolve_apply_layout(moe_request *req, const moe_config_facts *facts);
 
 #endif

@@ -60,3 +60,10 @@ $(B)/tests/test_plugin_launch: $(call obj,plugin/tests/test_launch.c) $(PLUGIN_T
 $(B)/tests/test_plugin_config: $(call obj,plugin/tests/test_config.c) $(PLUGIN_TEST_LINK)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LIBCONFIG) $(LDLIBS_BASE)
+
+# A stand-in trainer that records the launch contract, for tests/slurm/.
+PLUGIN_RECORD_LAUNCH := $(B)/tests/slurm/record_launch
+$(PLUGIN_RECORD_LAUNCH): $(call obj,tests/slurm/record_launch.c)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@
+everything: $(PLUGIN_RECORD_LAUNCH)

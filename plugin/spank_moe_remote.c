@@ -181,10 +181,12 @@ int moe_remote_task_init(spank_t sp)
 
     /* Opened with the user's rights: task_init runs after Slurm drops root. */
     char config_path[4096];
-    int num_experts = 0;
+    moe_config_facts facts;
     if (resolve_config_path(pol, req->config, config_path, sizeof config_path, &e) < 0 ||
-        resolve_config_experts(pol, config_path, items, n_items, &num_experts, &e) < 0)
+        resolve_config_facts(pol, config_path, items, n_items, &facts, &e) < 0)
         return refuse(&ti, "%s", e.msg);
+    moe_request want = *req;
+    resolve_apply_layout(&want, &facts);
 
     moe_topo *topo = malloc(sizeof *topo);
     moe_step *step = malloc(sizeof *step);
@@ -198,11 +200,11 @@ int moe_remote_task_init(spank_t sp)
         rc = refuse(&ti, "%s", e.msg);
         goto out;
     }
-    step->num_experts = num_experts;
-    verdict_decide(pol, req, step, v);
+    step->num_experts = facts.num_experts;
+    verdict_decide(pol, &want, step, v);
 
     if (ti.global_id == 0 || v->kind == MOE_VERDICT_REFUSE)
-        fprintf(stderr, "moekit: %s\n", v->paragraph);
+        fprintf(stderr, "%s\n", v->paragraph);
     if (v->kind == MOE_VERDICT_REFUSE) {
         rc = refuse(&ti, "see the verdict above");
         goto out;

@@ -3,26 +3,69 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "args.h"
+#include "config_resolve.h"
 #include "spank_moe.h"
 
 extern char **environ;
 
+/* The config, when this host can read it, so a wrong name, a bad --moe-set
+ * item or experts that EP cannot split are refused before the job queues.
+ * A submit host without the site's configs (or the user's path) leaves
+ * that to the node. Fills *want with the config's layout defaults. */
+static int check_config_here(const char *who, moe_request *want)
+{
+    const moe_policy *pol = &moe_state.policy;
+    struct stat st;
+    const char *where = args_config_is_path(want->config) ? want->config
+                                                          : resolve_configs_dir(pol);
+    if (stat(where, &st) != 0)
+        return 0;
+
+    moe_err e;
+    char set_buf[sizeof want->set];
+    char *items[MOE_ARG_MAX_ITEMS];
+    int n_items = 0;
+    if (want->set[0]) {
+        n_items = args_split_set(want->set, set_buf, sizeof set_buf, items, MOE_ARG_MAX_ITEMS, &e);
+        if (n_items < 0)
+            goto refused;
+    }
+    char path[4096];
+    moe_config_facts facts;
+    if (resolve_config_path(pol, want->config, path, sizeof path, &e) < 0 ||
+        resolve_config_facts(pol, path, items, n_items, &facts, &e) < 0)
+        goto refused;
+    resolve_apply_layout(want, &facts);
+    if (want->ep > 0 && facts.num_experts % want->ep) {
+        moe_errf(&e, "EP=%d does not divide the %d experts of %s (--moe-ep must divide "
+                     "model.num_experts)", want->ep, facts.num_experts, path);
+        goto refused;
+    }
+    return 0;
+refused:
+    slurm_error("moekit: %s refused before queueing: %s", who, e.msg);
+    return -1;
+}
+
 int moe_submit_check(const char *who, int requested_gpus, int requested_tasks)
 {
-    const moe_request *req = &moe_state.request;
+    moe_request want = moe_state.request;
     moe_err e;
     if (moe_state.option_failed) {
         slurm_error("moekit: %s", moe_state.option_err.msg);
         return -1;
     }
-    if (!req->config[0]) {
+    if (!want.config[0]) {
         slurm_error("moekit: %s: the --moe-* options need --moe-config=NAME (the config to train)",
                     who);
         return -1;
     }
-    if (verdict_precheck(&moe_state.policy, req, requested_gpus, requested_tasks, &e) < 0) {
+    if (check_config_here(who, &want) < 0)
+        return -1;
+    if (verdict_precheck(&moe_state.policy, &want, requested_gpus, requested_tasks, &e) < 0) {
         slurm_error("moekit: %s refused before queueing: %s", who, e.msg);
         return -1;
     }

@@ -4,7 +4,8 @@
 #   scripts/slurm-local.sh start DIR [options]   create DIR, write the configs, start the daemons
 #   scripts/slurm-local.sh stop DIR              cancel jobs, stop exactly the daemons started in DIR
 #   scripts/slurm-local.sh status DIR            daemons alive?, node state
-#   scripts/slurm-local.sh plugstack DIR [ARG...]  rewrite plugstack.conf with new plugin arguments
+#   scripts/slurm-local.sh plugstack DIR [--plugin PATH] [ARG...]
+#                                                rewrite plugstack.conf (new plugin arguments)
 #   scripts/slurm-local.sh env DIR               print the export line for SLURM_CONF
 #
 # Everything lives under DIR: munge key, socket and seed, slurm.conf, gres.conf, plugstack.conf,
@@ -19,7 +20,7 @@ usage() {
     cat <<'EOF'
 Usage: slurm-local.sh start DIR [options]
        slurm-local.sh stop|status|env DIR
-       slurm-local.sh plugstack DIR [PLUGIN_ARG...]
+       slurm-local.sh plugstack DIR [--plugin PATH | --no-plugin] [PLUGIN_ARG...]
 
 start options:
   --gpu-type TYPE     GPU type in gres.conf and the node's Gres (default b200; e.g. h200)
@@ -293,8 +294,13 @@ cmd_status() {
 cmd_plugstack() {
     local dir=$1; shift
     [ -f "$dir/etc/slurm.conf" ] || die "plugstack: no cluster configured in $dir"
-    local plugin=$(awk '{print $2}' "$dir/etc/plugstack.conf" 2>/dev/null)
+    local plugin
+    plugin=$(awk '{print $2}' "$dir/etc/plugstack.conf" 2>/dev/null)
     [ -n "$plugin" ] || plugin="$repo_root/build/lib/spank_moe.so"
+    case ${1:-} in
+        --plugin) plugin=${2:?--plugin needs a path}; shift 2 ;;
+        --no-plugin) plugin=""; shift ;;
+    esac
     write_plugstack "$dir" "$plugin" "$@"
     # sbatch/srun and every new slurmstepd read plugstack.conf afresh: no restart needed.
     cat "$dir/etc/plugstack.conf"

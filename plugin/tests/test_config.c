@@ -41,16 +41,16 @@ static void test_shipped_names(void)
     snprintf(want, sizeof want, "%s/L0_sanity.cfg", MOE_CONFIG_DIR_DEFAULT);
     CHECK(strcmp(path, want) == 0);
 
-    int experts = 0;
-    CHECK_MSG(resolve_config_experts(&p, path, NULL, 0, &experts, &e) == 0, "%s", e.msg);
-    CHECK(experts == 4);
+    moe_config_facts f;
+    CHECK_MSG(resolve_config_facts(&p, path, NULL, 0, &f, &e) == 0, "%s", e.msg);
+    CHECK(f.num_experts == 4 && f.ep == 2 && f.dp == 1);
     char *items[] = {"model.num_experts=8", "model.top_k=2"};
-    CHECK_MSG(resolve_config_experts(&p, path, items, 2, &experts, &e) == 0, "%s", e.msg);
-    CHECK(experts == 8);
+    CHECK_MSG(resolve_config_facts(&p, path, items, 2, &f, &e) == 0, "%s", e.msg);
+    CHECK(f.num_experts == 8);
 
     /* A bad override is reported here, before the trainer starts. */
     char *bad[] = {"train.no_such_key=1"};
-    CHECK(resolve_config_experts(&p, path, bad, 1, &experts, &e) == -1);
+    CHECK(resolve_config_facts(&p, path, bad, 1, &f, &e) == -1);
     CHECK_MSG(strstr(e.msg, "no_such_key") != NULL, "%s", e.msg);
 
     /* The empty policy field means the build's default directory. */
@@ -63,13 +63,13 @@ static void test_unknown_name_lists_available(void)
     char dir[512];
     snprintf(dir, sizeof dir, "%s/site", scratch);
     CHECK(mkdir(dir, 0755) == 0);
-    char f[600];
-    snprintf(f, sizeof f, "%s/beta.cfg", dir);
-    write_file(f, "model = { num_experts = 2; top_k = 1; };\n");
-    snprintf(f, sizeof f, "%s/alpha.cfg", dir);
-    write_file(f, "model = { num_experts = 6; top_k = 2; };\n");
-    snprintf(f, sizeof f, "%s/notes.txt", dir);
-    write_file(f, "not a config\n");
+    char file[600];
+    snprintf(file, sizeof file, "%s/beta.cfg", dir);
+    write_file(file, "model = { num_experts = 2; top_k = 1; };\n");
+    snprintf(file, sizeof file, "%s/alpha.cfg", dir);
+    write_file(file, "model = { num_experts = 6; top_k = 2; };\n");
+    snprintf(file, sizeof file, "%s/notes.txt", dir);
+    write_file(file, "not a config\n");
 
     moe_policy p = policy(dir, 0);
     char path[4096];
@@ -80,9 +80,9 @@ static void test_unknown_name_lists_available(void)
               "%s", e.msg);
 
     CHECK(resolve_config_path(&p, "alpha", path, sizeof path, &e) == 0);
-    int experts = 0;
-    CHECK_MSG(resolve_config_experts(&p, path, NULL, 0, &experts, &e) == 0, "%s", e.msg);
-    CHECK(experts == 6);
+    moe_config_facts f;
+    CHECK_MSG(resolve_config_facts(&p, path, NULL, 0, &f, &e) == 0, "%s", e.msg);
+    CHECK(f.num_experts == 6 && f.ep == 1 && f.dp == 0); /* the built-in defaults */
 
     moe_policy none = policy("/nonexistent/moekit-configs", 0);
     CHECK(resolve_config_path(&none, "alpha", path, sizeof path, &e) == -1);
@@ -107,8 +107,8 @@ static void test_paths_follow_policy(void)
     moe_policy open = policy(MOE_CONFIG_DIR_DEFAULT, 1);
     CHECK_MSG(resolve_config_path(&open, mine, path, sizeof path, &e) == 0, "%s", e.msg);
     CHECK(strcmp(path, mine) == 0);
-    int experts = 0;
-    CHECK(resolve_config_experts(&open, path, NULL, 0, &experts, &e) == 0 && experts == 3);
+    moe_config_facts f;
+    CHECK(resolve_config_facts(&open, path, NULL, 0, &f, &e) == 0 && f.num_experts == 3);
 
     char missing[600];
     snprintf(missing, sizeof missing, "%s/missing.cfg", scratch);
@@ -118,6 +118,30 @@ static void test_paths_follow_policy(void)
     CHECK_MSG(strstr(e.msg, "not a regular file"), "%s", e.msg);
     /* Names keep the name rules even when paths are allowed. */
     CHECK(resolve_config_path(&open, "x;y", path, sizeof path, &e) == -1);
+}
+
+static void test_layout_defaults(void)
+{
+    moe_config_facts f = {.num_experts = 8, .ep = 2, .dp = 1};
+    moe_request r;
+    memset(&r, 0, sizeof r);
+    resolve_apply_layout(&r, &f);
+    CHECK(r.ep == 2 && r.dp == 1); /* neither given: the config's layout */
+
+    memset(&r, 0, sizeof r);
+    r.ep = 4;
+    resolve_apply_layout(&r, &f);
+    CHECK(r.ep == 4 && r.dp == 0); /* EP given: DP = GPUs / EP, not the config's */
+
+    memset(&r, 0, sizeof r);
+    r.dp = 3;
+    resolve_apply_layout(&r, &f);
+    CHECK(r.ep == 2 && r.dp == 3);
+
+    moe_config_facts none = {.num_experts = 8, .ep = 1, .dp = 0};
+    memset(&r, 0, sizeof r);
+    resolve_apply_layout(&r, &none);
+    CHECK(r.ep == 1 && r.dp == 0);
 }
 
 int main(void)
@@ -130,6 +154,7 @@ int main(void)
     RUN(test_shipped_names);
     RUN(test_unknown_name_lists_available);
     RUN(test_paths_follow_policy);
+    RUN(test_layout_defaults);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", scratch);
     if (system(cmd) != 0)

@@ -1,0 +1,44 @@
+/* A stand-in trainer for the Slurm tests: records how the plugin started it.
+ *
+ * The plugin execs the admin's trainer= binary; pointing trainer= at this
+ * program shows exactly what a task received. It writes
+ * $RECORD_LAUNCH_DIR/launch.<MOE_RANK> with one "argv[i]=..." line per
+ * argument, then "env NAME=value" for the MOE_*, CUDA_* and SLURM_PROCID
+ * variables, and its CPU affinity, and exits 0. Without RECORD_LAUNCH_DIR it
+ * prints the same to stdout. */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern char **environ;
+
+int main(int argc, char **argv)
+{
+    const char *dir = getenv("RECORD_LAUNCH_DIR");
+    const char *rank = getenv("MOE_RANK");
+    FILE *out = stdout;
+    char path[4096];
+    if (dir) {
+        snprintf(path, sizeof path, "%s/launch.%s", dir, rank ? rank : "norank");
+        out = fopen(path, "w");
+        if (!out) {
+            perror(path);
+            return 1;
+        }
+    }
+    for (int i = 0; i < argc; i++)
+        fprintf(out, "argv[%d]=%s\n", i, argv[i]);
+    for (char **e = environ; *e; e++)
+        if (strncmp(*e, "MOE_", 4) == 0 || strncmp(*e, "CUDA_", 5) == 0 ||
+            strncmp(*e, "SLURM_PROCID=", 13) == 0 || strncmp(*e, "SLURM_SPANK_MOE_", 16) == 0)
+            fprintf(out, "env %s\n", *e);
+    cpu_set_t cpus;
+    if (sched_getaffinity(0, sizeof cpus, &cpus) == 0)
+        fprintf(out, "cpus %d\n", CPU_COUNT(&cpus));
+    if (out != stdout && fclose(out) != 0) {
+        perror(path);
+        return 1;
+    }
+    return 0;
+}
