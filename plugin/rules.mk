@@ -34,8 +34,9 @@ $(PLUGIN_SO): $(PLUGIN_LINK) plugin/spank_moe.lds
 	$(CC) -shared $(SANFLAGS) -Wl,--version-script=plugin/spank_moe.lds \
 		$(PLUGIN_LINK) -o $@ $(TOPO_LDLIBS) $(LIBCONFIG_SHARED) -ldl -lm
 
+# Not in BINS: `make install` puts the plugin under lib/moekit, not bin/.
 ifneq ($(PLUGIN_HAVE_SPANK),)
-BINS += $(PLUGIN_SO)
+everything: $(PLUGIN_SO)
 else
 $(info moekit: $(SLURM_INCLUDE)/slurm/spank.h not found: skipping the SPANK plugin (install libslurm-dev or set SLURM_INCLUDE))
 endif
