@@ -43,6 +43,29 @@ expect_fail config_name_unknown "L9_nothing" "$BIN" --config L9_nothing
 expect_fail cli_unknown_option "--frobnicate" "$BIN" --frobnicate
 expect_fail cpu_refuses_bf16 "precision.compute=bf16.*cuda" "$BIN" --config L0_sanity --backend cpu precision.compute=bf16 "${TINY[@]}"
 
+# the same seed gives the same bits on any thread count
+for th in 1 2; do
+    "$BIN" --config L0_sanity --threads $th checkpoint.ckpt_dir="$T/th$th" "${TINY[@]}" >/dev/null 2>&1
+done
+if cmp -s "$T/th1/step_00000003/model.safetensors" "$T/th2/step_00000003/model.safetensors"; then
+    ok deterministic_across_thread_counts
+else
+    bad deterministic_across_thread_counts "weights differ between --threads 1 and 2"
+fi
+
+# initialising from a Hugging Face checkpoint: the transformers fixture's weights
+FIX="$ROOT/tests/fixtures/hf/genomic_top2of8"
+FIXCFG=(model.hidden_size=48 model.num_layers=3 model.num_heads=6 model.num_kv_heads=2
+        model.head_dim=8 model.num_experts=8 model.top_k=2 model.intermediate_size=40
+        model.rms_norm_eps=1e-6 train.seq_length=32 train.micro_batch_size=2 train.steps=2
+        scheduler.warmup_steps=1 train.eval_batches=1)
+if "$BIN" --config L0_sanity checkpoint.init_from="$FIX" "${FIXCFG[@]}" >"$T/out" 2>"$T/err" &&
+   grep -q "initialised the weights from" "$T/out"; then
+    ok init_from_hf_checkpoint
+else
+    bad init_from_hf_checkpoint "$(cat "$T/out" "$T/err" | tail -5)"
+fi
+
 # ---- FASTA
 expect_fail fasta_missing "nothere.fa" "$BIN" --config L0_sanity data.files="$T/nothere.fa" "${TINY[@]}"
 : > "$T/empty.fa"
