@@ -165,7 +165,8 @@ static int load_hwloc(moe_topo *t, const char *xml_path, moe_err *e)
             goto out;
         }
         if (hwloc_topology_set_xml(topo, xml_path)) {
-            moe_err_errno(e, errno, "topology XML %s: hwloc cannot use it", xml_path);
+            moe_errf(e, "topology XML %s: hwloc cannot read it (is it an `lstopo --of xml` "
+                        "export?)", xml_path);
             goto out;
         }
     }
