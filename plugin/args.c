@@ -265,7 +265,9 @@ int args_apply(moe_request *req, moe_arg_id id, const char *value, int allow_con
         break;
     }
     case MOE_ARG_CHECK:
-        if (value && *value)
+        /* Slurm forwards a flag to inner sruns through the environment as
+         * the text "(null)". */
+        if (value && *value && strcmp(value, "(null)") != 0)
             return moe_errf(e, "%s takes no value (got '%s')", opt, value);
         req->check_only = 1;
         break;

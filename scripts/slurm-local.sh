@@ -7,6 +7,7 @@
 #   scripts/slurm-local.sh plugstack DIR [--plugin PATH] [ARG...]
 #                                                rewrite plugstack.conf (new plugin arguments)
 #   scripts/slurm-local.sh env DIR               print the export line for SLURM_CONF
+#   scripts/slurm-local.sh install               install the Debian Slurm and munge packages if missing
 #
 # Everything lives under DIR: munge key, socket and seed, slurm.conf, gres.conf, plugstack.conf,
 # state, spool, logs and pid files. The node poses as a GPU server (default 32 CPUs, 8 GPUs) with
@@ -20,6 +21,7 @@ usage() {
     cat <<'EOF'
 Usage: slurm-local.sh start DIR [options]
        slurm-local.sh stop|status|env DIR
+       slurm-local.sh install
        slurm-local.sh plugstack DIR [--plugin PATH | --no-plugin] [PLUGIN_ARG...]
 
 start options:
@@ -198,6 +200,27 @@ stop_pidfile() { # PIDFILE COMM
 
 # ---------------------------------------------------------------- commands
 
+# The Debian packages: daemons, clients, and spank.h for building the plugin.
+slurm_packages=(slurmctld slurmd slurm-client munge libslurm-dev)
+
+cmd_install() {
+    local missing=() p
+    for p in "${slurm_packages[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+            missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    [ "$(id -u)" -eq 0 ] || die "install: run as root to install ${missing[*]}"
+    command -v apt-get >/dev/null || die "install: no apt-get; install ${missing[*]} by hand"
+    echo "slurm-local: installing ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >&2 || die "install: apt-get update failed"
+    # Debian starts the daemons from their packages on systemd machines only;
+    # this script runs its own under DIR either way.
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 ||
+        die "install: apt-get install ${missing[*]} failed"
+}
+
 cmd_start() {
     local dir=$1; shift
     gpu_type=b200 gpus=8 cpus=32 mem_mb=256000 nodes=1 port_base=6817
@@ -224,8 +247,9 @@ cmd_start() {
     [ "$nodes" -ge 1 ] && [ "$cpus" -ge 1 ] || die "start: --nodes and --cpus must be at least 1"
     [[ $gpu_type =~ ^[A-Za-z0-9_]+$ ]] || die "start: --gpu-type '$gpu_type' must be a plain word"
     [ "$(id -u)" -eq 0 ] || die "start: run as root (munged, slurmd and mknod need it)"
+    cmd_install
     for prog in munged slurmctld slurmd sinfo; do
-        command -v "$prog" >/dev/null || die "start: $prog not found (apt-get install slurmctld slurmd slurm-client munge)"
+        command -v "$prog" >/dev/null || die "start: $prog not found (apt-get install ${slurm_packages[*]})"
     done
     if [ -e "$dir/run/slurmctld.pid" ] && pid_alive "$dir/run/slurmctld.pid" slurmctld; then
         die "start: a cluster already runs in $dir (stop it first)"
@@ -309,6 +333,7 @@ cmd_plugstack() {
 [ $# -ge 1 ] || { usage >&2; exit 2; }
 case $1 in
     -h|--help) usage; exit 0 ;;
+    install) cmd_install; exit 0 ;;
 esac
 [ $# -ge 2 ] || { usage >&2; exit 2; }
 cmd=$1 dir=$2; shift 2

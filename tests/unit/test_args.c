@@ -205,6 +205,8 @@ static void test_check_flag(void)
     CHECK(apply1(&r, MOE_ARG_CHECK, NULL, 0, &e) == 0);
     CHECK(r.check_only == 1 && r.active == 1);
     CHECK(apply1(&r, MOE_ARG_CHECK, "", 0, &e) == 0);
+    /* How an sbatch flag reaches the job's sruns (SLURM_SPANK__..._moe_check). */
+    CHECK(apply1(&r, MOE_ARG_CHECK, "(null)", 0, &e) == 0 && r.check_only == 1);
     REFUSED(MOE_ARG_CHECK, "yes", 0, "takes no value");
 }
 

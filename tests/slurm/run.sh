@@ -1,0 +1,446 @@
+#!/bin/bash
+# moekit: end-to-end tests of the SPANK plugin on a real Slurm cluster on this machine.
+#
+#   tests/slurm/run.sh [BUILD_DIR]      (default build; run `make` first, as root)
+#
+# Starts a single-node cluster (scripts/slurm-local.sh) in a temporary directory, with fake GPUs
+# posing as B200s or H200s and the plugin's policy pointing at a saved topology of that node
+# (tests/fixtures/topo/), then submits jobs the way users do and checks what they see: sbatch's
+# exit status and messages, the job's output, its final state, the node's state, and what the
+# trainer received. Most cases use tests/slurm/record_launch as the trainer, which writes down
+# its argv and environment; the CPU case trains the real moe-train. Every daemon started is
+# stopped by pid at the end, pass or fail. KEEP=1 keeps the directory for a look afterwards.
+# The last line is "slurm: N passed, N failed".
+set -uo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+build=${1:-build}
+case $build in /*) ;; *) build=$repo/$build ;; esac
+plugin=$build/lib/spank_moe.so
+recorder=$build/tests/slurm/record_launch
+trainer=$build/bin/moe-train
+fixtures=$repo/tests/fixtures/topo
+cluster_sh=$repo/scripts/slurm-local.sh
+
+passed=0 failed=0
+say() { echo "slurm: $*"; }
+summary() { echo "slurm: $passed passed, $failed failed"; }
+
+if [ "$(id -u)" -ne 0 ]; then
+    say "needs root (munged, slurmd and mknod); skipping nothing, failing instead"
+    failed=1; summary; exit 1
+fi
+"$cluster_sh" install || { failed=1; summary; exit 1; }
+for f in "$plugin" "$recorder"; do
+    if [ ! -x "$f" ] && [ ! -f "$f" ]; then
+        say "$f is missing: run make first (the plugin needs libslurm-dev when make runs)"
+        failed=1; summary; exit 1
+    fi
+done
+
+work=$(mktemp -d /tmp/moekit-slurm.XXXXXX)
+chmod 755 "$work"
+cluster=$work/cluster
+export SLURM_CONF=$cluster/etc/slurm.conf
+# Ports out of the way of a quickstart cluster (6817) and of the trainer's rendezvous range.
+port_base=$((7100 + ($$ % 400) * 5))
+
+cleanup() {
+    "$cluster_sh" stop "$cluster" >/dev/null 2>&1 || true
+    if [ "${KEEP:-0}" = 1 ]; then echo "slurm: kept $work"; else rm -rf "$work"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+start_cluster() { # GPU_TYPE
+    "$cluster_sh" stop "$cluster" >/dev/null 2>&1 || true
+    "$cluster_sh" start "$cluster" --gpu-type "$1" --port-base "$port_base" --plugin "$plugin" \
+        --plugin-arg "trainer=$recorder" >"$work/start.log" 2>&1 || {
+        cat "$work/start.log"; tail -20 "$cluster"/log/*.log 2>/dev/null
+        return 1
+    }
+    node=$(head -1 "$cluster/etc/nodes")
+}
+
+policy() { # plugin arguments for the next jobs (plugstack.conf is read by every new step)
+    "$cluster_sh" plugstack "$cluster" --plugin "$plugin" "$@" >/dev/null
+}
+
+# ---------------------------------------------------------------- job helpers
+
+# Final state of a job, waiting up to $2 seconds (default 60) for it to end.
+wait_job() {
+    local id=$1 limit=${2:-60} state deadline=$((SECONDS + ${2:-60}))
+    while :; do
+        state=$(scontrol show job "$id" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
+        case $state in
+            COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|BOOT_FAIL|DEADLINE|PREEMPTED)
+                echo "$state"; return 0 ;;
+        esac
+        if [ $SECONDS -ge $deadline ]; then echo "TIMEOUT_WAITING($state)"; return 1; fi
+        sleep 0.2
+    done
+}
+job_field() { scontrol show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1; }
+jobs_known() { scontrol show jobs 2>/dev/null | grep -c '^JobId='; }
+node_state() { sinfo -h -n "$node" -o %t; }
+
+# The test bookkeeping: each case prints its failures and is counted once.
+case_failures=()
+expect() { # DESCRIPTION COMMAND...: record a failure unless COMMAND succeeds
+    local what=$1; shift
+    "$@" || case_failures+=("$what")
+}
+contains() { grep -qF -- "$2" "$1"; }
+absent() { ! grep -qF -- "$2" "$1"; }
+equals() { [ "$1" = "$2" ]; }
+
+run_case() { # NAME FUNCTION
+    local name=$1 fn=$2 t0=$SECONDS
+    case_failures=()
+    mkdir -p "$work/$name"
+    ( cd "$work/$name" && "$fn" ) > "$work/$name.log" 2>&1
+    local rc=$?
+    # Failures recorded inside the subshell come back through this file.
+    if [ -s "$work/$name/FAILURES" ] || [ $rc -ne 0 ]; then
+        failed=$((failed + 1))
+        echo "FAIL $name ($((SECONDS - t0)) s)"
+        sed 's/^/    /' "$work/$name/FAILURES" 2>/dev/null
+        [ $rc -ne 0 ] && echo "    (case exited $rc)"
+        echo "    --- case log:"; tail -25 "$work/$name.log" | sed 's/^/    | /'
+    else
+        passed=$((passed + 1))
+        echo "ok   $name ($((SECONDS - t0)) s)"
+    fi
+}
+# Called at the end of each case function (inside its subshell).
+done_case() {
+    local f
+    for f in "${case_failures[@]}"; do echo "$f" >> FAILURES; done
+    return 0
+}
+
+# sbatch that must be refused: exit non-zero, nothing queued, message in stderr.
+expect_refused() { # MESSAGE_FRAGMENT SBATCH_ARGS...
+    local want=$1; shift
+    local before rc
+    before=$(jobs_known)
+    sbatch "$@" > out.txt 2> err.txt; rc=$?
+    expect "sbatch $* exits non-zero (got $rc)" test "$rc" -ne 0
+    expect "sbatch $* says '$want'; said: $(tr '\n' ' ' < err.txt)" contains err.txt "$want"
+    expect "sbatch $* queued nothing" equals "$(jobs_known)" "$before"
+}
+
+b200=$fixtures/b200x8.xml
+h200=$fixtures/h200x8.xml
+cpu_only=$fixtures/cpu-only.xml
+sanity=$repo/jobs/sanity.sbatch
+
+# ---------------------------------------------------------------- cases: B200 node
+
+case_blackwell_mxfp8() {
+    policy "trainer=$recorder" "topology_xml=$b200" bind=no
+    local id
+    id=$(sbatch --parsable --moe-config=L0_sanity -o job.out --export=ALL,RECORD_LAUNCH_DIR=$PWD \
+        "$sanity")
+    expect "job finished COMPLETED" equals "$(wait_job "$id")" COMPLETED
+    expect "verdict says MXFP8" contains job.out "so the job trains in MXFP8"
+    expect "two tasks launched" test -f launch.0 -a -f launch.1
+    local port
+    for r in 0 1; do
+        expect "task $r argv[0]" contains launch.$r "argv[0]=moe-train"
+        expect "task $r --config resolved in configs=" contains launch.$r "argv[2]=$repo/configs/L0_sanity.cfg"
+        expect "task $r precision" contains launch.$r "precision.compute=mxfp8"
+        expect "task $r layout from the config" contains launch.$r "argv[4]=parallel.ep=2"
+        expect "task $r dp" contains launch.$r "argv[5]=parallel.dp=1"
+        expect "task $r MOE_RANK" contains launch.$r "env MOE_RANK=$r"
+        expect "task $r MOE_WORLD_SIZE" contains launch.$r "env MOE_WORLD_SIZE=2"
+        expect "task $r MOE_LOCAL_RANK" contains launch.$r "env MOE_LOCAL_RANK=$r"
+        expect "task $r MOE_LOCAL_WORLD_SIZE" contains launch.$r "env MOE_LOCAL_WORLD_SIZE=2"
+        expect "task $r MOE_MASTER_ADDR" contains launch.$r "env MOE_MASTER_ADDR=$node"
+        expect "task $r MOE_PRECISION" contains launch.$r "env MOE_PRECISION=mxfp8"
+        expect "task $r MOE_EP/DP" contains launch.$r "env MOE_DP=1"
+        expect "task $r MOE_CONFIG" contains launch.$r "env MOE_CONFIG=$repo/configs/L0_sanity.cfg"
+        expect "task $r no MOE_CHECK_ONLY" absent launch.$r "MOE_CHECK_ONLY"
+        port=$(sed -n 's/^env MOE_MASTER_PORT=//p' launch.$r)
+        expect "task $r MOE_MASTER_PORT=$port in 20000-31999" test "${port:-0}" -ge 20000 -a "${port:-0}" -lt 32000
+    done
+    expect "both tasks agree on the port" equals "$(grep MASTER_PORT launch.0)" "$(grep MASTER_PORT launch.1)"
+    expect "the verdict is printed once (task 0)" equals "$(grep -c 'trains in MXFP8' job.out)" 1
+    done_case
+}
+
+case_srun_direct_and_binding() {
+    # srun outside any batch script; bind=yes narrows each task to its own GPU.
+    policy "trainer=$recorder" "topology_xml=$b200" bind=yes
+    RECORD_LAUNCH_DIR=$PWD srun --gres=gpu:2 -n2 --moe-config=L0_sanity --moe-ep=2 moe-train \
+        > out.txt 2> err.txt
+    expect "srun exits 0" test $? -eq 0
+    expect "two tasks launched" test -f launch.0 -a -f launch.1
+    local g0 g1
+    g0=$(sed -n 's/^env CUDA_VISIBLE_DEVICES=//p' launch.0)
+    g1=$(sed -n 's/^env CUDA_VISIBLE_DEVICES=//p' launch.1)
+    expect "each task sees one GPU ($g0 / $g1)" test -n "$g0" -a -n "$g1" -a "$g0" != "$g1"
+    expect "one GPU each, not a list" test "${g0#*,}" = "$g0" -a "${g1#*,}" = "$g1"
+    expect "binding reported per task" equals "$(grep -c 'moekit: task [01]: GPU' err.txt)" 2
+    expect "CUDA_DEVICE_ORDER set" contains launch.0 "env CUDA_DEVICE_ORDER=PCI_BUS_ID"
+    done_case
+}
+
+case_user_cannot_pick_program_or_env() {
+    policy "trainer=$recorder" "topology_xml=$b200" bind=no
+    MOE_PRECISION=fp8_block MOE_EP=64 RECORD_LAUNCH_DIR=$PWD \
+        srun --gres=gpu:2 -n2 --moe-config=L0_sanity /bin/sh -c 'echo PWNED; touch pwned' \
+        > out.txt 2> err.txt
+    expect "the user's program did not run" absent out.txt "PWNED"
+    expect "no file from the user's program" test ! -e pwned
+    expect "the trainer ran instead" test -f launch.0
+    expect "the user's MOE_PRECISION was replaced" contains launch.0 "env MOE_PRECISION=mxfp8"
+    expect "the user's MOE_EP was replaced" contains launch.0 "env MOE_EP=2"
+    expect "one MOE_PRECISION only" equals "$(grep -c '^env MOE_PRECISION=' launch.0)" 1
+    done_case
+}
+
+case_untouched_without_options() {
+    policy "trainer=$recorder" "topology_xml=$b200" bind=no
+    srun -n1 --gres=gpu:1 /bin/echo plain-step > out.txt 2> err.txt
+    expect "a plain srun runs its own program" contains out.txt "plain-step"
+    expect "and the plugin says nothing" absent err.txt "moekit"
+    local id
+    id=$(sbatch --parsable -o job.out --wrap 'echo plain-batch; srun -n1 /bin/echo plain-inner')
+    expect "a plain batch job completes" equals "$(wait_job "$id")" COMPLETED
+    expect "its script ran" contains job.out "plain-batch"
+    expect "its srun ran its own program" contains job.out "plain-inner"
+    done_case
+}
+
+case_moe_check() {
+    policy "trainer=$recorder" "topology_xml=$b200" bind=no
+    local id
+    id=$(sbatch --parsable --moe-config=L0_sanity --moe-check -o job.out \
+        --export=ALL,RECORD_LAUNCH_DIR=$PWD "$sanity")
+    expect "the check job completes" equals "$(wait_job "$id")" COMPLETED
+    expect "it prints the verdict" contains job.out "so the job trains in MXFP8"
+    expect "it says it does not train" contains job.out "not training"
+    expect "the trainer was never started" test ! -e launch.0 -a ! -e launch.1
+    expect "the job control env carries the request" contains job.out "config L0_sanity"
+    done_case
+}
+
+case_export_none() {
+    # The batch step sees no submit environment; its srun must still get the options.
+    policy "trainer=$recorder" "topology_xml=$b200" bind=no
+    local id
+    id=$(sbatch --parsable --export=NONE --moe-config=L0_sanity --moe-set=train.seed=7 \
+        -o job.out "$sanity")
+    expect "the job completes" equals "$(wait_job "$id")" COMPLETED
+    expect "the trainer got the request" contains job.out "argv[6]=train.seed=7"
+    expect "the script saw the request" contains job.out "overrides train.seed=7"
+    done_case
+}
+
+case_dp_ep_mismatch_at_submit() {
+    policy "trainer=$recorder" "topology_xml=$b200" bind=no
+    # 2 GPUs and 2 tasks (the script's #SBATCH lines), but DP x EP = 4.
+    expect_refused "--moe-dp=2 x --moe-ep=2" --moe-config=L0_sanity --moe-ep=2 --moe-dp=2 "$sanity"
+    expect_refused "refused before queueing" --moe-config=L0_sanity --moe-ep=2 --moe-dp=2 "$sanity"
+    # The command line beats the script: 4 GPUs, but DP x EP = 1 x 2.
+    expect_refused "the job requests 4 GPUs" --gres=gpu:4 --ntasks-per-node=4 \
+        --moe-config=L0_sanity --moe-ep=2 --moe-dp=1 "$sanity"
+    expect_refused "EP=3" --gres=gpu:4 --ntasks-per-node=4 --moe-config=L0_sanity --moe-ep=3 \
+        "$sanity"
+    # EP must divide the config's experts (L0_sanity has 4).
+    expect_refused "does not divide the 4 experts" --gres=gpu:8 --ntasks-per-node=8 \
+        --moe-config=L0_sanity --moe-ep=8 "$sanity"
+    # srun is refused too, before any task starts.
+    srun --gres=gpu:2 -n2 --moe-config=L0_sanity --moe-ep=2 --moe-dp=2 true > out.txt 2> err.txt
+    expect "srun refused" test $? -ne 0
+    expect "srun says why" contains err.txt "--moe-dp=2 x --moe-ep=2"
+    done_case
+}
+
+case_bad_option_values() {
+    policy "trainer=$recorder" "topology_xml=$b200" bind=no
+    expect_refused "--moe-ep=zero: not a whole number" --moe-config=L0_sanity --moe-ep=zero "$sanity"
+    expect_refused "--moe-ep=0: must be at least 1" --moe-config=L0_sanity --moe-ep=0 "$sanity"
+    expect_refused "--moe-dp=-2: not a whole number" --moe-config=L0_sanity --moe-dp=-2 "$sanity"
+    expect_refused "--moe-ep=99999999999: too large" --moe-config=L0_sanity --moe-ep=99999999999 "$sanity"
+    expect_refused "--moe-ep=2x: not a whole number" --moe-config=L0_sanity --moe-ep=2x "$sanity"
+    expect_refused "--moe-precision=fp4: unknown precision" --moe-config=L0_sanity --moe-precision=fp4 "$sanity"
+    expect_refused "allow_user_configs=no" --moe-config=../etc/passwd "$sanity"
+    expect_refused "';' is not allowed" "--moe-config=a;reboot" "$sanity"
+    expect_refused "--moe-config=no_such: no such config" --moe-config=no_such "$sanity"
+    expect_refused "available: L0_sanity" --moe-config=no_such "$sanity"
+    expect_refused "use --moe-precision" --moe-config=L0_sanity --moe-set=precision.compute=mxfp8 "$sanity"
+    expect_refused "not key=value" --moe-config=L0_sanity --moe-set=train.steps "$sanity"
+    expect_refused "no_such_key" --moe-config=L0_sanity --moe-set=train.no_such_key=1 "$sanity"
+    expect_refused "need --moe-config" --moe-ep=2 --wrap 'srun true' 
+    local long
+    long=$(printf 'x%.0s' $(seq 1 300))
+    expect_refused "characters long" "--moe-config=$long" "$sanity"
+    done_case
+}
+
+case_user_config_paths() {
+    cat > mine.cfg <<EOF
+base = "$repo/configs/L0_sanity.cfg";
+train = { steps = 5; };
+scheduler = { warmup_steps = 1; };
+EOF
+    policy "trainer=$recorder" "topology_xml=$b200" bind=no
+    expect_refused "allow_user_configs=no" --moe-config=$PWD/mine.cfg "$sanity"
+    policy "trainer=$recorder" "topology_xml=$b200" bind=no allow_user_configs=yes
+    local id
+    id=$(sbatch --parsable --moe-config=$PWD/mine.cfg -o job.out \
+        --export=ALL,RECORD_LAUNCH_DIR=$PWD "$sanity")
+    expect "a user's config runs when the admin allows it" equals "$(wait_job "$id")" COMPLETED
+    expect "the trainer got the user's path" contains launch.0 "argv[2]=$PWD/mine.cfg"
+    done_case
+}
+
+case_bad_policy_fails_loudly() {
+    policy "trainer=$recorder" "topology_xml=$b200" no_such_key=1
+    sbatch --moe-config=L0_sanity "$sanity" > out.txt 2> err.txt
+    expect "sbatch fails" test $? -ne 0
+    expect "the message names plugstack.conf" contains err.txt "plugstack.conf"
+    expect "the message names the argument" contains err.txt "no_such_key"
+    policy "trainer=$recorder" "topology_xml=$b200" bind=no
+    done_case
+}
+
+chain_wait() { # SANITY_ID SCALE_ID: both final states, "A B"
+    local a b
+    a=$(wait_job "$1" 60); b=$(wait_job "$2" 60)
+    echo "$a $b"
+}
+
+case_chain_runs_scale_after_sanity() {
+    policy "trainer=$recorder" "topology_xml=$b200" bind=no
+    RECORD_LAUNCH_DIR=$PWD "$repo/jobs/chain.sh" --ckpt-dir "$PWD/ck" --run-dir "$PWD/runs" \
+        --scale-opt=--moe-check > chain.txt 2>&1
+    expect "chain.sh exits 0" test $? -eq 0
+    local s c
+    s=$(sed -n 's/^sanity job //p' chain.txt); c=$(sed -n 's/^scale job //p' chain.txt)
+    expect "chain.sh printed both ids ($s, $c)" test -n "$s" -a -n "$c"
+    expect "the scale job depends on the sanity job" contains <(scontrol show job "$c") "afterok:$s"
+    expect "sanity then scale complete" equals "$(chain_wait "$s" "$c")" "COMPLETED COMPLETED"
+    expect "sanity got the chain's directories" contains launch.0 "checkpoint.ckpt_dir=$PWD/ck/sanity"
+    expect "the scale job reached its verdict" contains "slurm-$c.out" "Running EP=8 x DP=1 on 8 GPUs"
+    done_case
+}
+
+case_chain_cancels_scale_after_failed_sanity() {
+    policy "trainer=$recorder" "topology_xml=$b200" bind=no
+    # The stand-in trainer fails when it cannot write its record.
+    RECORD_LAUNCH_DIR=/nonexistent/moekit "$repo/jobs/chain.sh" --ckpt-dir "$PWD/ck" \
+        --run-dir "$PWD/runs" --scale-opt=--moe-check > chain.txt 2>&1
+    local s c
+    s=$(sed -n 's/^sanity job //p' chain.txt); c=$(sed -n 's/^scale job //p' chain.txt)
+    expect "chain.sh printed both ids ($s, $c)" test -n "$s" -a -n "$c"
+    expect "sanity fails and scale is cancelled" equals "$(chain_wait "$s" "$c")" "FAILED CANCELLED"
+    expect "the scale job never ran" test ! -e "slurm-$c.out"
+    done_case
+}
+
+case_chain_help() {
+    "$repo/jobs/chain.sh" --help > help.txt
+    expect "--help exits 0" test $? -eq 0
+    expect "--help lists --partition" contains help.txt "--partition"
+    "$repo/jobs/chain.sh" --bogus > out.txt 2> err.txt
+    expect "an unknown option fails" test $? -ne 0
+    expect "and is named" contains err.txt "unknown option '--bogus'"
+    done_case
+}
+
+# ---------------------------------------------------------------- cases: H200 node
+
+case_hopper_bf16_fallback() {
+    policy "trainer=$recorder" "topology_xml=$h200" bind=no
+    local id
+    id=$(sbatch --parsable --gres=gpu:h200:2 --moe-config=L0_sanity -o job.out \
+        --export=ALL,RECORD_LAUNCH_DIR=$PWD "$sanity")
+    expect "job finished COMPLETED" equals "$(wait_job "$id")" COMPLETED
+    expect "the paragraph names the H200s" contains job.out "2x NVIDIA H200 (sm_90, Hopper)"
+    expect "the paragraph says BF16" contains job.out "BF16"
+    expect "the trainer got bf16" contains launch.0 "precision.compute=bf16"
+    expect "MOE_PRECISION=bf16" contains launch.1 "env MOE_PRECISION=bf16"
+    done_case
+}
+
+case_hopper_rejected_node_stays_up() {
+    policy "trainer=$recorder" "topology_xml=$h200" bind=no on_non_blackwell=reject
+    local id
+    id=$(sbatch --parsable --moe-config=L0_sanity -o job.out --export=ALL,RECORD_LAUNCH_DIR=$PWD \
+        "$sanity")
+    expect "job finished FAILED" equals "$(wait_job "$id")" FAILED
+    expect "the reason is in the job's output" contains job.out "on_non_blackwell=reject"
+    expect "the refusal line" contains job.out "refused: see the verdict above"
+    expect "the trainer never started" test ! -e launch.0
+    sleep 1
+    expect "the node is still idle ($(node_state))" equals "$(node_state)" idle
+    done_case
+}
+
+# ---------------------------------------------------------------- cases: CPU only
+
+case_cpu_refused_without_allow_cpu() {
+    policy "trainer=$recorder" "topology_xml=$cpu_only" bind=no
+    local id
+    id=$(sbatch --parsable -n1 --moe-config=L0_sanity --moe-ep=1 -o job.out --wrap 'srun moe-train')
+    expect "job finished FAILED" equals "$(wait_job "$id")" FAILED
+    expect "the reason is in the job's output" contains job.out "allow_cpu=no"
+    done_case
+}
+
+case_cpu_trains_for_real() {
+    if [ ! -x "$trainer" ]; then
+        case_failures+=("$trainer is not built: the real training case did not run")
+        done_case; return
+    fi
+    policy "trainer=$trainer" "topology_xml=$cpu_only" allow_cpu=yes bind=no
+    local id
+    id=$(sbatch --parsable -n1 -c2 --moe-config=L0_sanity --moe-ep=1 \
+        "--moe-set=train.steps=20,scheduler.warmup_steps=2,train.eval_every_n_steps=0,checkpoint.ckpt_dir=$PWD/ckpt,logger.run_dir=$PWD/run" \
+        -o job.out --wrap 'srun moe-train')
+    expect "the training job completes" equals "$(wait_job "$id" 180)" COMPLETED
+    expect "the verdict chose the CPU" contains job.out "FP32 CPU backend"
+    expect "the trainer ran on the cpu backend" contains job.out "backend   cpu"
+    expect "it trained 20 steps" contains job.out "moe-train: done: 20 steps"
+    expect "a checkpoint was written" test -d ckpt/step_00000020
+    expect "the final model was saved" test -s ckpt/final_model/model.safetensors
+    done_case
+}
+
+# ---------------------------------------------------------------- run
+
+start=$SECONDS
+if start_cluster b200; then
+    say "cluster up (B200 node $node) in $cluster"
+    run_case blackwell_mxfp8 case_blackwell_mxfp8
+    run_case srun_direct_and_binding case_srun_direct_and_binding
+    run_case user_cannot_pick_program_or_env case_user_cannot_pick_program_or_env
+    run_case untouched_without_options case_untouched_without_options
+    run_case moe_check case_moe_check
+    run_case export_none case_export_none
+    run_case dp_ep_mismatch_at_submit case_dp_ep_mismatch_at_submit
+    run_case bad_option_values case_bad_option_values
+    run_case user_config_paths case_user_config_paths
+    run_case bad_policy_fails_loudly case_bad_policy_fails_loudly
+    run_case chain_runs_scale_after_sanity case_chain_runs_scale_after_sanity
+    run_case chain_cancels_scale_after_failed_sanity case_chain_cancels_scale_after_failed_sanity
+    run_case chain_help case_chain_help
+    run_case cpu_refused_without_allow_cpu case_cpu_refused_without_allow_cpu
+    run_case cpu_trains_for_real case_cpu_trains_for_real
+else
+    say "could not start the B200 cluster"; failed=$((failed + 1))
+fi
+if start_cluster h200; then
+    say "cluster up (H200 node $node)"
+    run_case hopper_bf16_fallback case_hopper_bf16_fallback
+    run_case hopper_rejected_node_stays_up case_hopper_rejected_node_stays_up
+else
+    say "could not start the H200 cluster"; failed=$((failed + 1))
+fi
+say "took $((SECONDS - start)) s"
+summary
+[ "$failed" -eq 0 ]
