@@ -31,29 +31,30 @@ int topo_parse_busid(const char *s, unsigned *domain, unsigned *bus, unsigned *d
         return -1;
     while (isspace((unsigned char)*s))
         s++;
-    unsigned long a, b, c, f;
+    /* Two or three ':'-separated fields, then '.' and the function: the
+     * last two fields are bus and device, a first of three the domain. */
+    unsigned long field[3], fn;
+    int n = 0;
     const char *p = s;
-    if (parse_hex(&p, 8, &a) || *p++ != ':' || parse_hex(&p, 2, &b))
-        return -1;
-    unsigned long d = 0;
-    if (*p == ':') { /* domain:bus:dev.fn */
-        p++;
-        d = a;
-        a = b;
-        if (parse_hex(&p, 2, &b))
+    for (;;) {
+        if (n == 3 || parse_hex(&p, n == 0 ? 8 : 2, &field[n]))
             return -1;
+        n++;
+        if (*p != ':')
+            break;
+        p++;
     }
-    if (*p++ != '.' || parse_hex(&p, 1, &f))
+    if (n < 2 || *p++ != '.' || parse_hex(&p, 1, &fn))
         return -1;
     while (isspace((unsigned char)*p))
         p++;
-    c = b;
-    if (*p || a > 0xff || c > 0x1f || f > 7)
+    unsigned long b = field[n - 2], d = field[n - 1];
+    if (*p || b > 0xff || d > 0x1f || fn > 7)
         return -1;
-    *domain = (unsigned)d;
-    *bus = (unsigned)a;
-    *dev = (unsigned)c;
-    *func = (unsigned)f;
+    *domain = n == 3 ? (unsigned)field[0] : 0;
+    *bus = (unsigned)b;
+    *dev = (unsigned)d;
+    *func = (unsigned)fn;
     return 0;
 }
 
@@ -63,15 +64,21 @@ void topo_format_busid(char *buf, size_t len, unsigned domain, unsigned bus, uns
     snprintf(buf, len, "%04x:%02x:%02x.%x", domain, bus, dev, func);
 }
 
+int topo_gpu_at(const moe_topo *t, unsigned domain, unsigned bus, unsigned dev, unsigned func)
+{
+    for (int i = 0; i < t->n_gpus; i++) {
+        const moe_topo_gpu *g = &t->gpus[i];
+        if (g->pci_domain == domain && g->pci_bus == bus && g->pci_dev == dev &&
+            g->pci_func == func)
+            return i;
+    }
+    return -1;
+}
+
 int topo_gpu_by_busid(const moe_topo *t, const char *busid)
 {
     unsigned d, b, s, f;
     if (topo_parse_busid(busid, &d, &b, &s, &f))
         return -1;
-    for (int i = 0; i < t->n_gpus; i++) {
-        const moe_topo_gpu *g = &t->gpus[i];
-        if (g->pci_domain == d && g->pci_bus == b && g->pci_dev == s && g->pci_func == f)
-            return i;
-    }
-    return -1;
+    return topo_gpu_at(t, d, b, s, f);
 }

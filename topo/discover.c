@@ -171,8 +171,8 @@ static int load_hwloc(moe_topo *t, const char *xml_path, moe_err *e)
         }
     }
     if (hwloc_topology_load(topo)) {
-        moe_err_errno(e, errno, "%s: hwloc could not load the topology (is it an `lstopo --of "
-                                "xml` export?)", t->origin);
+        moe_errf(e, "%s: hwloc could not load the topology (is it an `lstopo --of xml` "
+                    "export?)", t->origin);
         goto out;
     }
     t->this_system = hwloc_topology_is_thissystem(topo);

@@ -7,19 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int same_bus(const moe_topo_gpu *g, unsigned d, unsigned b, unsigned s, unsigned f)
-{
-    return g->pci_domain == d && g->pci_bus == b && g->pci_dev == s && g->pci_func == f;
-}
-
-static int find_gpu(const moe_topo *t, unsigned d, unsigned b, unsigned s, unsigned f)
-{
-    for (int i = 0; i < t->n_gpus; i++)
-        if (same_bus(&t->gpus[i], d, b, s, f))
-            return i;
-    return -1;
-}
-
 static void add_peer(moe_topo_gpu *g, int peer)
 {
     for (int i = 0; i < g->n_peers; i++)
@@ -38,7 +25,7 @@ int topo_merge_nvml(moe_topo *t, const topo_nvml_report *r, moe_err *e)
     int of_nvml[TOPO_MAX_GPUS]; /* NVML device -> index in t->gpus */
     for (int k = 0; k < r->n; k++) {
         const topo_nvml_gpu *n = &r->gpus[k];
-        int i = find_gpu(t, n->domain, n->bus, n->dev, n->func);
+        int i = topo_gpu_at(t, n->domain, n->bus, n->dev, n->func);
         if (i < 0) {
             /* hwloc did not list it (no PCI discovery): the GPU is real, so
              * keep it, with unknown locality. */
@@ -89,7 +76,7 @@ int topo_merge_nvml(moe_topo *t, const topo_nvml_report *r, moe_err *e)
         g->nvlink_src = TOPO_SRC_NVML;
         for (int l = 0; l < n->n_remote; l++) {
             const unsigned *rb = n->remote[l];
-            int p = find_gpu(t, rb[0], rb[1], rb[2], rb[3]);
+            int p = topo_gpu_at(t, rb[0], rb[1], rb[2], rb[3]);
             if (p >= 0 && p != of_nvml[k])
                 add_peer(g, p);
         }

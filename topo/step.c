@@ -30,6 +30,9 @@ static int no_such_gpu(const moe_topo *t, const char *what, const char *value, i
     if (t->n_gpus == 0)
         return moe_errf(e, "%s=\"%s\" names GPU %d, but this node has no NVIDIA GPU that hwloc "
                            "or NVML can see (%s)", what, value, idx, t->origin);
+    if (t->n_gpus == 1)
+        return moe_errf(e, "%s=\"%s\" names GPU %d, but this node has one GPU, GPU 0 (%s)",
+                        what, value, idx, t->origin);
     return moe_errf(e, "%s=\"%s\" names GPU %d, but this node's GPUs are 0-%d (%s)", what,
                     value, idx, t->n_gpus - 1, t->origin);
 }

@@ -84,7 +84,7 @@ typedef struct {
 
 /* Discover the node. xml_path NULL: live discovery, which hwloc itself turns
  * into an XML load when HWLOC_XMLFILE is set. The struct is large (about
- * 150 KiB): allocate it, do not put it on a small stack. */
+ * 110 KiB): allocate it, do not put it on a small stack. */
 int topo_load(moe_topo *t, const char *xml_path, unsigned flags, moe_err *e);
 
 /* "nvml", "xml-info", "pci-id table" or "unknown". */
@@ -97,7 +97,9 @@ int topo_parse_busid(const char *s, unsigned *domain, unsigned *bus, unsigned *d
                      unsigned *func);
 void topo_format_busid(char *buf, size_t len, unsigned domain, unsigned bus, unsigned dev,
                        unsigned func);
-/* Index of the GPU with this bus id (any accepted spelling), or -1. */
+/* Index in t->gpus of the GPU at this PCI address, or -1; the second takes
+ * a bus id in any accepted spelling. */
+int topo_gpu_at(const moe_topo *t, unsigned domain, unsigned bus, unsigned dev, unsigned func);
 int topo_gpu_by_busid(const moe_topo *t, const char *busid);
 
 /* Integer lists as Slurm and CUDA_VISIBLE_DEVICES write them: "0,1",

@@ -435,6 +435,10 @@ static void test_step_gpus(void)
         return;
     CHECK(step(NULL, NULL, "GPU-ddd35bea-5c43-a543-3c21-273bc0f8945c", idx, &n, NULL, &e) == -1);
     CHECK_MSG(strstr(e.msg, "without NVML") && strstr(e.msg, "use GPU indices"), "%s", e.msg);
+    if (load("unknown-gpu.xml"))
+        return;
+    CHECK(step("1", NULL, NULL, idx, &n, NULL, &e) == -1);
+    CHECK_MSG(strstr(e.msg, "this node has one GPU, GPU 0"), "%s", e.msg);
     /* A CPU node given GPUs by a confused environment. */
     if (load("cpu-only.xml"))
         return;
