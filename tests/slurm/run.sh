@@ -9,7 +9,8 @@
 # exit status and messages, the job's output, its final state, the node's state, and what the
 # trainer received. Most cases use tests/slurm/record_launch as the trainer, which writes down
 # its argv and environment; the CPU case trains the real moe-train. Every daemon started is
-# stopped by pid at the end, pass or fail. KEEP=1 keeps the directory for a look afterwards.
+# stopped by pid at the end, pass or fail. KEEP=1 keeps the directory for a look afterwards;
+# CASES="name ..." runs only those cases.
 # The last line is "slurm: N passed, N failed".
 set -uo pipefail
 
@@ -52,9 +53,10 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-start_cluster() { # GPU_TYPE
+start_cluster() { # GPU_TYPE [NODES]
     "$cluster_sh" stop "$cluster" >/dev/null 2>&1 || true
-    "$cluster_sh" start "$cluster" --gpu-type "$1" --port-base "$port_base" --plugin "$plugin" \
+    "$cluster_sh" start "$cluster" --gpu-type "$1" --nodes "${2:-1}" --port-base "$port_base" \
+        --plugin "$plugin" \
         --plugin-arg "trainer=$recorder" >"$work/start.log" 2>&1 || {
         cat "$work/start.log"; tail -20 "$cluster"/log/*.log 2>/dev/null
         return 1
@@ -97,6 +99,7 @@ equals() { [ "$1" = "$2" ]; }
 
 run_case() { # NAME FUNCTION
     local name=$1 fn=$2 t0=$SECONDS
+    if [ -n "${CASES:-}" ] && [[ " $CASES " != *" $name "* ]]; then return 0; fi
     case_failures=()
     mkdir -p "$work/$name"
     ( cd "$work/$name" && "$fn" ) > "$work/$name.log" 2>&1
@@ -352,6 +355,36 @@ case_chain_help() {
     done_case
 }
 
+case_salloc() {
+    policy "trainer=$recorder" "topology_xml=$b200" bind=no
+    RECORD_LAUNCH_DIR=$PWD timeout 60 salloc -n2 --gres=gpu:2 --moe-config=L0_sanity \
+        srun moe-train > out.txt 2> err.txt
+    expect "salloc exits 0" test $? -eq 0
+    expect "its srun launched the trainer on both tasks" test -f launch.0 -a -f launch.1
+    expect "with the verdict" contains err.txt "trains in MXFP8"
+    timeout 60 salloc -n2 --gres=gpu:2 --moe-config=L0_sanity --moe-ep=4 true > out.txt 2> err.txt
+    expect "salloc refuses a bad layout" test $? -ne 0
+    expect "and says why" contains err.txt "--moe-ep=4 needs at least 4 GPUs"
+    done_case
+}
+
+# ---------------------------------------------------------------- cases: two B200 nodes
+
+case_scale_two_nodes() {
+    policy "trainer=$recorder" "topology_xml=$b200" bind=no
+    local id
+    id=$(sbatch --parsable --nodes=2 -o job.out --export=ALL,RECORD_LAUNCH_DIR=$PWD \
+        "$repo/jobs/scale.sbatch")
+    expect "job finished COMPLETED" equals "$(wait_job "$id")" COMPLETED
+    expect "EP inside a node, DP across nodes" contains job.out "Running EP=8 x DP=2 on 16 GPUs"
+    expect "16 tasks launched" equals "$(ls launch.* 2>/dev/null | wc -l)" 16
+    expect "rank 15 is local rank 7" contains launch.15 "env MOE_LOCAL_RANK=7"
+    expect "every rank meets at the first node" \
+        equals "$(cat launch.* | grep -c "^env MOE_MASTER_ADDR=$node\$")" 16
+    expect "the trainer got the layout" contains launch.9 "argv[5]=parallel.dp=2"
+    done_case
+}
+
 # ---------------------------------------------------------------- cases: H200 node
 
 case_hopper_bf16_fallback() {
@@ -429,6 +462,7 @@ if start_cluster b200; then
     run_case chain_runs_scale_after_sanity case_chain_runs_scale_after_sanity
     run_case chain_cancels_scale_after_failed_sanity case_chain_cancels_scale_after_failed_sanity
     run_case chain_help case_chain_help
+    run_case salloc case_salloc
     run_case cpu_refused_without_allow_cpu case_cpu_refused_without_allow_cpu
     run_case cpu_trains_for_real case_cpu_trains_for_real
 else
@@ -440,6 +474,12 @@ if start_cluster h200; then
     run_case hopper_rejected_node_stays_up case_hopper_rejected_node_stays_up
 else
     say "could not start the H200 cluster"; failed=$((failed + 1))
+fi
+if start_cluster b200 2; then
+    say "cluster up (two B200 nodes)"
+    run_case scale_two_nodes case_scale_two_nodes
+else
+    say "could not start the two-node cluster"; failed=$((failed + 1))
 fi
 say "took $((SECONDS - start)) s"
 summary
