@@ -105,8 +105,13 @@ static void apply_option(moe_job_size *js, const char *name, size_t len, const c
         set_if_unset(&js->gpus_per_node, parse_gpu_count(value));
     else if (IS("gpus-per-task"))
         set_if_unset(&js->gpus_per_task, parse_gpu_count(value));
-    else if (IS("gres"))
-        set_if_unset(&js->gpus_per_node, parse_gres_gpus(value));
+    else if (IS("gres") && js->gpus_per_node == 0) {
+        /* a --gres given replaces the script's whole request: "none" or a
+         * list without gpu means no GPU, marked -1 so no later source
+         * (a #SBATCH line) fills it in */
+        int n = parse_gres_gpus(value);
+        js->gpus_per_node = n > 0 ? n : -1;
+    }
 #undef IS
 }
 

@@ -47,8 +47,12 @@ static void test_gres_forms(void)
     CHECK(js.gpus_per_node == 1);
     js = SCAN("sbatch", "--gres=gpu:b200", "x.sh");
     CHECK(js.gpus_per_node == 1);
+    /* a --gres without gpu asks for no GPU at all (-1: set, and zero) */
     js = SCAN("sbatch", "--gres=gpumem:4", "x.sh");
-    CHECK(js.gpus_per_node == 0);
+    CHECK(js.gpus_per_node == -1);
+    js = SCAN("sbatch", "--gres=none", "x.sh");
+    CHECK(js.gpus_per_node == -1);
+    CHECK(job_size_total_gpus(&js) == 0);
 }
 
 static void test_operand_detection(void)
