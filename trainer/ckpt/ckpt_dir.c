@@ -220,7 +220,7 @@ static int list_files(const char *dir, name_list *out, int *has_manifest, moe_er
     closedir(d);
     if (rc != 0)
         names_free(out);
-    else
+    else if (out->n)
         qsort(out->names, out->n, sizeof *out->names, cmp_name);
     return rc;
 }
@@ -231,8 +231,12 @@ static int open_member(const char *dir, const char *name, char *path, size_t n, 
     if (fsio_join(path, n, dir, name, e) != 0)
         return -1;
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return moe_err_errno(e, errno, "%s", path);
+    if (fd < 0) {
+        int err = errno;
+        moe_err_errno(e, err, "%s", path);
+        errno = err; /* callers tell a missing file from other failures */
+        return -1;
+    }
     return fd;
 }
 

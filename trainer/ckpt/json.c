@@ -198,8 +198,10 @@ static int parse_string(parser *ps, const char **s_out, size_t *len_out)
     const char *q = open + 1;
     while (q < ps->end && *q != '"') {
         if (*q == '\\') {
-            if (q + 1 >= ps->end)
+            if (q + 1 >= ps->end) {
+                q = ps->end; /* a backslash as the last byte: unterminated */
                 break;
+            }
             q += 2;
         } else {
             q++;
