@@ -66,7 +66,15 @@ int moe_submit_check(const char *who, int requested_gpus, int requested_tasks)
     if (check_config_here(who, &want) < 0)
         return -1;
     if (verdict_precheck(&moe_state.policy, &want, requested_gpus, requested_tasks, &e) < 0) {
-        slurm_error("moekit: %s refused before queueing: %s", who, e.msg);
+        /* The layout may not be what the user typed: say where it came from. */
+        const moe_request *typed = &moe_state.request;
+        char from_config[160] = "";
+        if (want.ep != typed->ep || want.dp != typed->dp)
+            snprintf(from_config, sizeof from_config,
+                     " (the config sets parallel.ep=%d parallel.dp=%d; choose others with "
+                     "--moe-ep and --moe-dp)",
+                     want.ep, want.dp);
+        slurm_error("moekit: %s refused before queueing: %s%s", who, e.msg, from_config);
         return -1;
     }
     return 0;
