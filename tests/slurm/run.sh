@@ -39,6 +39,12 @@ for f in "$plugin" "$recorder"; do
     fi
 done
 
+if readelf -d "$plugin" 2>/dev/null | grep -q 'NEEDED.*libasan'; then
+    # slurmstepd and the client commands have no sanitizer runtime to load it into.
+    say "$plugin is a sanitizer build, which Slurm cannot load; run this suite on a plain build"
+    failed=1; summary; exit 1
+fi
+
 work=$(mktemp -d /tmp/moekit-slurm.XXXXXX)
 chmod 755 "$work"
 cluster=$work/cluster
