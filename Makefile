@@ -15,6 +15,8 @@ NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/de
 CUDA ?= $(if $(NVCC),1,0)
 
 ifeq ($(SAN),1)
+# the CUDA runtime and ASan's shadow memory do not mix: sanitizer builds are CPU-only
+override CUDA := 0
 B := build-san
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 OPT := -O1
@@ -45,7 +47,9 @@ include common/rules.mk
 -include trainer/config/rules.mk
 -include trainer/data/rules.mk
 -include trainer/ckpt/rules.mk
+-include trainer/backend/cuda/rules.mk
 -include trainer/rules.mk
+-include trainer/parallel/rules.mk
 -include topo/rules.mk
 -include plugin/core.mk
 -include plugin/rules.mk

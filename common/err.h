@@ -7,6 +7,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define MOE_ERR_LEN 1024
 
 typedef struct {
@@ -22,5 +26,9 @@ int moe_err_prefix(moe_err *e, const char *fmt, ...) __attribute__((format(print
 
 /* Append ": strerror(errnum)" style detail. Returns -1. */
 int moe_err_errno(moe_err *e, int errnum, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

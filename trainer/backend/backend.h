@@ -26,6 +26,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #include "../../common/err.h"
 
 #ifdef MOE_REAL_DOUBLE
@@ -185,5 +189,9 @@ struct moe_backend {
 int cpu_backend_create(moe_backend **out, int threads, moe_err *e);
 int cuda_backend_available(void);
 int cuda_backend_create(moe_backend **out, int device, moe_err *e);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

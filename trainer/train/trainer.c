@@ -13,6 +13,7 @@
 
 #include "../backend/select.h"
 #include "../ckpt/ckpt_dir.h"
+#include "../parallel/dispatch_ep.h"
 #include "schedule.h"
 
 volatile sig_atomic_t moe_stop_requested = 0;
@@ -47,16 +48,6 @@ static void fmt_count(char *out, size_t n, double v)
         snprintf(out, n, "%.0f", v);
 }
 
-static int env_int(const char *name, int dflt)
-{
-    const char *s = getenv(name);
-    if (!s || !*s)
-        return dflt;
-    char *end;
-    long v = strtol(s, &end, 10);
-    return (*end || v < 0 || v > 1 << 20) ? -1 : (int)v;
-}
-
 moe_dims trainer_model_dims(const moe_model_cfg *mc)
 {
     moe_dims d = {.C = mc->hidden_size, .L = mc->num_layers, .NH = mc->num_heads,
@@ -80,8 +71,22 @@ static int resolve_precision(moe_trainer *t, moe_err *e)
         t->precision = sizeof(real) == 8 ? "fp64" : "fp32";
         return 0;
     }
-    t->precision = t->be->act_type;
-    return 0;
+    /* cuda: bf16 runs everywhere; the low-precision recipes are not in this
+     * build yet, so say so instead of silently training in bf16 */
+    switch (p) {
+    case MOE_PREC_AUTO:
+    case MOE_PREC_BF16:
+        t->precision = "bf16";
+        return 0;
+    case MOE_PREC_FP32:
+        return moe_errf(e, "precision.compute=fp32 runs on the cpu backend only; on a GPU use "
+                           "bf16 (or auto)");
+    default:
+        return moe_errf(e,
+                        "precision.compute=%s is not available in this moe-train yet (it trains "
+                        "in bf16 on GPUs): set precision.compute=bf16 or auto",
+                        precision_name(p));
+    }
 }
 
 static void print_summary(moe_trainer *t, const char *backend_why)
@@ -123,8 +128,15 @@ static void print_summary(moe_trainer *t, const char *backend_why)
            c->optimizer.beta1, c->optimizer.beta2, c->optimizer.weight_decay, c->train.grad_clip);
     printf("  backend   %s, %d thread(s); precision %s compute, fp32 master weights\n",
            backend_why, threads, t->precision);
-    printf("  parallel  EP=%d x DP=%d over %d rank(s)\n", c->parallel.ep,
-           c->parallel.dp ? c->parallel.dp : 1, t->world);
+    printf("  parallel  %s\n", t->par.layout);
+    {
+        double mib = 1024.0 * 1024.0, P = (double)t->model->n_elems * sizeof(real);
+        double mom = t->zero ? (double)zero_moment_bytes(t->zero) : 2 * P;
+        printf("  memory    per rank: %.2f MiB fp32 masters + %.2f MiB grads, %.2f MiB AdamW "
+               "moments%s\n",
+               P / mib, P / mib, mom / mib,
+               t->zero ? " (sharded over the ranks that replicate each parameter)" : "");
+    }
     if (c->checkpoint.ckpt_dir[0])
         printf("  ckpt      %s (every %d steps, keep %d)\n", c->checkpoint.ckpt_dir,
                c->checkpoint.save_every_n_steps, c->checkpoint.max_checkpoints);
@@ -133,47 +145,59 @@ static void print_summary(moe_trainer *t, const char *backend_why)
     fflush(stdout);
 }
 
+/* The model's router statistics summed over every rank's tokens. */
+static int world_sum(void *ctx, double *v, int n, moe_err *e)
+{
+    moe_par *p = ctx;
+    return comm_allreduce_sum(p->world, v, (size_t)n, MOE_DT_DOUBLE, e);
+}
+
 int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, int quiet, moe_err *e)
 {
     memset(t, 0, sizeof *t);
     t->cfg = *cfg;
     t->quiet = quiet;
     moe_config *c = &t->cfg;
-    t->world = env_int("MOE_WORLD_SIZE", 1);
-    t->rank = env_int("MOE_RANK", 0);
-    if (t->world < 1 || t->rank < 0 || t->rank >= t->world)
-        return moe_errf(e, "MOE_WORLD_SIZE / MOE_RANK are not a valid rank layout (%s / %s)",
-                        getenv("MOE_WORLD_SIZE"), getenv("MOE_RANK"));
-    if (t->world > 1)
-        return moe_errf(e,
-                        "MOE_WORLD_SIZE=%d: this moe-train trains on one rank; start it with "
-                        "one task (expert and data parallelism across ranks is not in this "
-                        "build)",
-                        t->world);
+    if (par_open(&t->par, c->parallel.ep, c->parallel.dp, c->parallel.timeout_s, e))
+        return -1;
+    t->have_par = 1;
+    t->world = t->par.size;
+    t->rank = t->par.rank;
     int dp = c->parallel.dp ? c->parallel.dp : 1;
-    if (c->parallel.ep * dp != t->world) {
+    if (t->world == 1 && c->parallel.ep * dp != 1) {
         /* one process computes the same thing as EP x DP ranks would on the
          * same global batch, so a laptop or CI run of a multi-GPU config is
          * meaningful; say so rather than refuse */
-        if (t->rank == 0)
-            fprintf(stderr,
-                    "moe-train: note: config asks parallel.ep=%d x dp=%d but this is a "
-                    "single-rank run: all %d experts run on this rank (same math)\n",
-                    c->parallel.ep, dp, c->model.num_experts);
-        c->parallel.ep = 1;
-        c->parallel.dp = 1;
+        fprintf(stderr,
+                "moe-train: note: config asks parallel.ep=%d x dp=%d but this is a "
+                "single-rank run: all %d experts run on this rank (same math)\n",
+                c->parallel.ep, dp, c->model.num_experts);
     }
+    c->parallel.ep = t->par.ep_size;
+    c->parallel.dp = t->par.dp_size;
     const char *bname = backend && *backend ? backend : c->runtime.backend;
     char why[128];
     if (backend_open(bname, c->runtime.threads, &t->be, why, sizeof why, e))
         return -1;
-    if (resolve_precision(t, e) || dispatcher_local_create(&t->disp, e))
+    if (resolve_precision(t, e))
+        goto fail;
+    if (t->par.ep_size > 1 ? dispatcher_ep_create(&t->disp, t->par.ep, c->model.num_experts, e)
+                           : dispatcher_local_create(&t->disp, e))
         goto fail;
     moe_dims d = trainer_model_dims(&c->model);
-    if (model_create(&t->model, &d, t->be, t->disp, c->train.micro_batch_size,
-                     c->train.seq_length, e))
+    if (model_create_parallel(&t->model, &d, t->be, t->disp, c->train.micro_batch_size,
+                              c->train.seq_length, t->par.ep_rank, t->par.ep_size,
+                              t->world == 1, e))
         goto fail;
-    if (dataset_open(&t->data, &c->data, c->train.seq_length, c->train.seed, 0, 1, NULL, e))
+    if (t->world > 1) {
+        t->model->stats_sum = world_sum;
+        t->model->stats_ctx = &t->par;
+        if (zero_create(&t->zero, t->model, &t->par, e))
+            goto fail;
+    }
+    /* every rank reads its own windows: shard = world rank, shards = world */
+    if (dataset_open(&t->data, &c->data, c->train.seq_length, c->train.seed, t->rank, t->world,
+                     NULL, e))
         goto fail;
     size_t staged = (size_t)c->train.grad_accum_steps * c->train.micro_batch_size *
                     c->train.seq_length;
@@ -187,27 +211,35 @@ int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, i
     /* where the weights come from: the latest checkpoint, a Hub model, or the seed */
     long resume_step = -1;
     if (c->checkpoint.resume_from_checkpoint && c->checkpoint.ckpt_dir[0]) {
-        char dir[4096];
-        int64_t step;
-        e->msg[0] = 0;
-        int found = ckpt_latest(c->checkpoint.ckpt_dir, dir, sizeof dir, &step, e);
-        if (found < 0)
-            goto fail;
-        if (found == 1 && e->msg[0]) {
-            /* checkpoints exist but none verifies: starting over silently
-             * would throw the run away, so stop and say why */
-            moe_err_prefix(e, "checkpoint.resume_from_checkpoint: no checkpoint in %s can be "
-                              "resumed", c->checkpoint.ckpt_dir);
-            goto fail;
+        /* rank 0 looks (it writes the checkpoints); every rank learns the answer */
+        struct { int32_t found, failed; int64_t step; char dir[4096]; char warn[MOE_ERR_LEN]; } r;
+        memset(&r, 0, sizeof r);
+        if (t->rank == 0) {
+            e->msg[0] = 0;
+            r.found = ckpt_latest(c->checkpoint.ckpt_dir, r.dir, sizeof r.dir, &r.step, e);
+            if (r.found < 0) {
+                r.failed = 1;
+            } else if (r.found == 1 && e->msg[0]) {
+                /* checkpoints exist but none verifies: starting over silently
+                 * would throw the run away, so stop and say why */
+                moe_err_prefix(e, "checkpoint.resume_from_checkpoint: no checkpoint in %s can be "
+                                  "resumed", c->checkpoint.ckpt_dir);
+                r.failed = 1;
+            } else if (r.found == 0 && e->msg[0]) {
+                snprintf(r.warn, sizeof r.warn, "%s", e->msg);
+            }
         }
-        if (found == 0 && e->msg[0] && t->rank == 0)
-            fprintf(stderr, "moe-train: warning: %s\n", e->msg);
-        if (found == 0) {
-            if (trainer_load_checkpoint(t, dir, 0, e))
+        if (comm_agree(t->par.world, r.failed, "looking for a checkpoint", e) ||
+            comm_broadcast(t->par.world, &r, sizeof r, 0, e))
+            goto fail;
+        if (r.found == 0 && r.warn[0] && t->rank == 0)
+            fprintf(stderr, "moe-train: warning: %s\n", r.warn);
+        if (r.found == 0) {
+            if (trainer_load_checkpoint(t, r.dir, 0, e))
                 goto fail;
             resume_step = t->step;
             if (t->rank == 0)
-                printf("moe-train: resuming from %s (step %d)\n", dir, t->step);
+                printf("moe-train: resuming from %s (step %d)\n", r.dir, t->step);
         }
     }
     if (resume_step < 0) {
@@ -218,9 +250,10 @@ int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, i
             goto fail;
         }
     }
-    if (metrics_open(&t->metrics, c->logger.run_dir, resume_step, e))
+    /* rank 0 speaks for the job: one metrics file, one config copy */
+    if (metrics_open(&t->metrics, t->rank == 0 ? c->logger.run_dir : "", resume_step, e))
         goto fail;
-    if (c->logger.run_dir[0]) {
+    if (c->logger.run_dir[0] && t->rank == 0) {
         char path[4200];
         snprintf(path, sizeof path, "%s/config.cfg", c->logger.run_dir);
         if (config_save(c, path, e))
@@ -240,10 +273,15 @@ void trainer_destroy(moe_trainer *t)
         model_destroy(t->model);
     if (t->data)
         dataset_close(t->data);
+    zero_destroy(t->zero);
+    t->zero = NULL;
     if (t->disp)
         t->disp->destroy(t->disp);
     if (t->be)
         t->be->destroy(t->be);
+    if (t->have_par)
+        par_close(&t->par);
+    t->have_par = 0;
     free(t->inputs);
     free(t->targets);
     t->model = NULL;
@@ -255,24 +293,33 @@ void trainer_destroy(moe_trainer *t)
 
 int trainer_evaluate(moe_trainer *t, double *val_loss, moe_err *e)
 {
-    int B = t->cfg.train.micro_batch_size, n = dataset_val_batches(t->data, B);
+    /* Rank r of W takes micro-batch it W + r in round `it`, so one round is
+     * the validation batch of W B windows a single rank would take; ranks
+     * past the end still run the forward (expert parallelism needs every
+     * rank in every layer) but do not count it. */
+    int B = t->cfg.train.micro_batch_size, W = t->world, n = dataset_val_batches(t->data, B);
     if (n <= 0)
         return moe_errf(e, "no held-out data: raise data.val_fraction or add sequence");
-    if (t->cfg.train.eval_batches > 0 && t->cfg.train.eval_batches < n)
-        n = t->cfg.train.eval_batches;
-    double sum = 0;
-    int64_t count = 0;
-    for (int i = 0; i < n; i++) {
-        if (dataset_val_batch(t->data, i, B, t->inputs, t->targets, e))
+    int rounds = (n + W - 1) / W;
+    if (t->cfg.train.eval_batches > 0 && t->cfg.train.eval_batches < rounds)
+        rounds = t->cfg.train.eval_batches;
+    double acc[2] = {0, 0}; /* loss sum, counted targets */
+    for (int it = 0; it < rounds; it++) {
+        int i = it * W + t->rank;
+        if (dataset_val_batch(t->data, i < n ? i : 0, B, t->inputs, t->targets, e))
             return -1;
         double ls;
         int64_t nv;
         if (model_forward(t->model, t->inputs, t->targets, &ls, &nv, NULL, e))
             return -1;
-        sum += ls;
-        count += nv;
+        if (i < n) {
+            acc[0] += ls;
+            acc[1] += (double)nv;
+        }
     }
-    *val_loss = count ? sum / count : NAN;
+    if (comm_allreduce_sum(t->par.world, acc, 2, MOE_DT_DOUBLE, e))
+        return moe_err_prefix(e, "evaluation");
+    *val_loss = acc[1] > 0 ? acc[0] / acc[1] : NAN;
     return 0;
 }
 
@@ -292,6 +339,8 @@ static int train_step(moe_trainer *t, double lr, double *loss, double *aux, doub
         for (size_t i = 0; i < mb; i++)
             valid += t->targets[a * mb + i] >= 0;
     }
+    if (comm_allreduce_sum(t->par.world, &valid, 1, MOE_DT_INT64, e))
+        return moe_err_prefix(e, "step %d: counting targets", t->step + 1);
     if (valid == 0)
         return moe_errf(e, "step %d: the batch has no target to learn (all masked)", t->step + 1);
     model_zero_grad(t->model);
@@ -305,24 +354,33 @@ static int train_step(moe_trainer *t, double lr, double *loss, double *aux, doub
         loss_sum += ls;
         aux_sum += t->model->aux_loss;
     }
+    if (comm_allreduce_sum(t->par.world, &loss_sum, 1, MOE_DT_DOUBLE, e))
+        return moe_err_prefix(e, "step %d: the loss", t->step + 1);
     moe_backend *be = t->be;
     moe_model *m = t->model;
-    double norm = sqrt(be->sum_squares(be, m->grad, m->n_elems));
-    if (!isfinite(norm))
-        return moe_errf(e, "step %d: the gradient norm is %g (loss %g): training diverged; lower "
-                           "optimizer.lr or raise scheduler.warmup_steps",
-                        t->step + 1, norm, loss_sum / valid);
-    double scale = 1;
-    if (c->train.grad_clip > 0 && norm > c->train.grad_clip)
-        scale = c->train.grad_clip / (norm + 1e-6);
     int tt = t->step + 1;
     moe_adamw_hyper h = {.lr = (real)lr, .beta1 = (real)c->optimizer.beta1,
                          .beta2 = (real)c->optimizer.beta2, .eps = (real)c->optimizer.eps,
                          .weight_decay = (real)c->optimizer.weight_decay,
                          .bias_corr1 = (real)(1 - pow(c->optimizer.beta1, tt)),
                          .bias_corr2 = (real)(1 - pow(c->optimizer.beta2, tt)),
-                         .grad_scale = (real)scale};
-    be->adamw(be, m->master, m->wc, m->grad, m->m, m->v, m->spans, m->n_params, &h);
+                         .grad_scale = 1};
+    double norm;
+    if (t->zero) {
+        if (zero_step(t->zero, h, c->train.grad_clip, &norm, e))
+            return moe_err_prefix(e, "step %d", tt);
+    } else {
+        norm = sqrt(be->sum_squares(be, m->grad, m->n_elems));
+    }
+    if (!isfinite(norm))
+        return moe_errf(e, "step %d: the gradient norm is %g (loss %g): training diverged; lower "
+                           "optimizer.lr or raise scheduler.warmup_steps",
+                        t->step + 1, norm, loss_sum / valid);
+    if (!t->zero) {
+        if (c->train.grad_clip > 0 && norm > c->train.grad_clip)
+            h.grad_scale = (real)(c->train.grad_clip / (norm + 1e-6));
+        be->adamw(be, m->master, m->wc, m->grad, m->m, m->v, m->spans, m->n_params, &h);
+    }
     t->tokens_seen += (uint64_t)valid;
     *loss = loss_sum / valid;
     *aux = aux_sum / A;
@@ -389,7 +447,11 @@ int trainer_run(moe_trainer *t, moe_err *e)
             t->last_val_loss = val;
             log_eval(t, val);
         }
-        int stop = moe_stop_requested != 0 ||
+        /* a signal may reach some ranks only: all stop together or none */
+        int64_t signalled = moe_stop_requested != 0;
+        if (t->world > 1 && comm_allreduce_sum(t->par.world, &signalled, 1, MOE_DT_INT64, e))
+            return -1;
+        int stop = signalled != 0 ||
                    (t->stop_after_steps > 0 && t->step - start >= t->stop_after_steps &&
                     t->step < steps);
         if ((save_every > 0 && t->step % save_every == 0) ||
@@ -400,7 +462,7 @@ int trainer_run(moe_trainer *t, moe_err *e)
         if (stop) {
             if (t->rank == 0)
                 fprintf(stderr, "moe-train: stopping at step %d of %d (%s)%s\n", t->step, steps,
-                        moe_stop_requested ? "stop signal" : "--stop-after-steps",
+                        signalled ? "stop signal" : "--stop-after-steps",
                         c->checkpoint.ckpt_dir[0] ? ", checkpoint saved" : ", no ckpt_dir set");
             return 1;
         }
@@ -412,7 +474,7 @@ int trainer_run(moe_trainer *t, moe_err *e)
         moe_err pe;
         char title[512];
         snprintf(title, sizeof title, "moekit %s", c->name);
-        if (metrics_plot(&t->metrics, title, &pe))
+        if (t->rank == 0 && metrics_plot(&t->metrics, title, &pe))
             fprintf(stderr, "moe-train: warning: no loss.png: %s\n", pe.msg);
         else if (!t->quiet && t->rank == 0)
             printf("moe-train: loss curve written to %s/loss.png\n", t->metrics.dir);

@@ -1,0 +1,56 @@
+#!/bin/bash
+# The GPU checks, run on a machine with an NVIDIA GPU (not in CI):
+#   1. every CUDA op against the CPU reference (fresh random inputs, poisoned outputs);
+#   2. moe-train eval on the transformers fixtures with the cuda backend (bf16) against
+#      transformers' float64 losses, within 2%;
+#   3. L0_sanity trained on the GPU against the same run on the CPU: final train and held-out
+#      losses within 2%.
+# Usage: tests/gpu/run.sh [BUILD_DIR]; last line "gpu: N passed, N failed".
+set -u
+B=${1:-build}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BIN=$ROOT/$B/bin/moe-train
+T=$(mktemp -d /tmp/moekit-gpu-XXXXXX)
+passed=0 failed=0
+ok() { passed=$((passed + 1)); echo "ok $1"; }
+bad() { failed=$((failed + 1)); echo "not ok $1: $2"; }
+within() { python3 -c "import sys; a,b,t=map(float,sys.argv[1:]); sys.exit(0 if abs(a-b)<=t*abs(b) else 1)" "$@"; }
+
+if "$ROOT/$B/tests/gpu/test_cuda_ops" 2>&1 | tee "$T/ops.log" | tail -1 | grep -q ' 0 failed$'; then
+    ok cuda_ops
+else
+    bad cuda_ops "$(grep -E 'FAIL|cuda' "$T/ops.log" | head -5)"
+fi
+grep -E "rel " "$T/ops.log" > "$T/ops_table.txt"
+
+for fix in gqa_top2 genomic_top2of8; do
+    d=$ROOT/tests/fixtures/hf/$fix
+    out=$("$BIN" eval --backend cuda --checkpoint "$d" --tokens "$d/tokens.txt" 2>&1)
+    ref_lm=$(python3 -c "import json;print(json.load(open('$d/meta.json'))['lm_loss'])")
+    ref_aux=$(python3 -c "import json;print(json.load(open('$d/meta.json'))['aux_loss'])")
+    lm=$(echo "$out" | python3 -c "import json,sys;print(json.load(sys.stdin)['lm_loss'])" 2>/dev/null)
+    aux=$(echo "$out" | python3 -c "import json,sys;print(json.load(sys.stdin)['aux_loss'])" 2>/dev/null)
+    echo "  $fix: cuda lm_loss $lm (HF $ref_lm), aux $aux (HF $ref_aux)"
+    if [ -n "$lm" ] && within "$lm" "$ref_lm" 0.02 && within "$aux" "$ref_aux" 0.02; then
+        ok "hf_fixture_$fix"
+    else
+        bad "hf_fixture_$fix" "$out"
+    fi
+done
+
+run_l0() { "$BIN" --config L0_sanity --backend "$1" logger.run_dir="$T/$1" logger.frequency=100 2>&1 | tee "$T/$1.log" | grep -E "^step|^eval|done|backend" ; }
+run_l0 cuda
+run_l0 cpu >/dev/null
+g=$(grep "moe-train: done" "$T/cuda.log" | sed -E 's/.*final loss ([0-9.]+), held-out loss ([0-9.]+).*/\1 \2/')
+c=$(grep "moe-train: done" "$T/cpu.log" | sed -E 's/.*final loss ([0-9.]+), held-out loss ([0-9.]+).*/\1 \2/')
+echo "  L0_sanity final (train, held-out): cuda $g, cpu $c"
+set -- $g $c
+if [ $# -eq 4 ] && within "$1" "$3" 0.02 && within "$2" "$4" 0.02; then
+    ok l0_sanity_gpu_matches_cpu
+else
+    bad l0_sanity_gpu_matches_cpu "cuda '$g' cpu '$c'"
+fi
+[ -n "${OUT:-}" ] && cp "$T"/*.log "$T/ops_table.txt" "$OUT"/ 2>/dev/null
+echo "gpu: $passed passed, $failed failed"
+rm -rf "$T"
+[ "$failed" -eq 0 ]

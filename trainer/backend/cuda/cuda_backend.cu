@@ -1,0 +1,282 @@
+/* moekit CUDA backend: device, memory, conversions, GEMM helpers, the table. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_internal.h"
+
+void cuda_note(moe_backend *be, const char *op, const char *what)
+{
+    cuda_ctx *c = CTX(be);
+    if (!c->error[0])
+        snprintf(c->error, sizeof c->error, "cuda %s: %s", op, what);
+}
+
+int cuda_check(moe_backend *be, moe_err *e)
+{
+    cuda_ctx *c = CTX(be);
+    cudaError_t async = cudaGetLastError();
+    if (async != cudaSuccess)
+        cuda_note(be, "kernel", cudaGetErrorString(async));
+    if (!c->error[0])
+        return 0;
+    moe_errf(e, "%s (on %s)", c->error, c->device_name);
+    c->error[0] = 0;
+    return -1;
+}
+
+void *cuda_scratch(moe_backend *be, int i, size_t bytes)
+{
+    cuda_ctx *c = CTX(be);
+    if (c->scratch_bytes[i] >= bytes)
+        return c->scratch[i];
+    if (c->scratch[i])
+        cudaFree(c->scratch[i]);
+    c->scratch[i] = NULL;
+    c->scratch_bytes[i] = 0;
+    size_t want = bytes + bytes / 4; /* head room: later steps of other shapes rarely regrow */
+    if (cudaMalloc(&c->scratch[i], want) != cudaSuccess) {
+        char what[128];
+        snprintf(what, sizeof what, "cannot allocate %zu bytes of scratch", want);
+        cuda_note(be, "scratch", what);
+        return NULL;
+    }
+    c->scratch_bytes[i] = want;
+    return c->scratch[i];
+}
+
+/* ---- GEMMs: row-major views of cuBLAS's column-major calls ---- */
+
+void cuda_gemm_xwT(moe_backend *be, void *y, int y_fp32, const bf16 *x, const bf16 *w, int rows,
+                   int in, int out, float beta)
+{
+    if (rows == 0)
+        return;
+    float alpha = 1;
+    /* Y^T[out, rows] = W[out, in] X^T: W row-major is W^T column-major */
+    CUBLAS(be, "gemm xW^T",
+           cublasGemmEx(CTX(be)->blas, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, &alpha, w,
+                        CUDA_R_16BF, in, x, CUDA_R_16BF, in, &beta, y,
+                        y_fp32 ? CUDA_R_32F : CUDA_R_16BF, out, CUBLAS_COMPUTE_32F,
+                        CUBLAS_GEMM_DEFAULT));
+}
+
+void cuda_gemm_dyw(moe_backend *be, bf16 *dx, const bf16 *dy, const bf16 *w, int rows, int in,
+                   int out, float beta)
+{
+    if (rows == 0)
+        return;
+    float alpha = 1;
+    /* DX^T[in, rows] = W^T[in, out] DY^T[out, rows] */
+    CUBLAS(be, "gemm dY W",
+           cublasGemmEx(CTX(be)->blas, CUBLAS_OP_N, CUBLAS_OP_N, in, rows, out, &alpha, w,
+                        CUDA_R_16BF, in, dy, CUDA_R_16BF, out, &beta, dx, CUDA_R_16BF, in,
+                        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+void cuda_gemm_dyTx(moe_backend *be, float *dw, const bf16 *dy, const bf16 *x, int rows, int in,
+                    int out)
+{
+    if (rows == 0)
+        return;
+    float alpha = 1, beta = 1;
+    /* DW^T[in, out] += X^T[in, rows] DY[rows, out] */
+    CUBLAS(be, "gemm dY^T X",
+           cublasGemmEx(CTX(be)->blas, CUBLAS_OP_N, CUBLAS_OP_T, in, out, rows, &alpha, x,
+                        CUDA_R_16BF, in, dy, CUDA_R_16BF, out, &beta, dw, CUDA_R_32F, in,
+                        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+/* ---- memory ---- */
+
+static void *cu_alloc(moe_backend *be, size_t bytes, moe_err *e)
+{
+    void *p = NULL;
+    cudaError_t err = cudaMalloc(&p, bytes ? bytes : 16);
+    if (err != cudaSuccess) {
+        size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        moe_errf(e, "cuda: cannot allocate %.2f GiB (%s; %.2f of %.2f GiB free on %s)",
+                 bytes / 1073741824.0, cudaGetErrorString(err), free_b / 1073741824.0,
+                 total_b / 1073741824.0, CTX(be)->device_name);
+        return NULL;
+    }
+    return p;
+}
+
+static void cu_free(moe_backend *be, void *p) { cudaFree(p); }
+static size_t cu_act_bytes(moe_backend *be, size_t n) { return n * sizeof(bf16); }
+
+static int cu_upload(moe_backend *be, void *dst, const void *src, size_t bytes, moe_err *e)
+{
+    cudaError_t err = cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
+    if (err != cudaSuccess)
+        return moe_errf(e, "cuda upload of %zu bytes: %s", bytes, cudaGetErrorString(err));
+    return cuda_check(be, e);
+}
+
+static int cu_download(moe_backend *be, void *dst, const void *src, size_t bytes, moe_err *e)
+{
+    cudaError_t err = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
+    if (err != cudaSuccess)
+        return moe_errf(e, "cuda download of %zu bytes: %s", bytes, cudaGetErrorString(err));
+    return cuda_check(be, e);
+}
+
+static void cu_memset0(moe_backend *be, void *p, size_t bytes)
+{
+    CU(be, "memset", cudaMemsetAsync(p, 0, bytes, CTX(be)->stream));
+}
+
+__global__ void f32_to_bf16_kernel(bf16 *dst, const float *src, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = __float2bfloat16(src[i]);
+}
+
+__global__ void bf16_to_f32_kernel(float *dst, const bf16 *src, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = __bfloat162float(src[i]);
+}
+
+static unsigned grid_for(size_t n) { return cuda_blocks(n, CUDA_THREADS) > 65536 ? 65536 : cuda_blocks(n, CUDA_THREADS); }
+
+static int cu_act_from_real(moe_backend *be, act *dst, const real *src, size_t n, moe_err *e)
+{
+    float *tmp = (float *)cuda_scratch(be, 7, n * sizeof(float));
+    if (!tmp)
+        return cuda_check(be, e);
+    if (cu_upload(be, tmp, src, n * sizeof(float), e))
+        return -1;
+    f32_to_bf16_kernel<<<grid_for(n), CUDA_THREADS, 0, CTX(be)->stream>>>((bf16 *)dst, tmp, n);
+    LAUNCHED(be, "act_from_real");
+    return cuda_check(be, e);
+}
+
+static int cu_act_to_real(moe_backend *be, real *dst, const act *src, size_t n, moe_err *e)
+{
+    float *tmp = (float *)cuda_scratch(be, 7, n * sizeof(float));
+    if (!tmp)
+        return cuda_check(be, e);
+    bf16_to_f32_kernel<<<grid_for(n), CUDA_THREADS, 0, CTX(be)->stream>>>(tmp, (const bf16 *)src, n);
+    LAUNCHED(be, "act_to_real");
+    return cu_download(be, dst, tmp, n * sizeof(float), e);
+}
+
+static void cu_weights_from_master(moe_backend *be, act *wc, const real *master, size_t n)
+{
+    f32_to_bf16_kernel<<<grid_for(n), CUDA_THREADS, 0, CTX(be)->stream>>>((bf16 *)wc, master, n);
+    LAUNCHED(be, "weights_from_master");
+}
+
+static int cu_sync(moe_backend *be, moe_err *e)
+{
+    cudaError_t err = cudaStreamSynchronize(CTX(be)->stream);
+    if (err != cudaSuccess)
+        cuda_note(be, "synchronize", cudaGetErrorString(err));
+    return cuda_check(be, e);
+}
+
+static void cu_destroy(moe_backend *be)
+{
+    cuda_ctx *c = CTX(be);
+    for (int i = 0; i < 8; i++)
+        if (c->scratch[i])
+            cudaFree(c->scratch[i]);
+    if (c->adam_chunks)
+        cudaFree(c->adam_chunks);
+    if (c->d_partial)
+        cudaFree(c->d_partial);
+    if (c->d_loss)
+        cudaFree(c->d_loss);
+    if (c->d_bad)
+        cudaFree(c->d_bad);
+    cudaFreeHost(c->h_partial);
+    cudaFreeHost(c->h_loss);
+    cudaFreeHost(c->h_idx);
+    cudaFreeHost(c->h_rows);
+    cudaFreeHost(c->h_slots);
+    if (c->blas)
+        cublasDestroy(c->blas);
+    free(c);
+    free(be);
+}
+
+extern "C" int cuda_backend_available(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError(); /* no driver or no device: not an error here */
+        return 0;
+    }
+    return n > 0;
+}
+
+extern "C" int cuda_backend_create(moe_backend **out, int device, moe_err *e)
+{
+    int n = 0;
+    cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess)
+        return moe_errf(e, "cuda: no usable GPU (%s)", cudaGetErrorString(err));
+    if (device >= n)
+        return moe_errf(e, "cuda: device %d requested but %d visible", device, n);
+    if ((err = cudaSetDevice(device)) != cudaSuccess)
+        return moe_errf(e, "cuda: cannot use device %d: %s", device, cudaGetErrorString(err));
+    moe_backend *be = (moe_backend *)calloc(1, sizeof *be);
+    cuda_ctx *c = (cuda_ctx *)calloc(1, sizeof *c);
+    if (!be || !c) {
+        free(be);
+        free(c);
+        return moe_errf(e, "out of memory");
+    }
+    be->ctx = c;
+    c->device = device;
+    cudaDeviceProp prop;
+    cudaGetDeviceProperties(&prop, device);
+    char name[200];
+    snprintf(name, sizeof name, "%.190s", prop.name);
+    snprintf(c->device_name, sizeof c->device_name, "%.200s (sm_%d%d)", name, prop.major % 100,
+             prop.minor % 100);
+    c->sm_count = prop.multiProcessorCount;
+    c->cc_major = prop.major;
+    c->cc_minor = prop.minor;
+    c->stream = 0; /* the legacy default stream: cuBLAS and our kernels in order */
+    cublasStatus_t st = cublasCreate(&c->blas);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        free(c);
+        free(be);
+        return moe_errf(e, "cublasCreate: %s", cublasGetStatusString(st));
+    }
+    if (cudaMalloc(&c->d_bad, sizeof(int)) != cudaSuccess) {
+        cublasDestroy(c->blas);
+        free(c);
+        free(be);
+        return moe_errf(e, "cuda: cannot allocate a flag on %s", c->device_name);
+    }
+    cublasSetStream(c->blas, c->stream);
+    cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH);
+    be->name = "cuda";
+    be->act_type = "bf16";
+    be->alloc = cu_alloc;
+    be->free = cu_free;
+    be->act_bytes = cu_act_bytes;
+    be->upload = cu_upload;
+    be->download = cu_download;
+    be->memset0 = cu_memset0;
+    be->act_from_real = cu_act_from_real;
+    be->act_to_real = cu_act_to_real;
+    be->weights_from_master = cu_weights_from_master;
+    be->sync = cu_sync;
+    be->destroy = cu_destroy;
+    cuda_fill_dense_ops(be);
+    cuda_fill_attention_ops(be);
+    cuda_fill_moe_ops(be);
+    cuda_fill_optim_ops(be);
+    *out = be;
+    return 0;
+}
+
+extern "C" const char *cuda_backend_device_name(moe_backend *be) { return CTX(be)->device_name; }

@@ -1,0 +1,347 @@
+/* moekit CUDA backend: embedding, RMSNorm, linear layers, RoPE, LM head + loss. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "cuda_internal.h"
+
+#define B16(p) ((bf16 *)(p))
+#define CB16(p) ((const bf16 *)(p))
+
+__device__ __forceinline__ float warp_sum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* block-wide sum, result in every thread; blockDim.x a multiple of 32, <= 1024 */
+__device__ float block_sum(float v)
+{
+    __shared__ float part[32];
+    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0)
+        part[wid] = v;
+    __syncthreads();
+    float t = lane < nw ? part[lane] : 0.f;
+    return warp_sum(t);
+}
+
+__device__ float block_max(float v)
+{
+    __shared__ float part[32];
+    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0)
+        part[wid] = v;
+    __syncthreads();
+    float t = lane < nw ? part[lane] : -INFINITY;
+    return warp_max(t);
+}
+
+/* ---- embedding ---- */
+
+__global__ void embedding_fwd_kernel(bf16 *out, const int32_t *tok, const bf16 *wte, int C)
+{
+    const bf16 *row = wte + (size_t)tok[blockIdx.x] * C;
+    bf16 *o = out + (size_t)blockIdx.x * C;
+    for (int c = threadIdx.x; c < C; c += blockDim.x)
+        o[c] = row[c];
+}
+
+static void embedding_fwd(moe_backend *be, act *out, const int32_t *tokens, const act *wte, int N,
+                          int C)
+{
+    embedding_fwd_kernel<<<N, CUDA_THREADS, 0, CTX(be)->stream>>>(B16(out), tokens, CB16(wte), C);
+    LAUNCHED(be, "embedding_fwd");
+}
+
+__global__ void embedding_bwd_kernel(float *dwte, const bf16 *dx, const int32_t *tok, int C)
+{
+    float *row = dwte + (size_t)tok[blockIdx.x] * C;
+    const bf16 *g = dx + (size_t)blockIdx.x * C;
+    for (int c = threadIdx.x; c < C; c += blockDim.x)
+        atomicAdd(row + c, __bfloat162float(g[c]));
+}
+
+static void embedding_bwd(moe_backend *be, real *dwte, const act *dx, const int32_t *tokens, int N,
+                          int C)
+{
+    embedding_bwd_kernel<<<N, CUDA_THREADS, 0, CTX(be)->stream>>>(dwte, CB16(dx), tokens, C);
+    LAUNCHED(be, "embedding_bwd");
+}
+
+/* ---- RMSNorm, optionally fused with the residual add before it ---- */
+
+__global__ void add_rmsnorm_kernel(bf16 *resid_out, bf16 *out, float *rstd, const bf16 *resid_in,
+                                   const bf16 *delta, const bf16 *w, int C, float eps)
+{
+    size_t base = (size_t)blockIdx.x * C;
+    float ss = 0;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float x = __bfloat162float(resid_in[base + c]);
+        if (delta) {
+            /* the residual is stored in bf16; normalise what is stored */
+            bf16 r = __float2bfloat16(x + __bfloat162float(delta[base + c]));
+            resid_out[base + c] = r;
+            x = __bfloat162float(r);
+        }
+        ss += x * x;
+    }
+    float r = rsqrtf(block_sum(ss) / C + eps);
+    const bf16 *src = delta ? resid_out : resid_in;
+    for (int c = threadIdx.x; c < C; c += blockDim.x)
+        out[base + c] = __float2bfloat16(__bfloat162float(w[c]) * (__bfloat162float(src[base + c]) * r));
+    if (threadIdx.x == 0)
+        rstd[blockIdx.x] = r;
+}
+
+static void rmsnorm_fwd(moe_backend *be, act *out, real *rstd, const act *in, const act *w, int N,
+                        int C, real eps)
+{
+    add_rmsnorm_kernel<<<N, CUDA_THREADS, 0, CTX(be)->stream>>>(NULL, B16(out), rstd, CB16(in),
+                                                                NULL, CB16(w), C, eps);
+    LAUNCHED(be, "rmsnorm_fwd");
+}
+
+static void add_rmsnorm_fwd(moe_backend *be, act *resid_out, act *norm_out, real *rstd,
+                            const act *resid_in, const act *delta, const act *w, int N, int C,
+                            real eps)
+{
+    add_rmsnorm_kernel<<<N, CUDA_THREADS, 0, CTX(be)->stream>>>(
+        B16(resid_out), B16(norm_out), rstd, CB16(resid_in), CB16(delta), CB16(w), C, eps);
+    LAUNCHED(be, "add_rmsnorm_fwd");
+}
+
+__global__ void add_kernel(bf16 *out, const bf16 *a, const bf16 *b, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        out[i] = __float2bfloat16(__bfloat162float(a[i]) + __bfloat162float(b[i]));
+}
+
+static void add(moe_backend *be, act *out, const act *a, const act *b, size_t n)
+{
+    unsigned g = cuda_blocks(n, CUDA_THREADS);
+    add_kernel<<<g > 65536 ? 65536 : g, CUDA_THREADS, 0, CTX(be)->stream>>>(B16(out), CB16(a), CB16(b), n);
+    LAUNCHED(be, "add");
+}
+
+/* Rows in blocks of RN_ROWS: dx per row, and dw partial sums for the block's
+ * rows in shared memory, added to dw once per block. */
+#define RN_ROWS 16
+__global__ void rmsnorm_bwd_kernel(bf16 *din, float *dw, const bf16 *dout, const bf16 *in,
+                                   const bf16 *w, const float *rstd, int N, int C, int accumulate)
+{
+    extern __shared__ float dw_part[];
+    for (int c = threadIdx.x; c < C; c += blockDim.x)
+        dw_part[c] = 0;
+    int r0 = blockIdx.x * RN_ROWS;
+    for (int n = r0; n < r0 + RN_ROWS && n < N; n++) {
+        size_t base = (size_t)n * C;
+        float r = rstd[n], dot = 0;
+        for (int c = threadIdx.x; c < C; c += blockDim.x)
+            dot += __bfloat162float(dout[base + c]) * __bfloat162float(w[c]) *
+                   __bfloat162float(in[base + c]);
+        dot = block_sum(dot);
+        float k = dot * r * r * r / C;
+        for (int c = threadIdx.x; c < C; c += blockDim.x) {
+            float dy = __bfloat162float(dout[base + c]), x = __bfloat162float(in[base + c]);
+            float g = dy * __bfloat162float(w[c]) * r - x * k;
+            if (accumulate)
+                g += __bfloat162float(din[base + c]);
+            din[base + c] = __float2bfloat16(g);
+            dw_part[c] += dy * x * r;
+        }
+    }
+    __syncthreads();
+    for (int c = threadIdx.x; c < C; c += blockDim.x)
+        atomicAdd(dw + c, dw_part[c]);
+}
+
+static void rmsnorm_bwd(moe_backend *be, act *din, real *dw, const act *dout, const act *in,
+                        const act *w, const real *rstd, int N, int C, int accumulate)
+{
+    rmsnorm_bwd_kernel<<<cuda_blocks(N, RN_ROWS), CUDA_THREADS, sizeof(float) * C,
+                         CTX(be)->stream>>>(B16(din), dw, CB16(dout), CB16(in), CB16(w), rstd, N,
+                                            C, accumulate);
+    LAUNCHED(be, "rmsnorm_bwd");
+}
+
+/* ---- linear layers ---- */
+
+static void matmul_fwd(moe_backend *be, act *out, const act *in, const act *w, int N, int IC,
+                       int OC)
+{
+    cuda_gemm_xwT(be, out, 0, CB16(in), CB16(w), N, IC, OC, 0.f);
+}
+
+static void matmul_bwd(moe_backend *be, act *din, real *dw, const act *dout, const act *in,
+                       const act *w, int N, int IC, int OC, int accumulate)
+{
+    if (din)
+        cuda_gemm_dyw(be, B16(din), CB16(dout), CB16(w), N, IC, OC, accumulate ? 1.f : 0.f);
+    cuda_gemm_dyTx(be, dw, CB16(dout), CB16(in), N, IC, OC);
+}
+
+/* ---- RoPE (angles in fp32 as Hugging Face computes them) ---- */
+
+__global__ void rope_kernel(bf16 *x, int T, int H, int HD, float theta, float sign)
+{
+    int half = HD / 2;
+    size_t bt = blockIdx.x;
+    int t = (int)(bt % T);
+    for (int i = threadIdx.x; i < H * half; i += blockDim.x) {
+        int h = i / half, j = i % half;
+        float inv = 1.0f / powf(theta, (float)(2 * j) / (float)HD);
+        float s, c;
+        sincosf((float)t * inv, &s, &c);
+        s *= sign;
+        bf16 *v = x + (bt * H + h) * HD;
+        float a = __bfloat162float(v[j]), b = __bfloat162float(v[j + half]);
+        v[j] = __float2bfloat16(a * c - b * s);
+        v[j + half] = __float2bfloat16(b * c + a * s);
+    }
+}
+
+static void rope_fwd(moe_backend *be, act *q, act *k, int B, int T, int NH, int NKV, int HD,
+                     real theta)
+{
+    rope_kernel<<<B * T, 128, 0, CTX(be)->stream>>>(B16(q), T, NH, HD, theta, 1.f);
+    rope_kernel<<<B * T, 128, 0, CTX(be)->stream>>>(B16(k), T, NKV, HD, theta, 1.f);
+    LAUNCHED(be, "rope_fwd");
+}
+
+static void rope_bwd(moe_backend *be, act *dq, act *dk, int B, int T, int NH, int NKV, int HD,
+                     real theta)
+{
+    rope_kernel<<<B * T, 128, 0, CTX(be)->stream>>>(B16(dq), T, NH, HD, theta, -1.f);
+    rope_kernel<<<B * T, 128, 0, CTX(be)->stream>>>(B16(dk), T, NKV, HD, theta, -1.f);
+    LAUNCHED(be, "rope_bwd");
+}
+
+/* ---- LM head ---- */
+
+static void lm_head_logits(moe_backend *be, real *logits, const act *x, const act *w, int N, int C,
+                           int V)
+{
+    cuda_gemm_xwT(be, logits, 1, CB16(x), CB16(w), N, C, V, 0.f);
+}
+
+/* One row of bf16 logits: loss = lse - logit[target]; with grad, the row is
+ * overwritten by (softmax - onehot) * dloss. */
+__global__ void cross_entropy_kernel(bf16 *logits, float *loss, const int32_t *targets, int V,
+                                     float dloss, int grad, int *bad)
+{
+    bf16 *l = logits + (size_t)blockIdx.x * V;
+    int tgt = targets[blockIdx.x];
+    if (tgt >= V) {
+        *bad = blockIdx.x + 1;
+        tgt = -1;
+    }
+    float mx = -INFINITY;
+    for (int v = threadIdx.x; v < V; v += blockDim.x)
+        mx = fmaxf(mx, __bfloat162float(l[v]));
+    mx = block_max(mx);
+    float sum = 0;
+    for (int v = threadIdx.x; v < V; v += blockDim.x)
+        sum += __expf(__bfloat162float(l[v]) - mx);
+    sum = block_sum(sum);
+    float lse = mx + logf(sum);
+    if (threadIdx.x == 0)
+        loss[blockIdx.x] = tgt >= 0 ? lse - __bfloat162float(l[tgt]) : 0.f;
+    __syncthreads(); /* l[tgt] is read before it is overwritten */
+    if (!grad)
+        return;
+    for (int v = threadIdx.x; v < V; v += blockDim.x) {
+        float p = __expf(__bfloat162float(l[v]) - lse);
+        l[v] = __float2bfloat16(tgt < 0 ? 0.f : (p - (v == tgt ? 1.f : 0.f)) * dloss);
+    }
+}
+
+static int lm_head_loss(moe_backend *be, double *loss_sum_out, int64_t *n_valid_out, act *dx,
+                        real *dw, const act *x, const act *w, const int32_t *targets, int N, int C,
+                        int V, real dloss, moe_err *e)
+{
+    cuda_ctx *c = CTX(be);
+    /* stream the tokens in chunks so the logits block stays bounded (bf16) */
+    int chunk = (int)(((size_t)256 << 20) / ((size_t)V * sizeof(bf16)));
+    chunk = chunk < 1 ? 1 : chunk > N ? N : chunk;
+    bf16 *logits = (bf16 *)cuda_scratch(be, 0, (size_t)chunk * V * sizeof(bf16));
+    int *d_bad = c->d_bad;
+    if (c->loss_cap < (size_t)N) {
+        if (c->d_loss)
+            cudaFree(c->d_loss);
+        cudaFreeHost(c->h_loss);
+        c->d_loss = NULL;
+        c->h_loss = NULL;
+        if (cudaMalloc(&c->d_loss, sizeof(float) * N) != cudaSuccess ||
+            cudaMallocHost(&c->h_loss, sizeof(float) * N) != cudaSuccess) {
+            c->loss_cap = 0;
+            return moe_errf(e, "cuda lm_head_loss: cannot allocate %d losses", N);
+        }
+        c->loss_cap = N;
+    }
+    if (!logits || !d_bad)
+        return cuda_check(be, e);
+    CU(be, "lm_head_loss", cudaMemsetAsync(d_bad, 0, sizeof(int), c->stream));
+    for (int r0 = 0; r0 < N; r0 += chunk) {
+        int rows = N - r0 < chunk ? N - r0 : chunk;
+        const bf16 *xr = CB16(x) + (size_t)r0 * C;
+        cuda_gemm_xwT(be, logits, 0, xr, CB16(w), rows, C, V, 0.f);
+        cross_entropy_kernel<<<rows, 512, 0, c->stream>>>(logits, c->d_loss + r0, targets + r0, V,
+                                                          dloss, dx != NULL, d_bad);
+        LAUNCHED(be, "cross_entropy");
+        if (dx) {
+            cuda_gemm_dyw(be, B16(dx) + (size_t)r0 * C, logits, CB16(w), rows, C, V, 0.f);
+            cuda_gemm_dyTx(be, dw, logits, xr, rows, C, V);
+        }
+    }
+    int bad = 0;
+    int32_t *h_tgt = (int32_t *)malloc(sizeof(int32_t) * N);
+    if (!h_tgt)
+        return moe_errf(e, "out of memory");
+    CU(be, "lm_head_loss", cudaMemcpy(c->h_loss, c->d_loss, sizeof(float) * N, cudaMemcpyDeviceToHost));
+    CU(be, "lm_head_loss", cudaMemcpy(&bad, d_bad, sizeof(int), cudaMemcpyDeviceToHost));
+    CU(be, "lm_head_loss", cudaMemcpy(h_tgt, targets, sizeof(int32_t) * N, cudaMemcpyDeviceToHost));
+    double s = 0;
+    int64_t nv = 0;
+    for (int i = 0; i < N; i++)
+        if (h_tgt[i] >= 0 && h_tgt[i] < V) {
+            s += c->h_loss[i];
+            nv++;
+        }
+    free(h_tgt);
+    if (cuda_check(be, e))
+        return -1;
+    if (bad)
+        return moe_errf(e, "target token at position %d is outside the vocabulary (%d)", bad - 1, V);
+    *loss_sum_out = s;
+    *n_valid_out = nv;
+    return 0;
+}
+
+void cuda_fill_dense_ops(moe_backend *be)
+{
+    be->embedding_fwd = embedding_fwd;
+    be->embedding_bwd = embedding_bwd;
+    be->rmsnorm_fwd = rmsnorm_fwd;
+    be->add_rmsnorm_fwd = add_rmsnorm_fwd;
+    be->add = add;
+    be->rmsnorm_bwd = rmsnorm_bwd;
+    be->matmul_fwd = matmul_fwd;
+    be->matmul_bwd = matmul_bwd;
+    be->rope_fwd = rope_fwd;
+    be->rope_bwd = rope_bwd;
+    be->lm_head_logits = lm_head_logits;
+    be->lm_head_loss = lm_head_loss;
+}

@@ -1,0 +1,91 @@
+/* moekit CUDA backend: shared pieces of its op files.
+ *
+ * Activations and the weights' compute copy are bf16; masters, gradients,
+ * moments and the small per-token tensors (rstd, lse, router probabilities)
+ * are fp32. GEMMs go through cuBLAS with fp32 accumulation. Errors of CUDA
+ * and cuBLAS calls inside void ops are kept (the first one wins) and
+ * reported by the next op that can fail, naming the op and the call. */
+#ifndef MOE_CUDA_INTERNAL_H
+#define MOE_CUDA_INTERNAL_H
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "../backend.h"
+
+typedef __nv_bfloat16 bf16;
+
+typedef struct {
+    cublasHandle_t blas;
+    cudaStream_t stream;
+    int device, sm_count, cc_major, cc_minor;
+    char device_name[256];
+    char error[MOE_ERR_LEN]; /* the first failure of a void op, "" if none */
+    /* scratch, grown on first use and then reused: no allocation in a steady step */
+    void *scratch[8];
+    size_t scratch_bytes[8];
+    /* route plan staging on the host (pinned) */
+    int32_t *h_idx, *h_rows, *h_slots;
+    size_t h_cap;
+    /* AdamW chunk table, built once for a span layout */
+    void *adam_chunks;
+    int adam_n_chunks;
+    const moe_param_span *adam_spans_key;
+    double *d_partial, *h_partial; /* sum of squares */
+    float *d_loss, *h_loss;        /* per-row losses of one lm_head chunk */
+    int *d_bad;                    /* first out-of-vocabulary target, 1-based */
+    size_t loss_cap;
+} cuda_ctx;
+
+#define CTX(be) ((cuda_ctx *)(be)->ctx)
+
+/* Record a failure once; later ones are dropped (the first is the cause). */
+void cuda_note(moe_backend *be, const char *op, const char *what);
+/* CUDA / cuBLAS status checks for void ops */
+#define CU(be, op, call)                                                                           \
+    do {                                                                                           \
+        cudaError_t err_ = (call);                                                                 \
+        if (err_ != cudaSuccess)                                                                   \
+            cuda_note((be), (op), cudaGetErrorString(err_));                                       \
+    } while (0)
+#define CUBLAS(be, op, call)                                                                       \
+    do {                                                                                           \
+        cublasStatus_t st_ = (call);                                                               \
+        if (st_ != CUBLAS_STATUS_SUCCESS)                                                          \
+            cuda_note((be), (op), cublasGetStatusString(st_));                                     \
+    } while (0)
+/* after a kernel launch */
+#define LAUNCHED(be, op) CU(be, op, cudaGetLastError())
+
+/* Report a recorded failure as an error (and clear it). */
+int cuda_check(moe_backend *be, moe_err *e);
+
+/* Scratch buffer slot `i` of at least `bytes` (grown as needed). */
+void *cuda_scratch(moe_backend *be, int i, size_t bytes);
+
+/* Row-major GEMMs on bf16 operands with fp32 accumulation:
+ *   xwT: Y[rows, out] = beta Y + X[rows, in] W[out, in]^T       (Y bf16 or fp32)
+ *   dyw: DX[rows, in] = beta DX + DY[rows, out] W[out, in]      (bf16)
+ *   dyTx: DW[out, in] += DY[rows, out]^T X[rows, in]            (DW fp32) */
+void cuda_gemm_xwT(moe_backend *be, void *y, int y_fp32, const bf16 *x, const bf16 *w, int rows,
+                   int in, int out, float beta);
+void cuda_gemm_dyw(moe_backend *be, bf16 *dx, const bf16 *dy, const bf16 *w, int rows, int in,
+                   int out, float beta);
+void cuda_gemm_dyTx(moe_backend *be, float *dw, const bf16 *dy, const bf16 *x, int rows, int in,
+                    int out);
+
+#define CUDA_THREADS 256
+static inline unsigned cuda_blocks(size_t n, int per_block)
+{
+    size_t b = (n + per_block - 1) / per_block;
+    return (unsigned)(b > 0x7fffffff ? 0x7fffffff : (b ? b : 1));
+}
+
+void cuda_fill_dense_ops(moe_backend *be);
+void cuda_fill_attention_ops(moe_backend *be);
+void cuda_fill_moe_ops(moe_backend *be);
+void cuda_fill_optim_ops(moe_backend *be);
+
+#endif

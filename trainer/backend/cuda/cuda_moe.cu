@@ -1,0 +1,373 @@
+/* moekit CUDA backend: router, dispatch plan, grouped expert FFN, combine.
+ *
+ * The expert FFN is a loop of cuBLAS GEMMs over the local experts, sized by
+ * the per-expert counts that route_plan copies to the host once per layer
+ * (measured faster on the H200 than cuBLAS's grouped-batched GEMM). The
+ * SwiGLU applies the router probability before the down projection, in one
+ * kernel over all rows. */
+#include <math.h>
+#include <string.h>
+
+#include "cuda_internal.h"
+
+#define B16(p) ((bf16 *)(p))
+#define CB16(p) ((const bf16 *)(p))
+#define MAX_E 256
+
+/* ---- router ---- */
+
+/* probs holds the fp32 logits on entry; softmax, top-k, renormalise */
+__global__ void router_softmax_topk_kernel(float *probs, int32_t *topk_idx, float *topk_w,
+                                           float *prob_sum, int N, int E, int K)
+{
+    int n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n >= N)
+        return;
+    float *p = probs + (size_t)n * E;
+    float mx = p[0];
+    for (int e = 1; e < E; e++)
+        mx = fmaxf(mx, p[e]);
+    float sum = 0;
+    for (int e = 0; e < E; e++) {
+        p[e] = expf(p[e] - mx);
+        sum += p[e];
+    }
+    float inv = 1.f / sum;
+    for (int e = 0; e < E; e++) {
+        p[e] *= inv;
+        atomicAdd(prob_sum + e, p[e]);
+    }
+    unsigned long long taken[MAX_E / 64] = {0};
+    float wsum = 0;
+    for (int j = 0; j < K; j++) {
+        int best = -1;
+        for (int e = 0; e < E; e++)
+            if (!(taken[e >> 6] >> (e & 63) & 1) && (best < 0 || p[e] > p[best]))
+                best = e;
+        taken[best >> 6] |= 1ull << (best & 63);
+        topk_idx[(size_t)n * K + j] = best;
+        topk_w[(size_t)n * K + j] = p[best];
+        wsum += p[best];
+    }
+    for (int j = 0; j < K; j++)
+        topk_w[(size_t)n * K + j] /= wsum;
+}
+
+static void router_fwd(moe_backend *be, real *probs, int32_t *topk_idx, real *topk_w,
+                       real *prob_sum, const act *x, const act *wg, int N, int C, int E, int K)
+{
+    if (E > MAX_E) {
+        cuda_note(be, "router_fwd", "more than 256 experts are not supported");
+        return;
+    }
+    cuda_gemm_xwT(be, probs, 1, CB16(x), CB16(wg), N, C, E, 0.f);
+    CU(be, "router_fwd", cudaMemsetAsync(prob_sum, 0, sizeof(float) * E, CTX(be)->stream));
+    router_softmax_topk_kernel<<<cuda_blocks(N, 128), 128, 0, CTX(be)->stream>>>(
+        probs, topk_idx, topk_w, prob_sum, N, E, K);
+    LAUNCHED(be, "router_fwd");
+}
+
+/* The plan is built on the host from the routed indices, stable in token
+ * order like the CPU reference: one small copy each way per layer. */
+static int route_plan(moe_backend *be, moe_route_plan *plan, const int32_t *topk_idx, int N, int K,
+                      int E, moe_err *e)
+{
+    cuda_ctx *c = CTX(be);
+    size_t nk = (size_t)N * K;
+    if (c->h_cap < nk) {
+        cudaFreeHost(c->h_idx);
+        cudaFreeHost(c->h_rows);
+        cudaFreeHost(c->h_slots);
+        c->h_idx = c->h_rows = c->h_slots = NULL;
+        if (cudaMallocHost(&c->h_idx, nk * 4) != cudaSuccess ||
+            cudaMallocHost(&c->h_rows, nk * 4) != cudaSuccess ||
+            cudaMallocHost(&c->h_slots, nk * 4) != cudaSuccess) {
+            c->h_cap = 0;
+            return moe_errf(e, "cuda route plan: cannot allocate %zu pinned entries", nk);
+        }
+        c->h_cap = nk;
+    }
+    CU(be, "route_plan", cudaMemcpy(c->h_idx, topk_idx, nk * 4, cudaMemcpyDeviceToHost));
+    if (cuda_check(be, e))
+        return -1;
+    int64_t *count = plan->expert_count, *off = plan->expert_offset;
+    memset(count, 0, sizeof(int64_t) * E);
+    for (size_t i = 0; i < nk; i++) {
+        int x = c->h_idx[i];
+        if (x < 0 || x >= E)
+            return moe_errf(e, "route plan: token %zu routed to expert %d of %d", i / K, x, E);
+        count[x]++;
+    }
+    off[0] = 0;
+    for (int x = 0; x < E; x++)
+        off[x + 1] = off[x] + count[x];
+    int64_t fill[MAX_E];
+    memcpy(fill, off, sizeof(int64_t) * E);
+    for (size_t i = 0; i < nk; i++) {
+        int64_t row = fill[c->h_idx[i]]++;
+        c->h_rows[row] = (int32_t)(i / K);
+        c->h_slots[i] = (int32_t)row;
+    }
+    int32_t off32[MAX_E + 1];
+    for (int x = 0; x <= E; x++)
+        off32[x] = (int32_t)off[x];
+    CU(be, "route_plan", cudaMemcpy(plan->row_token, c->h_rows, nk * 4, cudaMemcpyHostToDevice));
+    CU(be, "route_plan", cudaMemcpy(plan->slot_row, c->h_slots, nk * 4, cudaMemcpyHostToDevice));
+    CU(be, "route_plan", cudaMemcpy(plan->expert_offset_dev, off32, sizeof(int32_t) * (E + 1), cudaMemcpyHostToDevice));
+    plan->n_tokens = N;
+    plan->top_k = K;
+    plan->n_experts = E;
+    plan->n_rows = (int)nk;
+    return cuda_check(be, e);
+}
+
+__global__ void permute_kernel(bf16 *x_perm, float *p_perm, const bf16 *x, const float *topk_w,
+                               const int32_t *slot_row, int K, int C)
+{
+    int i = blockIdx.x; /* (token, slot) */
+    int row = slot_row[i];
+    const bf16 *src = x + (size_t)(i / K) * C;
+    bf16 *dst = x_perm + (size_t)row * C;
+    for (int c = threadIdx.x; c < C; c += blockDim.x)
+        dst[c] = src[c];
+    if (threadIdx.x == 0)
+        p_perm[row] = topk_w[i];
+}
+
+static void permute(moe_backend *be, act *x_perm, real *p_perm, const act *x, const real *topk_w,
+                    const moe_route_plan *plan, int C)
+{
+    int nk = plan->n_tokens * plan->top_k;
+    if (nk == 0)
+        return;
+    permute_kernel<<<nk, 128, 0, CTX(be)->stream>>>(B16(x_perm), p_perm, CB16(x), topk_w,
+                                                    plan->slot_row, plan->top_k, C);
+    LAUNCHED(be, "permute");
+}
+
+/* ---- SwiGLU x probability ---- */
+
+__device__ __forceinline__ float sigm(float x) { return 1.f / (1.f + __expf(-x)); }
+
+__global__ void swiglu_prob_kernel(bf16 *a, const bf16 *h1, const bf16 *h3, const float *p_perm,
+                                   size_t n, int I)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float g = __bfloat162float(h1[i]), u = __bfloat162float(h3[i]);
+        a[i] = __float2bfloat16(p_perm[i / I] * (g * sigm(g)) * u);
+    }
+}
+
+static void swiglu_prob(moe_backend *be, bf16 *a, const bf16 *h1, const bf16 *h3, const float *p,
+                        size_t rows, int I)
+{
+    size_t n = rows * I;
+    if (n == 0)
+        return;
+    unsigned g = cuda_blocks(n, CUDA_THREADS);
+    swiglu_prob_kernel<<<g > 65536 ? 65536 : g, CUDA_THREADS, 0, CTX(be)->stream>>>(a, h1, h3, p, n, I);
+    LAUNCHED(be, "swiglu_prob");
+}
+
+static void experts_fwd(moe_backend *be, act *y_perm, act *h1, act *h3, act *a, const act *x_perm,
+                        const real *p_perm, const act *w1, const act *w3, const act *w2,
+                        const moe_route_plan *plan, int C, int I)
+{
+    for (int x = 0; x < plan->n_experts; x++) {
+        int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x];
+        if (rows == 0)
+            continue; /* an idle expert costs nothing */
+        const bf16 *X = CB16(x_perm) + r0 * C;
+        cuda_gemm_xwT(be, B16(h1) + r0 * I, 0, X, CB16(w1) + (size_t)x * I * C, (int)rows, C, I, 0.f);
+        cuda_gemm_xwT(be, B16(h3) + r0 * I, 0, X, CB16(w3) + (size_t)x * I * C, (int)rows, C, I, 0.f);
+    }
+    swiglu_prob(be, B16(a), CB16(h1), CB16(h3), p_perm, plan->n_rows, I);
+    for (int x = 0; x < plan->n_experts; x++) {
+        int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x];
+        if (rows == 0)
+            continue;
+        cuda_gemm_xwT(be, B16(y_perm) + r0 * C, 0, CB16(a) + r0 * I, CB16(w2) + (size_t)x * C * I,
+                      (int)rows, I, C, 0.f);
+    }
+}
+
+__global__ void combine_kernel(bf16 *out, const bf16 *y_perm, const int32_t *slot_row, int K, int C)
+{
+    int t = blockIdx.x;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float s = 0;
+        for (int j = 0; j < K; j++)
+            s += __bfloat162float(y_perm[(size_t)slot_row[t * K + j] * C + c]);
+        out[(size_t)t * C + c] = __float2bfloat16(s);
+    }
+}
+
+static void combine(moe_backend *be, act *out, const act *y_perm, const moe_route_plan *plan, int C)
+{
+    if (plan->n_tokens == 0)
+        return;
+    combine_kernel<<<plan->n_tokens, 128, 0, CTX(be)->stream>>>(B16(out), CB16(y_perm),
+                                                                plan->slot_row, plan->top_k, C);
+    LAUNCHED(be, "combine");
+}
+
+__global__ void combine_bwd_kernel(bf16 *dy_perm, const bf16 *dout, const int32_t *row_token, int C)
+{
+    int row = blockIdx.x;
+    const bf16 *src = dout + (size_t)row_token[row] * C;
+    for (int c = threadIdx.x; c < C; c += blockDim.x)
+        dy_perm[(size_t)row * C + c] = src[c];
+}
+
+static void combine_bwd(moe_backend *be, act *dy_perm, const act *dout, const moe_route_plan *plan,
+                        int C)
+{
+    if (plan->n_rows == 0)
+        return;
+    combine_bwd_kernel<<<plan->n_rows, 128, 0, CTX(be)->stream>>>(B16(dy_perm), CB16(dout),
+                                                                  plan->row_token, C);
+    LAUNCHED(be, "combine_bwd");
+}
+
+/* per row: dp = sum_i dA * silu(h1) * h3; dh3 = dA p silu(h1); dh1 = dA p h3 silu'(h1) */
+__global__ void swiglu_prob_bwd_kernel(bf16 *dh1, bf16 *dh3, float *dp_perm, const bf16 *dA,
+                                       const bf16 *h1, const bf16 *h3, const float *p_perm, int I)
+{
+    size_t row = blockIdx.x, base = row * I;
+    float p = p_perm[row], dp = 0;
+    for (int i = threadIdx.x; i < I; i += blockDim.x) {
+        float g = __bfloat162float(h1[base + i]), u = __bfloat162float(h3[base + i]);
+        float s = sigm(g), silu = g * s, da = __bfloat162float(dA[base + i]);
+        dp += da * silu * u;
+        dh3[base + i] = __float2bfloat16(da * p * silu);
+        dh1[base + i] = __float2bfloat16(da * p * u * (s * (1.f + g * (1.f - s))));
+    }
+    __shared__ float part[32];
+    for (int o = 16; o > 0; o >>= 1)
+        dp += __shfl_xor_sync(0xffffffffu, dp, o);
+    if ((threadIdx.x & 31) == 0)
+        part[threadIdx.x >> 5] = dp;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float s = 0;
+        for (int w = 0; w < (int)(blockDim.x >> 5); w++)
+            s += part[w];
+        dp_perm[row] = s;
+    }
+}
+
+static void experts_bwd(moe_backend *be, act *dx_perm, real *dp_perm, real *dw1, real *dw3,
+                        real *dw2, const act *dy_perm, const act *x_perm, const act *h1,
+                        const act *h3, const real *p_perm, const act *w1, const act *w3,
+                        const act *w2, const moe_route_plan *plan, int C, int I)
+{
+    size_t rows_all = plan->n_rows;
+    if (rows_all == 0)
+        return;
+    size_t bytes = rows_all * I * sizeof(bf16);
+    bf16 *A = (bf16 *)cuda_scratch(be, 3, bytes), *dA = (bf16 *)cuda_scratch(be, 4, bytes);
+    bf16 *dH1 = (bf16 *)cuda_scratch(be, 5, bytes), *dH3 = (bf16 *)cuda_scratch(be, 6, bytes);
+    if (!A || !dA || !dH1 || !dH3)
+        return;
+    /* recompute a = p silu(h1) h3 rather than keep it from the forward */
+    swiglu_prob(be, A, CB16(h1), CB16(h3), p_perm, rows_all, I);
+    for (int x = 0; x < plan->n_experts; x++) {
+        int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x];
+        if (rows == 0)
+            continue;
+        const bf16 *DY = CB16(dy_perm) + r0 * C;
+        cuda_gemm_dyTx(be, dw2 + (size_t)x * C * I, DY, A + r0 * I, (int)rows, I, C);
+        cuda_gemm_dyw(be, dA + r0 * I, DY, CB16(w2) + (size_t)x * C * I, (int)rows, I, C, 0.f);
+    }
+    swiglu_prob_bwd_kernel<<<(unsigned)rows_all, 128, 0, CTX(be)->stream>>>(
+        dH1, dH3, dp_perm, dA, CB16(h1), CB16(h3), p_perm, I);
+    LAUNCHED(be, "experts_bwd");
+    for (int x = 0; x < plan->n_experts; x++) {
+        int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x];
+        if (rows == 0)
+            continue;
+        const bf16 *X = CB16(x_perm) + r0 * C;
+        cuda_gemm_dyTx(be, dw1 + (size_t)x * I * C, dH1 + r0 * I, X, (int)rows, C, I);
+        cuda_gemm_dyTx(be, dw3 + (size_t)x * I * C, dH3 + r0 * I, X, (int)rows, C, I);
+        bf16 *DX = B16(dx_perm) + r0 * C;
+        cuda_gemm_dyw(be, DX, dH1 + r0 * I, CB16(w1) + (size_t)x * I * C, (int)rows, C, I, 0.f);
+        cuda_gemm_dyw(be, DX, dH3 + r0 * I, CB16(w3) + (size_t)x * I * C, (int)rows, C, I, 1.f);
+    }
+}
+
+__global__ void permute_bwd_kernel(bf16 *dx, float *dtopk_w, const bf16 *dx_perm,
+                                   const float *dp_perm, const int32_t *slot_row, int K, int C)
+{
+    int t = blockIdx.x;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float s = 0;
+        for (int j = 0; j < K; j++)
+            s += __bfloat162float(dx_perm[(size_t)slot_row[t * K + j] * C + c]);
+        dx[(size_t)t * C + c] = __float2bfloat16(s);
+    }
+    if (threadIdx.x < K)
+        dtopk_w[t * K + threadIdx.x] = dp_perm[slot_row[t * K + threadIdx.x]];
+}
+
+static void permute_bwd(moe_backend *be, act *dx, real *dtopk_w, const act *dx_perm,
+                        const real *dp_perm, const moe_route_plan *plan, int C)
+{
+    if (plan->n_tokens == 0)
+        return;
+    permute_bwd_kernel<<<plan->n_tokens, 128, 0, CTX(be)->stream>>>(
+        B16(dx), dtopk_w, CB16(dx_perm), dp_perm, plan->slot_row, plan->top_k, C);
+    LAUNCHED(be, "permute_bwd");
+}
+
+__global__ void router_bwd_kernel(bf16 *dlogits, const float *dtopk_w, const float *aux_dprob,
+                                  const float *probs, const int32_t *topk_idx, const float *topk_w,
+                                  int N, int E, int K)
+{
+    int n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n >= N)
+        return;
+    const float *p = probs + (size_t)n * E;
+    float dl[MAX_E];
+    for (int e = 0; e < E; e++)
+        dl[e] = aux_dprob ? aux_dprob[e] : 0.f;
+    float S = 0, wdw = 0;
+    for (int j = 0; j < K; j++) {
+        S += p[topk_idx[(size_t)n * K + j]];
+        wdw += topk_w[(size_t)n * K + j] * dtopk_w[(size_t)n * K + j];
+    }
+    for (int j = 0; j < K; j++)
+        dl[topk_idx[(size_t)n * K + j]] += (dtopk_w[(size_t)n * K + j] - wdw) / S;
+    float dot = 0;
+    for (int e = 0; e < E; e++)
+        dot += p[e] * dl[e];
+    for (int e = 0; e < E; e++)
+        dlogits[(size_t)n * E + e] = __float2bfloat16(p[e] * (dl[e] - dot));
+}
+
+static void router_bwd(moe_backend *be, act *dx, real *dwg, const real *dtopk_w,
+                       const real *aux_dprob, const act *x, const act *wg, const real *probs,
+                       const int32_t *topk_idx, const real *topk_w, int N, int C, int E, int K)
+{
+    bf16 *dlogits = (bf16 *)cuda_scratch(be, 1, sizeof(bf16) * (size_t)N * E + 64);
+    if (!dlogits)
+        return;
+    router_bwd_kernel<<<cuda_blocks(N, 128), 128, 0, CTX(be)->stream>>>(
+        dlogits, dtopk_w, aux_dprob, probs, topk_idx, topk_w, N, E, K);
+    LAUNCHED(be, "router_bwd");
+    cuda_gemm_dyw(be, B16(dx), dlogits, CB16(wg), N, C, E, 1.f);
+    cuda_gemm_dyTx(be, dwg, dlogits, CB16(x), N, C, E);
+}
+
+void cuda_fill_moe_ops(moe_backend *be)
+{
+    be->router_fwd = router_fwd;
+    be->route_plan = route_plan;
+    be->permute = permute;
+    be->experts_fwd = experts_fwd;
+    be->combine = combine;
+    be->combine_bwd = combine_bwd;
+    be->experts_bwd = experts_bwd;
+    be->permute_bwd = permute_bwd;
+    be->router_bwd = router_bwd;
+}

@@ -1,0 +1,30 @@
+# The CUDA backend, built whenever nvcc is present (CUDA=0 to skip). Kernels
+# for Hopper (sm_90a) and Blackwell (sm_100a) plus PTX for newer chips.
+ifeq ($(CUDA),1)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+NVCCFLAGS ?= -O3 -lineinfo -Xcompiler -fPIC -Xcompiler -Wall \
+	-gencode arch=compute_90a,code=sm_90a -gencode arch=compute_100a,code=sm_100a \
+	-gencode arch=compute_90,code=compute_90
+CUDA_SRCS := trainer/backend/cuda/cuda_backend.cu trainer/backend/cuda/cuda_dense.cu \
+	trainer/backend/cuda/cuda_attention.cu trainer/backend/cuda/cuda_moe.cu \
+	trainer/backend/cuda/cuda_optim.cu
+CUDA_OBJS := $(patsubst %.cu,$(B)/obj/%.o,$(CUDA_SRCS))
+$(B)/obj/%.o: %.cu trainer/backend/cuda/cuda_internal.h trainer/backend/backend.h
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+CUDA_LIB := $(B)/lib/libmoe_cuda.a
+$(CUDA_LIB): $(CUDA_OBJS)
+CFLAGS += -DMOE_WITH_CUDA -I$(CUDA_HOME)/include
+CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+
+# The GPU test program: every op against the CPU reference (run on a GPU machine).
+GPU_TESTS := $(B)/tests/gpu/test_cuda_ops
+$(B)/tests/gpu/test_cuda_ops: $(call obj,tests/gpu/test_cuda_ops.c) $(B)/lib/libmoe_model.a $(CUDA_LIB) \
+		$(B)/lib/libmoe_common.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(CUDA_LDLIBS) $(LDLIBS_BASE)
+everything: $(GPU_TESTS)
+else
+CUDA_LIB :=
+CUDA_LDLIBS :=
+endif
