@@ -20,13 +20,13 @@ const moe_arg_desc moe_args[MOE_ARG_COUNT] = {
 /* The plugin decides these from the admin's policy and the node; letting
  * --moe-set change them would bypass the verdict. */
 static const struct {
-    const char *prefix;
+    const char *key;
     const char *use_instead;
 } reserved_keys[] = {
-    {"precision.", "--moe-precision"},
+    {"precision.compute", "--moe-precision"},
+    {"precision.allow_fp8_block", "--moe-precision (the site's allow_fp8_block decides)"},
     {"parallel.ep", "--moe-ep"},
     {"parallel.dp", "--moe-dp"},
-    {"parallel.", "--moe-ep and --moe-dp"},
     {"runtime.backend", "the site policy (the plugin picks the backend)"},
 };
 
@@ -169,8 +169,8 @@ static int check_set_item(const char *item, moe_err *e)
         return moe_errf(e, "%s: key '%.*s' is not a config path like train.steps", opt, (int)klen,
                         item);
     for (size_t i = 0; i < sizeof reserved_keys / sizeof reserved_keys[0]; i++) {
-        size_t plen = strlen(reserved_keys[i].prefix);
-        if (klen >= plen && strncmp(item, reserved_keys[i].prefix, plen) == 0)
+        const char *key = reserved_keys[i].key;
+        if (klen == strlen(key) && strncmp(item, key, klen) == 0)
             return moe_errf(e, "%s: '%.*s' is decided by the plugin; use %s", opt, (int)klen, item,
                             reserved_keys[i].use_instead);
     }

@@ -150,6 +150,13 @@ static void test_set_items(void)
     CHECK(n == 3 && strcmp(items[0], "optimizer.betas=[0.9,0.95]") == 0);
     CHECK(n == 3 && strcmp(items[1], "logger.run_dir=\"/a,b\"") == 0);
 
+    /* Only the keys the plugin decides are reserved, not their neighbours. */
+    n = args_split_set("parallel.timeout_s=60,precision.layers=all,runtime.threads=2", buf,
+                       sizeof buf, items, 8, &e);
+    CHECK_MSG(n == 3, "%s", e.msg);
+    n = args_split_set("parallel.epx=1", buf, sizeof buf, items, 8, &e);
+    CHECK(n == 1);
+
     /* Values with shell metacharacters are fine: nothing goes through a shell. */
     n = args_split_set("logger.run_dir=/tmp/$HOME;x", buf, sizeof buf, items, 8, &e);
     CHECK(n == 1);
@@ -181,6 +188,7 @@ static void test_set_refused(void)
     REFUSED(MOE_ARG_SET, "train.steps=1,parallel.ep=8", 0, "--moe-ep");
     REFUSED(MOE_ARG_SET, "parallel.dp=8", 0, "--moe-dp");
     REFUSED(MOE_ARG_SET, "runtime.backend=cuda", 0, "decided by the plugin");
+    REFUSED(MOE_ARG_SET, "precision.allow_fp8_block=true", 0, "allow_fp8_block decides");
 
     static char longval[MOE_ARG_MAX_VALUE + 32];
     strcpy(longval, "logger.run_dir=");
