@@ -29,7 +29,8 @@ start options:
   --gpus N            fake GPUs per node (default 8)
   --cpus N            CPUs per node, as 2 sockets (default 32)
   --mem-mb N          RealMemory per node in MB (default 256000)
-  --nodes N           nodes, one slurmd each (default 1; the first is named after this host)
+  --nodes N           nodes, one slurmd each (default 1, named after this host; more are
+                      named HOST-1..HOST-N, which do not resolve: for scheduling tests)
   --port-base P       slurmctld listens on P, the slurmd's on P+1.. (default 6817)
   --plugin PATH       SPANK plugin for plugstack.conf (default build/lib/spank_moe.so)
   --no-plugin         write an empty plugstack.conf
