@@ -7,12 +7,15 @@
 const moe_arg_desc moe_args[MOE_ARG_COUNT] = {
     [MOE_ARG_CONFIG] = {"moe-config", "NAME|PATH",
                         "moekit: train this config (a name from the site's config directory)"},
-    [MOE_ARG_EP] = {"moe-ep", "N", "moekit: expert-parallel size (default: the config's parallel.ep)"},
+    [MOE_ARG_EP] = {"moe-ep", "N",
+                    "moekit: expert-parallel size (default: the config's parallel.ep)"},
     [MOE_ARG_DP] = {"moe-dp", "N", "moekit: data-parallel size (default GPUs / EP)"},
     [MOE_ARG_PRECISION] = {"moe-precision", "auto|mxfp8|bf16|fp8_block",
-                           "moekit: compute precision (default auto: mxfp8 on Blackwell, else bf16)"},
+                           "moekit: compute precision (default auto: mxfp8 on Blackwell, "
+                           "else bf16)"},
     [MOE_ARG_SET] = {"moe-set", "KEY=VALUE[,KEY=VALUE]",
-                     "moekit: config overrides, e.g. train.steps=100,checkpoint.ckpt_dir=/scratch/run1"},
+                     "moekit: config overrides, e.g. "
+                     "train.steps=100,checkpoint.ckpt_dir=/scratch/run1"},
     [MOE_ARG_CHECK] = {"moe-check", NULL,
                        "moekit: print the launch verdict for this job and exit without training"},
 };

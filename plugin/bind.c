@@ -80,7 +80,8 @@ int bind_parse_cpus(const char *list, cpu_set_t *set, moe_err *e)
     return 0;
 }
 
-static void note_add(char *note, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void note_add(char *note, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void note_add(char *note, size_t n, const char *fmt, ...)
 {
     size_t used = strlen(note);
@@ -131,7 +132,8 @@ static void bind_memory(int numa_node, char *note, size_t n)
         return;
     }
     mask[numa_node / bits] = 1ul << (numa_node % bits);
-    if (syscall(SYS_set_mempolicy, MOE_MPOL_PREFERRED, mask, (unsigned long)(sizeof mask * 8)) < 0) {
+    unsigned long max_node = 8 * sizeof mask;
+    if (syscall(SYS_set_mempolicy, MOE_MPOL_PREFERRED, mask, max_node) < 0) {
         note_add(note, n, "Memory policy for NUMA node %d not set: set_mempolicy: %s.", numa_node,
                  strerror(errno));
         return;

@@ -26,7 +26,8 @@ static void test_long_and_short_forms(void)
     CHECK(strcmp(js.script, "job.sbatch") == 0);
     CHECK(job_size_total_gpus(&js) == 2 && job_size_total_tasks(&js) == 2);
 
-    js = SCAN("sbatch", "-N", "4", "--gpus-per-node", "b200:8", "-n32", "-p", "gpu", "s.sh", "-n", "9");
+    js = SCAN("sbatch", "-N", "4", "--gpus-per-node", "b200:8", "-n32", "-p", "gpu", "s.sh", "-n",
+              "9");
     CHECK(js.nodes == 4 && js.gpus_per_node == 8 && js.ntasks == 32);
     CHECK(strcmp(js.script, "s.sh") == 0); /* the script's own arguments are not sbatch's */
     CHECK(job_size_total_gpus(&js) == 32 && job_size_total_tasks(&js) == 32);

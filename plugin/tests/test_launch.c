@@ -124,7 +124,8 @@ static void test_first_host(void)
     char h[64];
     moe_err e;
     CHECK(launch_first_host("vm", h, sizeof h, &e) == 0 && strcmp(h, "vm") == 0);
-    CHECK(launch_first_host("node[03-05,9],gpu7", h, sizeof h, &e) == 0 && strcmp(h, "node03") == 0);
+    CHECK(launch_first_host("node[03-05,9],gpu7", h, sizeof h, &e) == 0);
+    CHECK(strcmp(h, "node03") == 0);
     CHECK(launch_first_host("a,b", h, sizeof h, &e) == 0 && strcmp(h, "a") == 0);
     CHECK(launch_first_host("rack[2-3]-n[007-009]", h, sizeof h, &e) == 0);
     CHECK_MSG(strcmp(h, "rack2-n007") == 0, "%s", h);
