@@ -18,7 +18,8 @@ typedef struct {
     int ntasks;          /* -n/--ntasks */
     int ntasks_per_node; /* --ntasks-per-node */
     int gpus;            /* -G/--gpus: for the whole job */
-    int gpus_per_node;   /* --gpus-per-node, --gres=gpu[:type]:N */
+    int gpus_per_node;   /* --gpus-per-node, --gres=gpu[:type]:N; -1: a --gres without
+                            GPUs (e.g. --gres=none) replaced the script's request */
     int gpus_per_task;   /* --gpus-per-task */
     char script[4096];   /* sbatch: the batch script named on the command line ("" if none) */
 } moe_job_size;
@@ -38,7 +39,7 @@ void job_size_scan_script(moe_job_size *js, FILE *script);
  * Fills only fields still 0. */
 void job_size_scan_env(moe_job_size *js, const char *prefix, char *const *env);
 
-/* Totals for the whole job; 0 = unknown. */
+/* Totals for the whole job; 0 = unknown or none. */
 int job_size_total_gpus(const moe_job_size *js);
 int job_size_total_tasks(const moe_job_size *js);
 
