@@ -141,7 +141,7 @@ static int cmd_train(int argc, char **argv)
     int rc = trainer_run(&t, &e);
     if (rc < 0)
         fprintf(stderr, "moe-train: %s\n", e.msg);
-    else if (rc == 0 && !quiet)
+    else if (rc == 0 && !quiet && t.rank == 0)
         printf("moe-train: done: %d steps, final loss %.4f, held-out loss %.4f\n", t.step,
                t.last_loss, t.last_val_loss);
     trainer_destroy(&t);

@@ -87,6 +87,7 @@ typedef struct {
 typedef struct {
     int ep;                         /* parallel.ep: expert-parallel size */
     int dp;                         /* parallel.dp: data-parallel size (0 = world / ep) */
+    double timeout_s;               /* parallel.timeout_s: collective wait before abort */
 } moe_parallel_cfg;
 
 typedef enum {

@@ -135,6 +135,8 @@ const config_key config_keys[] = {
             "expert-parallel group size; must divide model.num_experts"),
     INT_KEY("parallel.dp", parallel.dp, AT_LEAST(0), "0",
             "data-parallel size; 0 = world size / ep"),
+    FLOAT_KEY("parallel.timeout_s", parallel.timeout_s, POSITIVE, "300",
+              "seconds a rank waits in a collective for its peers before the job is aborted"),
 
     {.path = "precision.compute", .type = KEY_ENUM, .offset = AT(precision.compute),
      .choices = precision_choices, .def = "auto",

@@ -60,6 +60,16 @@ static void *host_calloc(planner *pl, size_t n, size_t sz)
 int model_create(moe_model **out, const moe_dims *d, moe_backend *be, moe_dispatcher *disp, int B,
                  int T, moe_err *e)
 {
+    return model_create_parallel(out, d, be, disp, B, T, 0, 1, 1, e);
+}
+
+int model_create_parallel(moe_model **out, const moe_dims *d, moe_backend *be,
+                          moe_dispatcher *disp, int B, int T, int ep_rank, int ep_size,
+                          int with_moments, moe_err *e)
+{
+    if (ep_size < 1 || ep_rank < 0 || ep_rank >= ep_size || d->E % ep_size)
+        return moe_errf(e, "expert-parallel rank %d of %d cannot hold an equal share of %d "
+                           "experts", ep_rank, ep_size, d->E);
     if (d->HD % 2)
         return moe_errf(e, "head_dim %d must be even for rotary embeddings", d->HD);
     if (d->NH % d->NKV)
@@ -71,10 +81,10 @@ int model_create(moe_model **out, const moe_dims *d, moe_backend *be, moe_dispat
     m->d = *d;
     m->B = B;
     m->T = T;
-    m->ep_rank = 0;
-    m->ep_size = 1;
-    m->E_local = d->E;
-    m->e0 = 0;
+    m->ep_rank = ep_rank;
+    m->ep_size = ep_size;
+    m->E_local = d->E / ep_size;
+    m->e0 = ep_rank * m->E_local;
     m->disp = disp;
     if (params_layout(m, e)) {
         model_destroy(m);
@@ -86,8 +96,10 @@ int model_create(moe_model **out, const moe_dims *d, moe_backend *be, moe_dispat
     size_t rows = (size_t)disp->max_rows(disp, (int)N, (int)K);
     m->master = plan_real(&pl, P);
     m->grad = plan_real(&pl, P);
-    m->m = plan_real(&pl, P);
-    m->v = plan_real(&pl, P);
+    if (with_moments) {
+        m->m = plan_real(&pl, P);
+        m->v = plan_real(&pl, P);
+    }
     m->wc = plan_act(&pl, P);
     m->tokens = plan_i32(&pl, N);
     m->targets = plan_i32(&pl, N);
@@ -146,8 +158,10 @@ int model_create(moe_model **out, const moe_dims *d, moe_backend *be, moe_dispat
         return -1;
     }
     be->memset0(be, m->grad, sizeof(real) * P);
-    be->memset0(be, m->m, sizeof(real) * P);
-    be->memset0(be, m->v, sizeof(real) * P);
+    if (with_moments) {
+        be->memset0(be, m->m, sizeof(real) * P);
+        be->memset0(be, m->v, sizeof(real) * P);
+    }
     be->memset0(be, m->master, sizeof(real) * P);
     *out = m;
     return 0;
@@ -294,6 +308,33 @@ static int forward_body(moe_model *m, const int32_t *tokens, moe_err *e)
             m->route_frac[x] += (double)m->layers[l].route_count[x];
         }
     }
+    if (m->stats_sum) {
+        /* F and P of the global batch: every rank's counts and sums */
+        double *v = malloc(sizeof(double) * (2 * (size_t)d->E + 1));
+        if (!v) {
+            free(ps);
+            free(P);
+            return moe_errf(e, "out of memory");
+        }
+        for (int x = 0; x < d->E; x++) {
+            v[x] = m->route_frac[x];
+            v[d->E + x] = P[x];
+        }
+        v[2 * d->E] = total;
+        int rc = m->stats_sum(m->stats_ctx, v, 2 * d->E + 1, e);
+        for (int x = 0; x < d->E && !rc; x++) {
+            m->route_frac[x] = v[x];
+            P[x] = v[d->E + x];
+        }
+        total = v[2 * d->E];
+        free(v);
+        if (rc) {
+            free(ps);
+            free(P);
+            return moe_err_prefix(e, "router statistics");
+        }
+    }
+    m->aux_tokens = total;
     double aux = 0;
     for (int x = 0; x < d->E; x++) {
         m->route_frac[x] /= total;
@@ -353,12 +394,13 @@ int model_forward_backward(moe_model *m, const int32_t *tokens, const int32_t *t
     m->lm_loss_sum = *loss_sum;
     m->n_valid = *n_valid;
 
-    /* d aux / d prob[t, e] = scale * E * F_e / (L N), the same for every token */
+    /* d aux / d prob[t, e] = scale * E * F_e / (L N), the same for every token
+     * (L N over all ranks' tokens when the statistics are global) */
     real *aux_dprob = NULL;
     if (aux_scale != 0) {
         real host[d->E];
         for (int x = 0; x < d->E; x++)
-            host[x] = (real)(aux_scale * d->E * m->route_frac[x] / ((double)d->L * N));
+            host[x] = (real)(aux_scale * d->E * m->route_frac[x] / m->aux_tokens);
         if (be->upload(be, m->aux_dprob_dev, host, sizeof host, e))
             return -1;
         aux_dprob = m->aux_dprob_dev;

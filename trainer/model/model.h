@@ -81,7 +81,15 @@ typedef struct {
     int64_t n_valid;
     double aux_loss;          /* HF definition over all layers of the micro-batch */
     double *route_frac;       /* [E] F_e of the last forward (host) */
+    double aux_tokens;        /* token-layer count F and P are shares of (global with stats_sum) */
     int have_forward;
+
+    /* Data parallelism: when set, the router statistics of the aux loss (the
+     * per-expert counts and probability sums, and the token count) are
+     * summed over every rank's tokens, so the aux loss and its gradient are
+     * those of the global batch. Returns 0 or -1 with e filled. */
+    int (*stats_sum)(void *ctx, double *v, int n, moe_err *e);
+    void *stats_ctx;
 } moe_model;
 
 /* Sizes of the whole model, for the start-up summary. */
@@ -89,6 +97,13 @@ void model_count_params(const moe_dims *d, int64_t *total, int64_t *active);
 
 int model_create(moe_model **out, const moe_dims *d, moe_backend *be, moe_dispatcher *disp, int B,
                  int T, moe_err *e);
+/* The same for one rank of an expert-parallel group of ep_size ranks: it
+ * holds experts [ep_rank E / ep_size, ...) (disp must be an EP dispatcher
+ * over the group). with_moments = 0 leaves m->m and m->v NULL for an
+ * optimizer that keeps its own (sharded) moments. */
+int model_create_parallel(moe_model **out, const moe_dims *d, moe_backend *be,
+                          moe_dispatcher *disp, int B, int T, int ep_rank, int ep_size,
+                          int with_moments, moe_err *e);
 void model_destroy(moe_model *m);
 
 /* Hugging Face Mixtral initialisation: N(0, std) for linear and embedding

@@ -19,6 +19,7 @@
 #include "../ckpt/fsio.h"
 #include "../ckpt/hf_config.h"
 #include "../ckpt/json.h"
+#include "../parallel/layout_io.h"
 #include "trainer.h"
 #include "weights_io.h"
 
@@ -61,35 +62,77 @@ static int write_state_json(moe_trainer *t, const char *path, moe_err *e)
     return rc;
 }
 
-static int write_model_files(moe_trainer *t, const char *dir, real *host, int with_optimizer,
-                             moe_err *e)
+/* The run's weights (and moments) in the full layout, every expert, on
+ * every rank. Collective: every rank calls it. */
+typedef struct {
+    moe_model full;   /* parameter table of the full layout */
+    real *w, *m, *v;  /* host, full.n_elems each (m, v NULL without the optimizer) */
+} full_state;
+
+static void full_state_free(full_state *fs)
+{
+    layout_full_free(&fs->full);
+    free(fs->w);
+    free(fs->m);
+    free(fs->v);
+    memset(fs, 0, sizeof *fs);
+}
+
+static int full_state_gather(moe_trainer *t, full_state *fs, int with_optimizer, moe_err *e)
 {
     moe_model *m = t->model;
-    char path[4200];
-    if (model_get_host(m, m->master, host, e))
+    memset(fs, 0, sizeof *fs);
+    if (layout_full_make(&fs->full, m, e))
         return -1;
+    size_t nl = m->n_elems, nf = fs->full.n_elems;
+    real *local = malloc(sizeof(real) * nl * 3);
+    fs->w = malloc(sizeof(real) * nf);
+    if (with_optimizer) {
+        fs->m = malloc(sizeof(real) * nf);
+        fs->v = malloc(sizeof(real) * nf);
+    }
+    int rc = -1;
+    if (!local || !fs->w || (with_optimizer && (!fs->m || !fs->v))) {
+        moe_errf(e, "out of memory gathering the model for a checkpoint");
+        goto out;
+    }
+    if (model_get_host(m, m->master, local, e) ||
+        layout_gather_full(&t->par, m, &fs->full, local, fs->w, e))
+        goto out;
+    if (with_optimizer) {
+        real *lm = local + nl, *lv = local + 2 * nl;
+        if (t->zero ? zero_get_moments(t->zero, lm, lv, e)
+                    : (model_get_host(m, m->m, lm, e) || model_get_host(m, m->v, lv, e)))
+            goto out;
+        if (layout_gather_full(&t->par, m, &fs->full, lm, fs->m, e) ||
+            layout_gather_full(&t->par, m, &fs->full, lv, fs->v, e))
+            goto out;
+    }
+    rc = 0;
+out:
+    free(local);
+    if (rc)
+        full_state_free(fs);
+    return rc;
+}
+
+static int write_model_files(moe_trainer *t, const char *dir, const full_state *fs, moe_err *e)
+{
+    char path[4200];
     const char *pfx[] = {""};
-    const real *bufs[] = {host};
+    const real *bufs[] = {fs->w};
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    if (weights_write(m, path, 1, pfx, bufs, ST_FORMAT, 1, e))
+    if (weights_write(&fs->full, path, 1, pfx, bufs, ST_FORMAT, 1, e))
         return -1;
     snprintf(path, sizeof path, "%s/config.json", dir);
     if (hf_config_write(path, &t->cfg.model, e))
         return -1;
-    if (!with_optimizer)
+    if (!fs->m)
         return 0;
-    real *mom = malloc(sizeof(real) * m->n_elems * 2);
-    if (!mom)
-        return moe_errf(e, "out of memory saving the optimizer state");
-    int rc = model_get_host(m, m->m, mom, e) || model_get_host(m, m->v, mom + m->n_elems, e);
-    if (!rc) {
-        const char *opfx[] = {"exp_avg.", "exp_avg_sq."};
-        const real *obufs[] = {mom, mom + m->n_elems};
-        snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
-        rc = weights_write(m, path, 2, opfx, obufs, ST_FORMAT, 1, e);
-    }
-    free(mom);
-    if (rc)
+    const char *opfx[] = {"exp_avg.", "exp_avg_sq."};
+    const real *obufs[] = {fs->m, fs->v};
+    snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
+    if (weights_write(&fs->full, path, 2, opfx, obufs, ST_FORMAT, 1, e))
         return -1;
     snprintf(path, sizeof path, "%s/train_state.json", dir);
     if (write_state_json(t, path, e))
@@ -100,31 +143,47 @@ static int write_model_files(moe_trainer *t, const char *dir, real *host, int wi
 
 int trainer_save_checkpoint(moe_trainer *t, moe_err *e)
 {
-    if (t->rank != 0)
-        return 0;
+    full_state fs;
+    if (full_state_gather(t, &fs, 1, e))
+        return moe_err_prefix(e, "saving the checkpoint of step %d", t->step);
+    int rc = 0;
     ckpt_txn txn;
-    if (ckpt_begin(&txn, t->cfg.checkpoint.ckpt_dir, t->step, e))
-        return moe_err_prefix(e, "checkpoint.ckpt_dir");
-    real *host = malloc(sizeof(real) * t->model->n_elems);
-    int rc = host ? write_model_files(t, txn.tmp_dir, host, 1, e)
-                  : moe_errf(e, "out of memory saving a checkpoint");
-    free(host);
-    if (!rc)
-        rc = ckpt_commit(&txn, t->cfg.checkpoint.max_checkpoints, e);
-    if (rc) {
-        ckpt_abort(&txn);
-        return moe_err_prefix(e, "saving the checkpoint of step %d (the previous one is kept)",
-                              t->step);
+    if (t->rank == 0) { /* rank 0 writes for every rank */
+        if (ckpt_begin(&txn, t->cfg.checkpoint.ckpt_dir, t->step, e)) {
+            rc = moe_err_prefix(e, "checkpoint.ckpt_dir");
+        } else {
+            rc = write_model_files(t, txn.tmp_dir, &fs, e);
+            if (!rc)
+                rc = ckpt_commit(&txn, t->cfg.checkpoint.max_checkpoints, e);
+            if (rc) {
+                ckpt_abort(&txn);
+                moe_err_prefix(e, "saving the checkpoint of step %d (the previous one is kept)",
+                               t->step);
+            }
+        }
     }
-    if (!t->quiet)
+    full_state_free(&fs);
+    if (comm_agree(t->par.world, rc, "saving a checkpoint", e))
+        return -1;
+    if (t->rank == 0 && !t->quiet)
         printf("ckpt  %5d | saved %s\n", t->step, txn.final_dir);
     return 0;
 }
 
+static int save_final_files(moe_trainer *t, const full_state *fs, moe_err *e);
+
 int trainer_save_final_model(moe_trainer *t, moe_err *e)
 {
-    if (t->rank != 0)
-        return 0;
+    full_state fs;
+    if (full_state_gather(t, &fs, 0, e))
+        return moe_err_prefix(e, "saving the final model");
+    int rc = t->rank == 0 ? save_final_files(t, &fs, e) : 0;
+    full_state_free(&fs);
+    return comm_agree(t->par.world, rc, "saving the final model", e);
+}
+
+static int save_final_files(moe_trainer *t, const full_state *fs, moe_err *e)
+{
     /* the final model is a plain HF directory, made complete before it is
      * renamed into place like a checkpoint */
     char tmp[4200], final[4200], old[4300];
@@ -133,9 +192,7 @@ int trainer_save_final_model(moe_trainer *t, moe_err *e)
     snprintf(old, sizeof old, "%s/.old-final_model-%d", t->cfg.checkpoint.ckpt_dir, (int)getpid());
     if (fsio_rm_rf(tmp, e) || fsio_mkdir_p(tmp, 0755, e))
         return -1;
-    real *host = malloc(sizeof(real) * t->model->n_elems);
-    int rc = host ? write_model_files(t, tmp, host, 0, e) : moe_errf(e, "out of memory");
-    free(host);
+    int rc = write_model_files(t, tmp, fs, e);
     char p[4300];
     if (!rc) {
         snprintf(p, sizeof p, "%s/model.safetensors", tmp);
@@ -189,7 +246,12 @@ static int model_cfg_matches(const moe_model_cfg *a, const moe_model_cfg *b, con
     return 0;
 }
 
-static int read_state_json(moe_trainer *t, const char *path, moe_err *e)
+typedef struct {
+    int64_t step, tokens_seen;
+    moe_data_cursor cursor;
+} train_state;
+
+static int read_state_json(const char *path, train_state *st, moe_err *e)
 {
     json_doc *doc;
     if (json_parse_file(path, NULL, &doc, e))
@@ -204,21 +266,20 @@ static int read_state_json(moe_trainer *t, const char *path, moe_err *e)
         pos->type != JSON_NUMBER || !fp || fp->type != JSON_STRING) {
         rc = moe_errf(e, "%s: missing or malformed step, tokens_seen or data_cursor", path);
     } else {
-        moe_data_cursor c = {.epoch = (uint64_t)ep->num.integer,
-                             .position = (uint64_t)pos->num.integer,
-                             .fingerprint = strtoull(fp->str.s, NULL, 16)};
-        t->step = (int)step->num.integer;
-        t->tokens_seen = (uint64_t)tok->num.integer;
-        if (dataset_seek(t->data, c, e))
-            rc = moe_err_prefix(e, "%s: data cursor", path);
+        st->cursor = (moe_data_cursor){.epoch = (uint64_t)ep->num.integer,
+                                       .position = (uint64_t)pos->num.integer,
+                                       .fingerprint = strtoull(fp->str.s, NULL, 16)};
+        st->step = step->num.integer;
+        st->tokens_seen = tok->num.integer;
     }
     json_free(doc);
     return rc;
 }
 
-int trainer_load_checkpoint(moe_trainer *t, const char *dir, int weights_only, moe_err *e)
+/* Rank 0's part of loading: the files into full-layout buffers. */
+static int read_files(moe_trainer *t, const char *dir, int weights_only, full_state *fs,
+                      train_state *st, moe_err *e)
 {
-    moe_model *m = t->model;
     char path[4200];
     if (!weights_only && ckpt_verify(dir, e))
         return -1;
@@ -226,36 +287,81 @@ int trainer_load_checkpoint(moe_trainer *t, const char *dir, int weights_only, m
     snprintf(path, sizeof path, "%s/config.json", dir);
     if (hf_config_read(path, &hc, e) || model_cfg_matches(&hc, &t->cfg.model, path, e))
         return -1;
-    real *host = malloc(sizeof(real) * m->n_elems);
-    if (!host)
-        return moe_errf(e, "out of memory loading %s", dir);
     hf_dir *hd = NULL;
     int rc = hf_dir_open(dir, &hd, e);
     if (!rc)
-        rc = weights_read(m, weights_source_hf(hd, dir), "", 1, host, e);
+        rc = weights_read(&fs->full, weights_source_hf(hd, dir), "", 1, fs->w, e);
     if (hd)
         hf_dir_close(hd);
-    if (!rc)
-        rc = model_set_host(m, m->master, host, e);
-    if (!rc)
-        model_sync_weights(m);
     if (!rc && !weights_only) {
         st_file *f = NULL;
         snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
         rc = st_open(path, &f, e);
         if (!rc) {
             weights_source src = weights_source_st(f, path);
-            rc = weights_read(m, src, "exp_avg.", 0, host, e) || model_set_host(m, m->m, host, e) ||
-                 weights_read(m, src, "exp_avg_sq.", 0, host, e) ||
-                 model_set_host(m, m->v, host, e);
+            rc = weights_read(&fs->full, src, "exp_avg.", 0, fs->m, e) ||
+                 weights_read(&fs->full, src, "exp_avg_sq.", 0, fs->v, e);
             st_close(f);
         }
         if (!rc) {
             snprintf(path, sizeof path, "%s/train_state.json", dir);
-            rc = read_state_json(t, path, e);
+            rc = read_state_json(path, st, e);
         }
     }
-    free(host);
+    return rc;
+}
+
+/* Rank 0 reads; every rank gets the full buffers and keeps its part, so a
+ * checkpoint saved at one EP/DP resumes at any other. */
+int trainer_load_checkpoint(moe_trainer *t, const char *dir, int weights_only, moe_err *e)
+{
+    moe_model *m = t->model;
+    full_state fs;
+    memset(&fs, 0, sizeof fs);
+    train_state st;
+    memset(&st, 0, sizeof st);
+    int rc = layout_full_make(&fs.full, m, e);
+    size_t nf = fs.full.n_elems;
+    real *local = rc ? NULL : malloc(sizeof(real) * m->n_elems * 3);
+    if (!rc) {
+        fs.w = malloc(sizeof(real) * nf);
+        fs.m = malloc(sizeof(real) * nf);
+        fs.v = malloc(sizeof(real) * nf);
+        if (!local || !fs.w || !fs.m || !fs.v)
+            rc = moe_errf(e, "out of memory loading %s", dir);
+    }
+    int failed = rc;
+    if (!failed && t->rank == 0)
+        failed = read_files(t, dir, weights_only, &fs, &st, e);
+    rc = comm_agree(t->par.world, failed, "reading the checkpoint", e);
+    size_t bytes = sizeof(real) * nf;
+    if (!rc)
+        rc = comm_broadcast(t->par.world, fs.w, bytes, 0, e);
+    if (!rc && !weights_only)
+        rc = comm_broadcast(t->par.world, fs.m, bytes, 0, e) ||
+             comm_broadcast(t->par.world, fs.v, bytes, 0, e) ||
+             comm_broadcast(t->par.world, &st, sizeof st, 0, e);
+    if (!rc) {
+        layout_slice_local(m, &fs.full, fs.w, local);
+        rc = model_set_host(m, m->master, local, e);
+        if (!rc)
+            model_sync_weights(m);
+    }
+    if (!rc && !weights_only) {
+        real *lm = local + m->n_elems, *lv = local + 2 * m->n_elems;
+        layout_slice_local(m, &fs.full, fs.m, lm);
+        layout_slice_local(m, &fs.full, fs.v, lv);
+        rc = t->zero ? zero_set_moments(t->zero, lm, lv, e)
+                     : (model_set_host(m, m->m, lm, e) || model_set_host(m, m->v, lv, e));
+        if (!rc) {
+            t->step = (int)st.step;
+            t->tokens_seen = (uint64_t)st.tokens_seen;
+            if (dataset_seek(t->data, st.cursor, e))
+                rc = moe_err_prefix(e, "%s/train_state.json: data cursor", dir);
+        }
+    }
+    free(local);
+    full_state_free(&fs);
     if (rc)
         return moe_err_prefix(e, "loading %s", dir);
     if (weights_only && !t->quiet && t->rank == 0)

@@ -269,12 +269,12 @@ fail:
 void trainer_destroy(moe_trainer *t)
 {
     metrics_close(&t->metrics);
+    zero_destroy(t->zero); /* its shards are backend memory: before the backend goes */
+    t->zero = NULL;
     if (t->model)
         model_destroy(t->model);
     if (t->data)
         dataset_close(t->data);
-    zero_destroy(t->zero);
-    t->zero = NULL;
     if (t->disp)
         t->disp->destroy(t->disp);
     if (t->be)

@@ -10,6 +10,8 @@
 #include "../config/config.h"
 #include "../data/data.h"
 #include "../model/model.h"
+#include "../parallel/parallel.h"
+#include "../parallel/zero.h"
 #include "metrics.h"
 
 typedef struct {
@@ -23,6 +25,9 @@ typedef struct {
     uint64_t tokens_seen;   /* targets counted so far */
     double last_loss, last_val_loss, last_grad_norm;
     int rank, world;
+    moe_par par;            /* the ranks and their EP/DP groups (a world of one without a launcher) */
+    int have_par;
+    moe_zero *zero;         /* sharded AdamW when world > 1 (else the model keeps the moments) */
     const char *precision;  /* what the backend computes in */
     /* host staging of one global batch */
     int32_t *inputs, *targets;

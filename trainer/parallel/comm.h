@@ -1,0 +1,102 @@
+/* moekit: the communicator between training ranks.
+ *
+ * One table of collectives, filled by an implementation:
+ *   single  world size 1, no launcher (every collective is a copy);
+ *   mpi     Open MPI, host memory (the CPU backend's buffers);
+ *   nccl    GPU memory (the CUDA backend), bootstrapped over MPI or
+ *           NCCL_COMM_ID; see comm_nccl.h.
+ * Counts and displacements of the v-collectives are in BYTES for the byte
+ * collectives and in ELEMENTS for the typed ones, as MPI does.
+ *
+ * Every call goes through the wrappers below, which time the call: a
+ * collective that waits longer than the watchdog's timeout (a peer died or
+ * hangs) aborts the whole job with a message naming this rank, the
+ * operation and the peers it was waiting for (watchdog.h). */
+#ifndef MOE_COMM_H
+#define MOE_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../common/err.h"
+
+typedef enum { MOE_DT_REAL, MOE_DT_DOUBLE, MOE_DT_INT64, MOE_DT_BYTE } moe_dtype;
+
+size_t moe_dtype_size(moe_dtype t);
+
+typedef struct moe_comm moe_comm;
+
+typedef struct {
+    int (*allreduce_sum)(moe_comm *c, void *buf, size_t n, moe_dtype t, moe_err *e);
+    /* recv[size * n] = every rank's send[n], rank order */
+    int (*allgather)(moe_comm *c, const void *send, void *recv, size_t n, moe_dtype t, moe_err *e);
+    /* recv[displs[r] ..] = rank r's send of counts[r] elements */
+    int (*allgatherv)(moe_comm *c, const void *send, size_t n, void *recv, const size_t *counts,
+                      const size_t *displs, moe_dtype t, moe_err *e);
+    /* byte all-to-all: send[sdispls[r]..+scounts[r]) goes to rank r */
+    int (*alltoallv)(moe_comm *c, const void *send, const size_t *scounts, const size_t *sdispls,
+                     void *recv, const size_t *rcounts, const size_t *rdispls, moe_err *e);
+    int (*broadcast)(moe_comm *c, void *buf, size_t bytes, int root, moe_err *e);
+    int (*barrier)(moe_comm *c, moe_err *e);
+    /* sum of every rank's send[sum counts], rank r receives the block
+     * [sum counts[<r], + counts[r]) in recv */
+    int (*reduce_scatter_sum)(moe_comm *c, const void *send, void *recv, const size_t *counts,
+                              moe_dtype t, moe_err *e);
+    /* A sub-communicator of the ranks that pass the same color, ordered by key. */
+    int (*split)(moe_comm *c, int color, int key, const char *name, moe_comm **out, moe_err *e);
+    /* End every rank of the job now (the watchdog's last resort). */
+    void (*abort_job)(moe_comm *c, int code);
+    void (*destroy)(moe_comm *c);
+} moe_comm_ops;
+
+struct moe_comm {
+    const char *impl;      /* "single", "mpi", "nccl" */
+    char name[32];         /* "world", "ep", "dp": for messages */
+    int rank, size;
+    int *world_ranks;      /* [size]: world rank of each member, for messages */
+    int device_memory;     /* 1: buffers are backend (GPU) memory, else host memory */
+    const moe_comm_ops *ops;
+    void *impl_ctx;
+};
+
+/* ---- implementations ---- */
+
+/* World size 1. */
+int comm_single_create(moe_comm **out, moe_err *e);
+
+/* 1 when this build has the MPI implementation. */
+int comm_mpi_built(void);
+/* 1 when the environment says an MPI launcher started us (mpirun, srun
+ * --mpi=pmix): OMPI_COMM_WORLD_SIZE, PMIX_RANK or PMI_RANK is set. */
+int comm_mpi_launched(void);
+/* MPI_Init and the world communicator; fails with a reason when MPI is not
+ * built in. */
+int comm_mpi_create(moe_comm **out, moe_err *e);
+
+/* Set up a communicator's shared fields (implementations call this). */
+int comm_init_fields(moe_comm *c, const char *impl, const char *name, int rank, int size,
+                     const int *world_ranks, const moe_comm_ops *ops, void *ctx, moe_err *e);
+void comm_free_fields(moe_comm *c);
+
+/* ---- the calls (watched by the watchdog) ---- */
+
+int comm_allreduce_sum(moe_comm *c, void *buf, size_t n, moe_dtype t, moe_err *e);
+int comm_allgather(moe_comm *c, const void *send, void *recv, size_t n, moe_dtype t, moe_err *e);
+int comm_allgatherv(moe_comm *c, const void *send, size_t n, void *recv, const size_t *counts,
+                    const size_t *displs, moe_dtype t, moe_err *e);
+int comm_alltoallv(moe_comm *c, const void *send, const size_t *scounts, const size_t *sdispls,
+                   void *recv, const size_t *rcounts, const size_t *rdispls, moe_err *e);
+int comm_broadcast(moe_comm *c, void *buf, size_t bytes, int root, moe_err *e);
+int comm_barrier(moe_comm *c, moe_err *e);
+int comm_reduce_scatter_sum(moe_comm *c, const void *send, void *recv, const size_t *counts,
+                            moe_dtype t, moe_err *e);
+int comm_split(moe_comm *c, int color, int key, const char *name, moe_comm **out, moe_err *e);
+void comm_destroy(moe_comm *c);
+
+/* All ranks agree on a status: 0 when every rank passes ok = 0, else -1.
+ * A rank that failed keeps its own message; the others get one naming the
+ * lowest failing rank and what it said (`what` describes the step). Lets a
+ * rank-0-only task (reading a checkpoint) fail the whole job cleanly. */
+int comm_agree(moe_comm *c, int failed, const char *what, moe_err *e);
+
+#endif

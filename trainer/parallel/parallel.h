@@ -1,0 +1,39 @@
+/* moekit: the ranks of a training job and their groups.
+ *
+ * world = EP x DP ranks. The ranks of one expert-parallel group are
+ * contiguous (one node, NVLink): EP group g = world ranks [g EP, (g+1) EP),
+ * so ep_rank = rank % EP and dp_rank = rank / EP; the DP group of a rank is
+ * the ranks with its ep_rank, one per EP group (across nodes). This is the
+ * layout the SPANK plugin's verdict and `moe-topo --check` describe.
+ *
+ * Ranks come from MPI when a launcher started us (mpirun, srun
+ * --mpi=pmix); the sizes are checked against what the launcher promised
+ * (MOE_WORLD_SIZE from the plugin, OMPI_COMM_WORLD_SIZE, SLURM_NTASKS),
+ * because an MPI started under the wrong launcher silently gives N
+ * single-rank worlds. Without a launcher the world is one rank. */
+#ifndef MOE_PARALLEL_H
+#define MOE_PARALLEL_H
+
+#include "comm.h"
+
+typedef struct {
+    moe_comm *world, *ep, *dp;
+    int rank, size;          /* world */
+    int ep_rank, ep_size;    /* within this rank's EP group */
+    int dp_rank, dp_size;    /* within this rank's DP group */
+    int local_rank;          /* on this node (MOE_LOCAL_RANK / OMPI_COMM_WORLD_LOCAL_RANK) */
+    char layout[160];        /* "EP=2 x DP=2 over 4 ranks (EP groups: ranks 0-1, 2-3)" */
+} moe_par;
+
+/* Join the job's ranks and split EP/DP groups. ep: parallel.ep; dp:
+ * parallel.dp (0 = world / ep); timeout_s: parallel.timeout_s for the
+ * collective watchdog. A world of one rank is always accepted (the caller
+ * runs a multi-rank config's math on one rank). */
+int par_open(moe_par *p, int ep, int dp, double timeout_s, moe_err *e);
+void par_close(moe_par *p);
+
+/* Pure layout arithmetic, for tests and messages: fills ep_rank/dp_rank and
+ * the layout string for `rank` of `size`, or fails naming what is wrong. */
+int par_layout(moe_par *p, int rank, int size, int ep, int dp, moe_err *e);
+
+#endif
