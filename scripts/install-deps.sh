@@ -1,10 +1,10 @@
 #!/bin/bash
 # Debian/Ubuntu packages moekit needs to build and test (run as root).
-# Slurm's own packages are installed by tests/slurm/run.sh and by
-# scripts/slurm-local.sh when a local cluster is started.
+# libslurm-dev brings the spank.h the plugin is built against (a plugin must
+# match the Slurm it runs in); the daemons are for the local test cluster.
 set -euo pipefail
 pkgs=(build-essential libconfig-dev zlib1g-dev libhwloc-dev libhwloc-plugins hwloc
-      gnuplot-nox python3 valgrind)
+      gnuplot-nox python3 valgrind libslurm-dev slurmctld slurmd slurm-client munge)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

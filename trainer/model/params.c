@@ -9,6 +9,8 @@
 #include "params.h"
 #include "rng.h"
 
+#define INIT_CHUNK ((size_t)1 << 20)
+
 void model_count_params(const moe_dims *d, int64_t *total, int64_t *active)
 {
     int64_t C = d->C, attn = C * d->NH * d->HD * 2 + C * d->NKV * d->HD * 2;
@@ -119,13 +121,20 @@ int model_init_random(moe_model *m, uint64_t seed, double std, moe_err *e)
                     dst[j] = 1;
                 continue;
             }
-            /* one stream per named matrix: the same values whatever the
-             * expert-parallel layout or the backend */
+            /* one stream per named matrix and chunk: the same values whatever
+             * the expert-parallel layout, the backend or the thread count,
+             * and the chunks fill in parallel (billions of values) */
             model_param_name(m, p, x, name, sizeof name);
-            moe_rng r;
-            rng_seed(&r, seed ^ rng_hash(name));
-            for (size_t j = 0; j < per; j++)
-                dst[j] = (real)(std * rng_normal(&r));
+            uint64_t key = seed ^ rng_hash(name);
+            size_t n_chunks = (per + INIT_CHUNK - 1) / INIT_CHUNK;
+#pragma omp parallel for schedule(dynamic)
+            for (size_t ch = 0; ch < n_chunks; ch++) {
+                moe_rng r;
+                rng_seed(&r, key + ch * 0xD1B54A32D192ED03ULL);
+                size_t hi = (ch + 1) * INIT_CHUNK < per ? (ch + 1) * INIT_CHUNK : per;
+                for (size_t j = ch * INIT_CHUNK; j < hi; j++)
+                    dst[j] = (real)(std * rng_normal(&r));
+            }
         }
     }
     int rc = model_set_host(m, m->master, host, e);
