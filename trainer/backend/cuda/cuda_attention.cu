@@ -25,6 +25,14 @@ __device__ __forceinline__ float wmax(float v)
     return v;
 }
 
+/* the tensor-core kernels (cuda_attention_tc.cu) for head dims they take */
+int cuda_attention_tc_supported(int HD);
+void cuda_attention_tc_fwd(moe_backend *be, bf16 *out, float *lse, const bf16 *q, const bf16 *k,
+                           const bf16 *v, int B, int T, int NH, int NKV, int HD);
+void cuda_attention_tc_bwd(moe_backend *be, bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
+                           const bf16 *q, const bf16 *k, const bf16 *v, const float *lse,
+                           const float *D, int B, int T, int NH, int NKV, int HD);
+
 static size_t attn_smem(int HD) { return sizeof(float) * ((size_t)WARPS * HD * 2 + (size_t)TILE * (HD + 1) * 2); }
 
 __global__ void attn_fwd_kernel(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
@@ -105,6 +113,11 @@ static void attention_fwd(moe_backend *be, act *out, real *lse, const act *q, co
 {
     if (HD > 32 * MAXR) {
         cuda_note(be, "attention_fwd", "head_dim above 256 is not supported");
+        return;
+    }
+    if (cuda_attention_tc_supported(HD)) {
+        cuda_attention_tc_fwd(be, (bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
+                              (const bf16 *)v, B, T, NH, NKV, HD);
         return;
     }
     size_t smem = attn_smem(HD);
@@ -309,6 +322,12 @@ static void attention_bwd(moe_backend *be, act *dq, act *dk, act *dv, const act 
     float scale = (float)(1.0 / sqrt((double)HD));
     attn_delta_kernel<<<cuda_blocks(rows, WARPS), WARPS * 32, 0, st>>>(
         D, (const bf16 *)dout, (const bf16 *)out, T, NH, HD, rows);
+    if (cuda_attention_tc_supported(HD)) {
+        cuda_attention_tc_bwd(be, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv, (const bf16 *)dout,
+                              (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, lse, D, B, T, NH,
+                              NKV, HD);
+        return;
+    }
     size_t smem = attn_smem(HD);
     cudaFuncSetAttribute(attn_dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     cudaFuncSetAttribute(attn_dkv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);

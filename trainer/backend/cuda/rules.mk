@@ -6,7 +6,8 @@ NVCCFLAGS ?= -O3 -lineinfo -Xcompiler -fPIC -Xcompiler -Wall \
 	-gencode arch=compute_90a,code=sm_90a -gencode arch=compute_100a,code=sm_100a \
 	-gencode arch=compute_90,code=compute_90
 CUDA_SRCS := trainer/backend/cuda/cuda_backend.cu trainer/backend/cuda/cuda_dense.cu \
-	trainer/backend/cuda/cuda_attention.cu trainer/backend/cuda/cuda_moe.cu \
+	trainer/backend/cuda/cuda_attention.cu trainer/backend/cuda/cuda_attention_tc.cu \
+	trainer/backend/cuda/cuda_moe.cu \
 	trainer/backend/cuda/cuda_optim.cu
 CUDA_OBJS := $(patsubst %.cu,$(B)/obj/%.o,$(CUDA_SRCS))
 $(B)/obj/%.o: %.cu trainer/backend/cuda/cuda_internal.h trainer/backend/backend.h
