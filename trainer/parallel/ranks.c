@@ -30,9 +30,10 @@ int par_layout(moe_par *p, int rank, int size, int ep, int dp, moe_err *e)
         dp = size / ep;
     }
     if ((long long)ep * dp != size)
-        return moe_errf(e, "parallel.ep = %d x parallel.dp = %d = %lld ranks, but this job has %d "
+        return moe_errf(e, "parallel.ep = %d x parallel.dp = %d = %lld rank%s, but this job has %d "
                            "rank%s: start EP x DP ranks, or set parallel.dp = 0 (ranks / EP)",
-                        ep, dp, (long long)ep * dp, size, size == 1 ? "" : "s");
+                        ep, dp, (long long)ep * dp, (long long)ep * dp == 1 ? "" : "s", size,
+                        size == 1 ? "" : "s");
     p->rank = rank;
     p->size = size;
     p->ep_size = ep;

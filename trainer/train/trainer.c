@@ -108,7 +108,7 @@ static void print_summary(moe_trainer *t, const char *backend_why)
     dataset_stats(t->data, &st);
     fmt_count(btok, sizeof btok, (double)st.bases);
     long tokens_per_step = (long)c->train.micro_batch_size * c->train.seq_length *
-                           c->train.grad_accum_steps;
+                           c->train.grad_accum_steps * t->world;
     printf("moekit moe-train: config %s (%s)\n", c->name, c->path);
     printf("  model     Mixtral MoE: %d layers, hidden %d, %d heads / %d kv heads (dim %d), "
            "%d experts top-%d, intermediate %d, vocab %d\n",
@@ -119,8 +119,11 @@ static void print_summary(moe_trainer *t, const char *backend_why)
            "of %d tokens\n",
            st.n_files, st.n_records, btok, (unsigned long long)st.train_windows,
            (unsigned long long)st.val_windows, c->train.seq_length);
-    printf("  batch     %d x %d tokens x %d accumulation = %ld tokens per step, %d steps\n",
-           c->train.micro_batch_size, c->train.seq_length, c->train.grad_accum_steps,
+    char ranks[48] = "";
+    if (t->world > 1)
+        snprintf(ranks, sizeof ranks, " x %d ranks", t->world);
+    printf("  batch     %d x %d tokens x %d accumulation%s = %ld tokens per step, %d steps\n",
+           c->train.micro_batch_size, c->train.seq_length, c->train.grad_accum_steps, ranks,
            tokens_per_step, c->train.steps);
     printf("  optimizer AdamW lr %.3g (warmup %d, cosine to %.3g), betas %.3g/%.3g, wd %.3g, "
            "clip %.3g\n",
@@ -426,7 +429,7 @@ int trainer_run(moe_trainer *t, moe_err *e)
         if (!t->quiet && t->rank == 0 && (t->step % freq == 0 || t->step == steps || t->step == 1)) {
             double now = now_s();
             double tok = (double)(t->step - step_last) * c->train.micro_batch_size *
-                         c->train.seq_length * c->train.grad_accum_steps;
+                         c->train.seq_length * c->train.grad_accum_steps * t->world;
             double rate = now > t_last ? tok / (now - t_last) : 0;
             double per_step = (now - t0) / (t->step - start);
             char el[32], eta[32];

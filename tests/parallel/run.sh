@@ -1,0 +1,181 @@
+#!/bin/bash
+# Expert and data parallelism on CPU ranks through mpirun: EP=2, DP=2 and
+# EP=2 x DP=2 train exactly like one rank on the same global batch (losses
+# and weights within fp32 reduction-order tolerance), skewed routing (one
+# rank gets every token, the other none), a run saved at one EP/DP resumes
+# at another, and a rank that hangs or dies ends the job with an error
+# naming it. Usage: tests/parallel/run.sh [BUILD_DIR]
+set -u
+B=${1:-build}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BIN=$ROOT/$B/bin/moe-train
+TOOL="python3 $ROOT/tests/parallel/st_tool.py"
+T=$(mktemp -d /tmp/moekit-parallel-XXXXXX)
+[ -n "${MOE_KEEP_TMP:-}" ] || trap 'rm -rf "$T"' EXIT
+passed=0 failed=0
+ok() { passed=$((passed + 1)); echo "ok $1"; }
+bad() { failed=$((failed + 1)); echo "not ok $1"; shift; printf '  %s\n' "$@"; }
+
+if ! command -v mpirun >/dev/null 2>&1; then
+    echo "parallel: mpirun not found (scripts/install-deps.sh installs Open MPI); suite skipped"
+    echo "parallel: 0 passed, 0 failed"
+    exit 0
+fi
+# as root Open MPI wants --allow-run-as-root; two cores host up to 4 ranks
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe -x OMP_NUM_THREADS=1 -x ASAN_OPTIONS
+        -x UBSAN_OPTIONS)
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0} UBSAN_OPTIONS=${UBSAN_OPTIONS:-}
+TINY=(--config L0_sanity model.hidden_size=16 model.num_layers=2 model.num_heads=2
+      model.num_kv_heads=1 model.head_dim=8 model.num_experts=4 model.top_k=2
+      model.intermediate_size=16 train.seq_length=32 train.steps=4 scheduler.warmup_steps=1
+      train.eval_batches=2 checkpoint.save_every_n_steps=2)
+STEPS=4
+
+# train NAME RANKS ARGS...: a run with its metrics and checkpoints under $T/NAME
+train() {
+    local name=$1 n=$2; shift 2
+    if [ "$n" = 1 ]; then
+        "$BIN" "${TINY[@]}" --threads 1 logger.run_dir="$T/$name" checkpoint.ckpt_dir="$T/$name/ck" \
+            "$@" >"$T/$name.out" 2>&1
+    else
+        "${MPIRUN[@]}" -n "$n" "$BIN" "${TINY[@]}" logger.run_dir="$T/$name" \
+            checkpoint.ckpt_dir="$T/$name/ck" "$@" >"$T/$name.out" 2>&1
+    fi
+}
+
+# same_metrics A B FIRST_STEP: every logged number of steps >= FIRST_STEP agrees
+same_metrics() {
+    python3 - "$T/$1/metrics.jsonl" "$T/$2/metrics.jsonl" "$3" <<'PY'
+import json, sys
+def rows(p):
+    out = {}
+    for line in open(p):
+        r = json.loads(line)
+        out.setdefault(r["step"], {}).update(r)
+    return {s: r for s, r in out.items() if s >= int(sys.argv[3])}
+a, b = rows(sys.argv[1]), rows(sys.argv[2])
+if sorted(a) != sorted(b):
+    sys.exit("steps %s vs %s" % (sorted(a), sorted(b)))
+for s in sorted(a):
+    for k in ("loss", "aux_loss", "grad_norm", "val_loss", "tokens"):
+        if (k in a[s]) != (k in b[s]):
+            sys.exit("step %d: %s logged by one run only" % (s, k))
+        if k in a[s] and abs(a[s][k] - b[s][k]) > 2e-5 * max(1.0, abs(a[s][k])):
+            sys.exit("step %d: %s %.6f vs %.6f" % (s, k, a[s][k], b[s][k]))
+PY
+}
+
+# matches NAME REF: losses, moments and weights of NAME equal those of REF
+matches() {
+    local name=$1 ref=$2 why
+    why=$(same_metrics "$ref" "$name" 1 2>&1) || { bad "$name" "$why" "$(tail -5 "$T/$name.out")"; return; }
+    local last; last=$(printf 'step_%08d' $STEPS)
+    for f in model optimizer; do
+        why=$($TOOL diff "$T/$ref/ck/$last/$f.safetensors" "$T/$name/ck/$last/$f.safetensors" 2e-5 2>&1) ||
+            { bad "$name" "$f.safetensors: $why"; return; }
+    done
+    ok "$name"
+}
+
+# ---- the one-rank references: micro-batch x world windows per step
+train ref4 1 train.micro_batch_size=4 || bad ref4 "$(tail -5 "$T/ref4.out")"
+train ref4acc 1 train.micro_batch_size=4 train.grad_accum_steps=2 ||
+    bad ref4acc "$(tail -5 "$T/ref4acc.out")"
+
+# ---- the same math over ranks
+train ep2 2 train.micro_batch_size=2 parallel.ep=2 parallel.dp=1 && grep -q "EP=2 x DP=1 over 2 ranks" "$T/ep2.out" &&
+    matches ep2 ref4 || [ -f "$T/ep2/metrics.jsonl" ] || bad ep2 "$(tail -5 "$T/ep2.out")"
+train dp2 2 train.micro_batch_size=2 parallel.ep=1 parallel.dp=2 && grep -q "EP=1 x DP=2 over 2 ranks" "$T/dp2.out" &&
+    matches dp2 ref4 || [ -f "$T/dp2/metrics.jsonl" ] || bad dp2 "$(tail -5 "$T/dp2.out")"
+train ep2dp2_accum 4 train.micro_batch_size=1 train.grad_accum_steps=2 parallel.ep=2 parallel.dp=2 &&
+    grep -q "EP=2 x DP=2 over 4 ranks (EP groups: ranks 0-1, 2-3)" "$T/ep2dp2_accum.out" &&
+    matches ep2dp2_accum ref4acc || [ -f "$T/ep2dp2_accum/metrics.jsonl" ] ||
+    bad ep2dp2_accum "$(tail -5 "$T/ep2dp2_accum.out")"
+
+# sharded AdamW state: moments per rank fall as DP grows
+mom() { sed -nE 's/.* ([0-9.]+) MiB AdamW moments.*/\1/p' "$T/$1.out"; }
+if [ -n "$(mom ref4)" ] && [ -n "$(mom dp2)" ] &&
+    python3 -c "import sys; sys.exit(not float('$(mom dp2)') < 0.6 * float('$(mom ref4)'))"; then
+    ok moments_sharded_over_dp
+else
+    bad moments_sharded_over_dp "one rank $(mom ref4) MiB, DP=2 $(mom dp2) MiB per rank"
+fi
+
+# ---- skewed routing: every token picks experts 0 and 1 (rank 0's); rank 1 gets none
+mkdir -p "$T/skewinit"
+cp "$T/ref4/ck/step_00000004/model.safetensors" "$T/ref4/ck/step_00000004/config.json" "$T/skewinit/"
+$TOOL skew "$T/skewinit/model.safetensors" 2
+train skew_ref 1 train.micro_batch_size=4 checkpoint.init_from="$T/skewinit"
+train skew_ep2 2 train.micro_batch_size=2 parallel.ep=2 checkpoint.init_from="$T/skewinit"
+if grep -q '"aux_loss":4.000000' "$T/skew_ref/metrics.jsonl" 2>/dev/null; then
+    matches skew_ep2 skew_ref
+else
+    bad skew_ep2 "the skewed start did not route every token to experts 0 and 1" \
+        "$(head -2 "$T/skew_ref/metrics.jsonl" 2>&1)"
+fi
+
+# ---- resume at another layout: the next steps equal the straight run
+resume() { # NAME RANKS ARGS...: stop after 2 steps there, resume on one rank
+    local name=$1 n=$2; shift 2
+    train "$name" "$n" train.micro_batch_size=2 --stop-after-steps 2 "$@"
+    local rc=$?
+    if [ $rc -ne 75 ]; then bad "$name" "exit $rc, expected 75 (stopped, saved)" "$(tail -5 "$T/$name.out")"; return; fi
+    "$BIN" "${TINY[@]}" --threads 1 train.micro_batch_size=4 logger.run_dir="$T/$name.1" \
+        checkpoint.resume_from_checkpoint=true \
+        checkpoint.ckpt_dir="$T/$name/ck" >"$T/$name.1.out" 2>&1 ||
+        { bad "$name" "the one-rank resume failed" "$(tail -5 "$T/$name.1.out")"; return; }
+    local why
+    why=$(same_metrics ref4 "$name.1" 3 2>&1) || { bad "$name" "$why"; return; }
+    grep -q "resuming from .*step_00000002" "$T/$name.1.out" || { bad "$name" "did not resume"; return; }
+    ok "$name"
+}
+resume resume_ep2_to_ep1 2 parallel.ep=2 parallel.dp=1
+resume resume_dp2_to_dp1 2 parallel.ep=1 parallel.dp=2
+
+# ---- MPI must agree with what the launcher promised
+MOE_WORLD_SIZE=3 "${MPIRUN[@]}" -x MOE_WORLD_SIZE -n 2 "$BIN" "${TINY[@]}" parallel.ep=2 >"$T/size.out" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && grep -q "MOE_WORLD_SIZE = 3 ranks but MPI sees 2" "$T/size.out"; then
+    ok mpi_size_checked
+else
+    bad mpi_size_checked "exit $rc" "$(tail -5 "$T/size.out")"
+fi
+
+# ---- a rank that hangs or dies mid-run ends the job, naming the rank
+rank_pid() { # PARENT RANK: the pid of that MPI rank under mpirun
+    local p
+    for p in $(pgrep -P "$1"); do
+        if tr '\0' '\n' < /proc/"$p"/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then
+            echo "$p"; return
+        fi
+    done
+}
+fault() { # NAME SIGNAL PATTERN LIMIT_S
+    local name=$1 sig=$2 pat=$3 limit=$4
+    "${MPIRUN[@]}" -n 2 "$BIN" "${TINY[@]}" train.steps=100000 train.eval_every_n_steps=0 \
+        train.micro_batch_size=2 parallel.ep=2 parallel.timeout_s=3 logger.frequency=1 \
+        >"$T/$name.out" 2>&1 &
+    local mp=$! victim="" i
+    for i in $(seq 100); do # wait for training to start
+        grep -q "^step" "$T/$name.out" 2>/dev/null && victim=$(rank_pid $mp 1)
+        [ -n "$victim" ] && break
+        sleep 0.1
+    done
+    if [ -z "$victim" ]; then kill $mp 2>/dev/null; wait $mp; bad "$name" "training did not start" "$(tail -5 "$T/$name.out")"; return; fi
+    local t0=$SECONDS
+    kill -"$sig" "$victim"
+    for i in $(seq $((limit * 10))); do kill -0 $mp 2>/dev/null || break; sleep 0.1; done
+    if kill -0 $mp 2>/dev/null; then
+        kill -KILL "$victim" 2>/dev/null; kill $mp 2>/dev/null; wait $mp
+        bad "$name" "still running $limit s after SIG$sig to rank 1"; return
+    fi
+    wait $mp; local rc=$?
+    if [ $rc -eq 0 ]; then bad "$name" "exit 0"; return; fi
+    if ! grep -qE -- "$pat" "$T/$name.out"; then bad "$name" "output lacks /$pat/:" "$(tail -8 "$T/$name.out")"; return; fi
+    ok "$name ($((SECONDS - t0)) s)"
+}
+fault rank_hangs STOP "rank 0: .* has waited [0-9]+ s for rank 1, more than parallel.timeout_s = 3" 30
+fault rank_dies KILL "rank 1 .*(exited on signal 9|Killed)" 30
+
+echo "parallel: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
