@@ -1,7 +1,8 @@
 #!/bin/bash
 # Debian/Ubuntu packages moekit needs to build and test (run as root).
 # libslurm-dev brings the spank.h the plugin is built against (a plugin must
-# match the Slurm it runs in); the daemons are for the local test cluster.
+# match the Slurm it runs in); the daemons are for the local test cluster;
+# clang builds the libFuzzer harnesses (tests/fuzz/run.sh).
 # Open MPI (CPU ranks) must be installed before slurmd starts, or srun
 # --mpi=pmix steps hang.
 set -euo pipefail
