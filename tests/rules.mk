@@ -59,3 +59,10 @@ $(foreach t,$(FUZZ_TARGETS),$(eval $(call fuzz_bin_rule,$(t))))
 fuzz: $(foreach t,$(FUZZ_TARGETS),$(FUZZ_B)/fuzz_$(t))
 .PHONY: fuzz
 -include $(shell find $(FUZZ_B)/obj -name '*.d' 2>/dev/null)
+
+# tests/reliability/: what a resuming run would find under a checkpoint root.
+RELIABILITY_CKPT_CHECK := $(B)/tests/reliability/ckpt_check
+$(RELIABILITY_CKPT_CHECK): $(call obj,tests/reliability/ckpt_check.c) $(CKPT_LIB) $(COMMON_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
+everything: $(RELIABILITY_CKPT_CHECK)
