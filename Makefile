@@ -73,11 +73,16 @@ test: everything
 
 # Everything CI runs: the full suite, then the CPU suite again under
 # AddressSanitizer + UBSan (a shorter learning run; Slurm loads the plugin
-# into daemons without the sanitizer runtime, so that suite runs once).
+# into daemons without the sanitizer runtime, so that suite runs once), the
+# plugin and topology code under valgrind memcheck (plain build), and each
+# libFuzzer harness for FUZZ_SECONDS (7 harnesses, about 3 minutes in all).
+FUZZ_SECONDS ?= 20
 check:
 	$(MAKE) test
+	tests/reliability/valgrind.sh build
 	$(MAKE) SAN=1 everything
 	MOE_TEST_QUICK=1 MOE_SKIP_SLURM=1 ASAN_OPTIONS=detect_leaks=1 tests/run_all.sh build-san
+	tests/fuzz/run.sh $(FUZZ_SECONDS)
 
 clean:
 	rm -rf build build-san

@@ -14,7 +14,8 @@
 #   - a full disk or an unusable checkpoint directory: a clear error, the
 #     previous checkpoint intact and resumable.
 # Usage: tests/reliability/run.sh [BUILD_DIR]. MOE_RELIABILITY_SEED=N
-# replays the kill instants of a failed run; MOE_RELIABILITY_KILLS=N (30).
+# replays the kill instants of a failed run; MOE_RELIABILITY_KILLS=N (30, or
+# 12 with MOE_TEST_QUICK=1).
 # Last line: "reliability: N passed, N failed".
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -98,7 +99,7 @@ fi
 
 # ---- SIGKILL at random instants, checkpointing every step
 SEED=${MOE_RELIABILITY_SEED:-$$}
-KILLS=${MOE_RELIABILITY_KILLS:-30}
+KILLS=${MOE_RELIABILITY_KILLS:-$([ "${MOE_TEST_QUICK:-0}" = 1 ] && echo 12 || echo 30)}
 RANDOM=$SEED
 K=$T/kill
 landed=0 latest=-1 problem=
