@@ -148,30 +148,69 @@ __global__ void __launch_bounds__(NW * 32) attn_tc_fwd(bf16 *out, float *lse, co
         lse[((size_t)b * NH + h) * T + tq] = m + logf(l);
 }
 
-static size_t dq_smem(int HD)
+/* acc[j] (16 x 16 fp32 fragments over HD) += P[16 x 64] (bf16, ld LDP) X[64 x HD] */
+template <int HD>
+__device__ __forceinline__ void mm_reg_px(frag_c *acc, const bf16 *P, const bf16 *X)
 {
-    return sizeof(bf16) * 4 * BR * LDH(HD) + sizeof(float) * 2 * NW * 16 * LDS +
-           sizeof(bf16) * NW * 16 * LDP + sizeof(float) * NW * 16 * LDO(HD);
+#pragma unroll
+    for (int k = 0; k < 64; k += 16) {
+        frag_a_row a;
+        wmma::load_matrix_sync(a, P + k, LDP);
+#pragma unroll
+        for (int j = 0; j < HD / 16; j++) {
+            frag_b_row x;
+            wmma::load_matrix_sync(x, X + k * LDH(HD) + j * 16, LDH(HD));
+            wmma::mma_sync(acc[j], a, x, acc[j]);
+        }
+    }
 }
 
+/* write a warp's 16 x HD register accumulator as bf16 rows of a [B, T, H, HD]
+ * tensor, through a 16 x LDO fp32 staging tile of smem */
+template <int HD>
+__device__ void store_rows(bf16 *dst, frag_c *acc, float *stage, int b, int r0, int h, int T, int H)
+{
+    int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int j = 0; j < HD / 16; j++)
+        wmma::store_matrix_sync(stage + j * 16, acc[j], LDO(HD), wmma::mem_row_major);
+    __syncwarp();
+    for (int i = lane; i < 16 * HD; i += 32) {
+        int r = i / HD, d = i % HD, t = r0 + r;
+        if (t < T)
+            dst[(((size_t)b * T + t) * H + h) * HD + d] = __float2bfloat16(stage[r * LDO(HD) + d]);
+    }
+}
+
+/* one fp32 score tile per warp (S, then dP in the same place): small enough
+ * for two blocks per SM at head dim 128 */
+static size_t dq_smem(int HD)
+{
+    return sizeof(bf16) * 4 * BR * LDH(HD) + sizeof(float) * NW * 16 * LDS +
+           sizeof(bf16) * NW * 16 * LDP;
+}
+
+/* dQ per query tile: the accumulators stay in registers for the whole key loop */
+template <int HD>
 __global__ void __launch_bounds__(NW * 32) attn_tc_dq(bf16 *dq, const bf16 *q, const bf16 *k,
                                                       const bf16 *v, const bf16 *dout,
                                                       const float *lse, const float *D, int T,
-                                                      int NH, int NKV, int HD, float scale)
+                                                      int NH, int NKV, float scale)
 {
     extern __shared__ __align__(128) unsigned char smem[];
     bf16 *Q = (bf16 *)smem, *dO = Q + BR * LDH(HD), *K = dO + BR * LDH(HD), *V = K + BR * LDH(HD);
-    float *S = (float *)(V + BR * LDH(HD)), *dP = S + NW * 16 * LDS;
-    bf16 *dS = (bf16 *)(dP + NW * 16 * LDS);
-    float *G = (float *)(dS + NW * 16 * LDP);
+    float *S = (float *)(V + BR * LDH(HD));
+    bf16 *dS = (bf16 *)(S + NW * 16 * LDS);
     int b = blockIdx.z, h = blockIdx.y, kh = h / (NH / NKV), q0 = blockIdx.x * BR;
     int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    float *Sw = S + w * 16 * LDS, *dPw = dP + w * 16 * LDS, *Gw = G + w * 16 * LDO(HD);
+    float *Sw = S + w * 16 * LDS;
     bf16 *dSw = dS + w * 16 * LDP;
     load_tile(Q, q, b, q0, h, T, NH, HD);
     load_tile(dO, dout, b, q0, h, T, NH, HD);
-    for (int i = lane; i < 16 * LDO(HD); i += 32)
-        Gw[i] = 0;
+    frag_c g[HD / 16];
+#pragma unroll
+    for (int j = 0; j < HD / 16; j++)
+        wmma::fill_fragment(g[j], 0.f);
     int r = lane >> 1, c0 = (lane & 1) * 32, tq = q0 + w * 16 + r;
     float L = tq < T ? lse[((size_t)b * NH + h) * T + tq] : 0.f;
     float Dt = tq < T ? D[((size_t)b * NH + h) * T + tq] : 0.f;
@@ -182,60 +221,61 @@ __global__ void __launch_bounds__(NW * 32) attn_tc_dq(bf16 *dq, const bf16 *q, c
         load_tile(V, v, b, k0, kh, T, NKV, HD);
         __syncthreads();
         mm_abT(Sw, Q + w * 16 * LDH(HD), K, HD);
-        mm_abT(dPw, dO + w * 16 * LDH(HD), V, HD);
         __syncwarp();
-        for (int c = c0; c < c0 + 32; c++) {
-            int tk = k0 + c;
-            float ds = 0;
-            if (tk <= tq && tk < T && tq < T) {
-                float p = __expf(Sw[r * LDS + c] * scale - L);
-                ds = p * (dPw[r * LDS + c] - Dt) * scale;
-            }
-            dSw[r * LDP + c] = __float2bfloat16(ds);
+        float p[32]; /* this lane's 32 probabilities, kept while dP takes the tile */
+#pragma unroll
+        for (int i = 0; i < 32; i++) {
+            int tk = k0 + c0 + i;
+            p[i] = (tk <= tq && tk < T && tq < T) ? __expf(Sw[r * LDS + c0 + i] * scale - L) : 0.f;
         }
         __syncwarp();
-        mm_acc_px(Gw, dSw, K, HD);
+        mm_abT(Sw, dO + w * 16 * LDH(HD), V, HD);
         __syncwarp();
+#pragma unroll
+        for (int i = 0; i < 32; i++)
+            dSw[r * LDP + c0 + i] = __float2bfloat16(p[i] * (Sw[r * LDS + c0 + i] - Dt) * scale);
+        __syncwarp();
+        mm_reg_px<HD>(g, dSw, K);
     }
-    if (tq >= T)
-        return;
-    for (int d = (lane & 1); d < HD; d += 2)
-        dq[(((size_t)b * T + tq) * NH + h) * HD + d] = __float2bfloat16(Gw[r * LDO(HD) + d]);
+    __syncthreads(); /* the tiles are free: stage the result there */
+    store_rows<HD>(dq, g, (float *)smem + w * 16 * LDO(HD), b, q0 + w * 16, h, T, NH);
 }
 
 static size_t dkv_smem(int HD)
 {
-    return sizeof(bf16) * 4 * BR * LDH(HD) + sizeof(float) * 2 * NW * 16 * LDS +
-           sizeof(bf16) * 2 * NW * 16 * LDP + sizeof(float) * 2 * NW * 16 * LDO(HD) +
-           sizeof(float) * 2 * BR;
+    return sizeof(bf16) * 4 * BR * LDH(HD) + sizeof(float) * NW * 16 * LDS +
+           sizeof(bf16) * 2 * NW * 16 * LDP + sizeof(float) * 2 * BR;
 }
 
-/* O[16 x HD] += A^T... here: acc[16 keys x HD] += X16x64 (bf16, ld LDP) Y[64 x HD] */
+/* dK, dV per key tile, over the query tiles of every head of its group;
+ * both accumulators stay in registers */
+template <int HD>
 __global__ void __launch_bounds__(NW * 32) attn_tc_dkv(bf16 *dk, bf16 *dv, const bf16 *q,
                                                        const bf16 *k, const bf16 *v,
                                                        const bf16 *dout, const float *lse,
                                                        const float *D, int T, int NH, int NKV,
-                                                       int HD, float scale)
+                                                       float scale)
 {
     extern __shared__ __align__(128) unsigned char smem[];
     bf16 *K = (bf16 *)smem, *V = K + BR * LDH(HD), *Q = V + BR * LDH(HD), *dO = Q + BR * LDH(HD);
-    float *St = (float *)(dO + BR * LDH(HD)), *dPt = St + NW * 16 * LDS;
-    bf16 *Pt = (bf16 *)(dPt + NW * 16 * LDS), *dSt = Pt + NW * 16 * LDP;
-    float *GK = (float *)(dSt + NW * 16 * LDP), *GV = GK + NW * 16 * LDO(HD);
-    float *Ls = GV + NW * 16 * LDO(HD), *Ds = Ls + BR;
+    float *St = (float *)(dO + BR * LDH(HD));
+    bf16 *Pt = (bf16 *)(St + NW * 16 * LDS), *dSt = Pt + NW * 16 * LDP;
+    float *Ls = (float *)(dSt + NW * 16 * LDP), *Ds = Ls + BR;
     int b = blockIdx.z, kh = blockIdx.y, group = NH / NKV, k0 = blockIdx.x * BR;
     int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    float *Stw = St + w * 16 * LDS, *dPtw = dPt + w * 16 * LDS;
-    float *GKw = GK + w * 16 * LDO(HD), *GVw = GV + w * 16 * LDO(HD);
+    float *Stw = St + w * 16 * LDS;
     bf16 *Ptw = Pt + w * 16 * LDP, *dStw = dSt + w * 16 * LDP;
     load_tile(K, k, b, k0, kh, T, NKV, HD);
     load_tile(V, v, b, k0, kh, T, NKV, HD);
-    for (int i = lane; i < 16 * LDO(HD); i += 32)
-        GKw[i] = GVw[i] = 0;
-    /* lanes 2r, 2r+1 own key row r of the warp's 16 */
+    frag_c gk[HD / 16], gv[HD / 16];
+#pragma unroll
+    for (int j = 0; j < HD / 16; j++) {
+        wmma::fill_fragment(gk[j], 0.f);
+        wmma::fill_fragment(gv[j], 0.f);
+    }
     int r = lane >> 1, c0 = (lane & 1) * 32, tk = k0 + w * 16 + r;
     for (int h = kh * group; h < (kh + 1) * group; h++) {
-        for (int t0 = (k0 / BR) * BR; t0 < T; t0 += BR) {
+        for (int t0 = k0; t0 < T; t0 += BR) {
             __syncthreads();
             load_tile(Q, q, b, t0, h, T, NH, HD);
             load_tile(dO, dout, b, t0, h, T, NH, HD);
@@ -245,35 +285,35 @@ __global__ void __launch_bounds__(NW * 32) attn_tc_dkv(bf16 *dk, bf16 *dv, const
                 Ds[i] = t < T ? D[((size_t)b * NH + h) * T + t] : 0.f;
             }
             __syncthreads();
-            mm_abT(Stw, K + w * 16 * LDH(HD), Q, HD);   /* S^T: keys x queries */
-            mm_abT(dPtw, V + w * 16 * LDH(HD), dO, HD); /* dP^T */
+            mm_abT(Stw, K + w * 16 * LDH(HD), Q, HD); /* S^T: keys x queries */
             __syncwarp();
-            for (int c = c0; c < c0 + 32; c++) {
-                int tq = t0 + c;
-                float p = 0, ds = 0;
-                if (tq >= tk && tq < T && tk < T) {
-                    p = __expf(Stw[r * LDS + c] * scale - Ls[c]);
-                    ds = p * (dPtw[r * LDS + c] - Ds[c]) * scale;
-                }
-                Ptw[r * LDP + c] = __float2bfloat16(p);
-                dStw[r * LDP + c] = __float2bfloat16(ds);
+            float p[32];
+#pragma unroll
+            for (int i = 0; i < 32; i++) {
+                int tq = t0 + c0 + i;
+                p[i] = (tq >= tk && tq < T && tk < T) ? __expf(Stw[r * LDS + c0 + i] * scale - Ls[c0 + i]) : 0.f;
+                Ptw[r * LDP + c0 + i] = __float2bfloat16(p[i]);
             }
             __syncwarp();
-            mm_acc_px(GVw, Ptw, dO, HD); /* dV += P^T dO */
-            mm_acc_px(GKw, dStw, Q, HD); /* dK += dS^T Q */
+            mm_abT(Stw, V + w * 16 * LDH(HD), dO, HD); /* dP^T, in the same tile */
             __syncwarp();
+#pragma unroll
+            for (int i = 0; i < 32; i++)
+                dStw[r * LDP + c0 + i] =
+                    __float2bfloat16(p[i] * (Stw[r * LDS + c0 + i] - Ds[c0 + i]) * scale);
+            __syncwarp();
+            mm_reg_px<HD>(gv, Ptw, dO); /* dV += P^T dO */
+            mm_reg_px<HD>(gk, dStw, Q); /* dK += dS^T Q */
         }
     }
-    if (tk >= T)
-        return;
-    for (int d = (lane & 1); d < HD; d += 2) {
-        size_t idx = (((size_t)b * T + tk) * NKV + kh) * HD + d;
-        dk[idx] = __float2bfloat16(GKw[r * LDO(HD) + d]);
-        dv[idx] = __float2bfloat16(GVw[r * LDO(HD) + d]);
-    }
+    __syncthreads();
+    float *stage = (float *)smem + w * 16 * LDO(HD);
+    store_rows<HD>(dk, gk, stage, b, k0 + w * 16, kh, T, NKV);
+    __syncwarp();
+    store_rows<HD>(dv, gv, stage, b, k0 + w * 16, kh, T, NKV);
 }
 
-int cuda_attention_tc_supported(int HD) { return HD % 16 == 0 && HD <= 128; }
+int cuda_attention_tc_supported(int HD) { return HD == 16 || HD == 32 || HD == 64 || HD == 128; }
 
 void cuda_attention_tc_fwd(moe_backend *be, bf16 *out, float *lse, const bf16 *q, const bf16 *k,
                            const bf16 *v, int B, int T, int NH, int NKV, int HD)
@@ -286,16 +326,30 @@ void cuda_attention_tc_fwd(moe_backend *be, bf16 *out, float *lse, const bf16 *q
     LAUNCHED(be, "attention_fwd (tensor cores)");
 }
 
+template <int HD>
+static void tc_bwd(moe_backend *be, bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
+                   const bf16 *q, const bf16 *k, const bf16 *v, const float *lse, const float *D,
+                   int B, int T, int NH, int NKV)
+{
+    float scale = (float)(1.0 / sqrt((double)HD));
+    size_t s1 = dq_smem(HD), s2 = dkv_smem(HD);
+    CU(be, "attention_bwd", cudaFuncSetAttribute(attn_tc_dq<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s1));
+    CU(be, "attention_bwd", cudaFuncSetAttribute(attn_tc_dkv<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s2));
+    dim3 gq((T + BR - 1) / BR, NH, B), gk((T + BR - 1) / BR, NKV, B);
+    attn_tc_dq<HD><<<gq, NW * 32, s1, CTX(be)->stream>>>(dq, q, k, v, dout, lse, D, T, NH, NKV, scale);
+    attn_tc_dkv<HD><<<gk, NW * 32, s2, CTX(be)->stream>>>(dk, dv, q, k, v, dout, lse, D, T, NH, NKV, scale);
+    LAUNCHED(be, "attention_bwd (tensor cores)");
+}
+
 void cuda_attention_tc_bwd(moe_backend *be, bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
                            const bf16 *q, const bf16 *k, const bf16 *v, const float *lse,
                            const float *D, int B, int T, int NH, int NKV, int HD)
 {
-    float scale = (float)(1.0 / sqrt((double)HD));
-    size_t s1 = dq_smem(HD), s2 = dkv_smem(HD);
-    CU(be, "attention_bwd", cudaFuncSetAttribute(attn_tc_dq, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s1));
-    CU(be, "attention_bwd", cudaFuncSetAttribute(attn_tc_dkv, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s2));
-    dim3 gq((T + BR - 1) / BR, NH, B), gk((T + BR - 1) / BR, NKV, B);
-    attn_tc_dq<<<gq, NW * 32, s1, CTX(be)->stream>>>(dq, q, k, v, dout, lse, D, T, NH, NKV, HD, scale);
-    attn_tc_dkv<<<gk, NW * 32, s2, CTX(be)->stream>>>(dk, dv, q, k, v, dout, lse, D, T, NH, NKV, HD, scale);
-    LAUNCHED(be, "attention_bwd (tensor cores)");
+    switch (HD) {
+    case 16: tc_bwd<16>(be, dq, dk, dv, dout, q, k, v, lse, D, B, T, NH, NKV); break;
+    case 32: tc_bwd<32>(be, dq, dk, dv, dout, q, k, v, lse, D, B, T, NH, NKV); break;
+    case 64: tc_bwd<64>(be, dq, dk, dv, dout, q, k, v, lse, D, B, T, NH, NKV); break;
+    case 128: tc_bwd<128>(be, dq, dk, dv, dout, q, k, v, lse, D, B, T, NH, NKV); break;
+    default: cuda_note(be, "attention_bwd", "no tensor-core kernel for this head dim");
+    }
 }

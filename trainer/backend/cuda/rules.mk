@@ -24,6 +24,10 @@ $(B)/tests/gpu/test_cuda_ops: $(call obj,tests/gpu/test_cuda_ops.c) $(B)/lib/lib
 		$(B)/lib/libmoe_common.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(CUDA_LDLIBS) $(LDLIBS_BASE)
+GPU_TESTS += $(B)/tests/gpu/bench_ops
+$(B)/tests/gpu/bench_ops: $(call obj,tests/gpu/bench_ops.c) $(CUDA_LIB) $(B)/lib/libmoe_common.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(CUDA_LDLIBS) $(LDLIBS_BASE)
 everything: $(GPU_TESTS)
 else
 CUDA_LIB :=
