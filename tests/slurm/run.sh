@@ -450,6 +450,93 @@ case_cpu_trains_for_real() {
     done_case
 }
 
+# ---------------------------------------------------------------- cases: preemption and requeue
+
+# A tiny model on the CPU whose steps take milliseconds: long enough to signal mid-run.
+preempt_set() { # CKPT_DIR RUN_DIR
+    echo "--moe-set=model.hidden_size=16,model.num_layers=1,model.num_heads=2,model.num_kv_heads=1,model.head_dim=8,model.num_experts=2,model.top_k=1,model.intermediate_size=16,train.seq_length=32,train.micro_batch_size=2,train.steps=400,train.eval_every_n_steps=0,train.eval_batches=1,scheduler.warmup_steps=10,logger.frequency=1000,checkpoint.save_every_n_steps=0,checkpoint.ckpt_dir=$1,logger.run_dir=$2"
+}
+# The sanity script as a one-task CPU job (the command line replaces the script's layout).
+sbatch_cpu_sanity() { sbatch --parsable -n1 --ntasks-per-node=1 -c2 --gres=none --moe-ep=1 "$@" "$sanity"; }
+wait_metrics() { # FILE LINES: the run logged that many steps (60 s at most)
+    local i
+    for ((i = 0; i < 600; i++)); do
+        [ -f "$1" ] && [ "$(wc -l < "$1")" -ge "$2" ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+# Each step once, with the straight run's loss, lr and grad_norm.
+same_metrics() { # REFERENCE GOT
+    python3 - "$1" "$2" <<'PY'
+import json, sys
+def steps(p):
+    out = {}
+    for line in open(p):
+        d = json.loads(line)
+        if 'loss' in d:
+            if d['step'] in out:
+                sys.exit('%s: step %d logged twice' % (p, d['step']))
+            out[d['step']] = (d['loss'], d['lr'], d['grad_norm'])
+    return out
+ref, got = steps(sys.argv[1]), steps(sys.argv[2])
+if ref != got:
+    bad = [s for s in sorted(set(ref) | set(got)) if ref.get(s) != got.get(s)]
+    sys.exit('steps differ from the straight run: %s' % bad[:10])
+PY
+}
+
+case_preempt_usr1_requeue_resume() {
+    policy "trainer=$trainer" "topology_xml=$cpu_only" allow_cpu=yes bind=no
+    local ref id stopped
+    # the straight run every preempted run must equal
+    ref=$(sbatch_cpu_sanity -o ref.out "$(preempt_set "$PWD/ref/ckpt" "$PWD/ref/run")")
+    expect "the straight job completes" equals "$(wait_job "$ref" 180)" COMPLETED
+    id=$(sbatch_cpu_sanity -o job.out --open-mode=append "$(preempt_set "$PWD/ckpt" "$PWD/run")")
+    if wait_metrics run/metrics.jsonl 30; then
+        scancel --signal=USR1 "$id"
+    else
+        case_failures+=("the job never logged 30 steps: $(tail -3 job.out)")
+    fi
+    # Slurm holds a requeued job for two minutes (BeginTime); once requeued, let it start now
+    local i
+    for ((i = 0; i < 300; i++)); do
+        [ "$(job_field "$id" Restarts)" = 1 ] && [ "$(job_field "$id" JobState)" = PENDING ] && break
+        sleep 0.2
+    done
+    scontrol update JobId="$id" StartTime=now
+    expect "the requeued job completes" equals "$(wait_job "$id" 240)" COMPLETED
+    expect "the job was requeued once (Restarts=$(job_field "$id" Restarts))" equals "$(job_field "$id" Restarts)" 1
+    stopped=$(sed -nE 's/.*stopping at step ([0-9]+) of.*stop signal.*/\1/p' job.out | head -1)
+    expect "moe-train stopped on the signal" test -n "$stopped"
+    expect "the script requeued the job" contains job.out "requeued job $id"
+    expect "the second run resumed at step $stopped" grep -q "resuming from .*step_0*$stopped (step $stopped)" job.out
+    expect "it finished all 400 steps" contains job.out "moe-train: done: 400 steps"
+    expect "each step once, same loss/lr/grad_norm as the straight run: $(same_metrics ref/run/metrics.jsonl run/metrics.jsonl 2>&1)" \
+        same_metrics ref/run/metrics.jsonl run/metrics.jsonl
+    expect "final weights bit-identical to the straight run" \
+        cmp -s ref/ckpt/step_00000400/model.safetensors ckpt/step_00000400/model.safetensors
+    done_case
+}
+
+case_preempt_without_requeue_keeps_checkpoint() {
+    policy "trainer=$trainer" "topology_xml=$cpu_only" allow_cpu=yes bind=no
+    local id stopped
+    id=$(sbatch_cpu_sanity --no-requeue -o job.out "$(preempt_set "$PWD/ckpt" "$PWD/run")")
+    if wait_metrics run/metrics.jsonl 30; then
+        scancel --signal=USR1 "$id"
+    else
+        case_failures+=("the job never logged 30 steps: $(tail -3 job.out)")
+    fi
+    expect "the job ends FAILED (exit 75)" equals "$(wait_job "$id" 120)" FAILED
+    expect "exit code 75 ($(job_field "$id" ExitCode))" equals "$(job_field "$id" ExitCode)" 75:0
+    expect "not requeued" equals "$(job_field "$id" Restarts)" 0
+    expect "the script says why it did not requeue" contains job.out "does not allow requeue"
+    stopped=$(sed -nE 's/.*stopping at step ([0-9]+) of.*stop signal.*/\1/p' job.out | head -1)
+    expect "a checkpoint at the step it stopped ($stopped)" test -f "ckpt/$(printf 'step_%08d' "${stopped:-0}")/MANIFEST"
+    done_case
+}
+
 # ---------------------------------------------------------------- run
 
 start=$SECONDS
@@ -471,6 +558,8 @@ if start_cluster b200; then
     run_case salloc case_salloc
     run_case cpu_refused_without_allow_cpu case_cpu_refused_without_allow_cpu
     run_case cpu_trains_for_real case_cpu_trains_for_real
+    run_case preempt_usr1_requeue_resume case_preempt_usr1_requeue_resume
+    run_case preempt_without_requeue_keeps_checkpoint case_preempt_without_requeue_keeps_checkpoint
 else
     say "could not start the B200 cluster"; failed=$((failed + 1))
 fi
