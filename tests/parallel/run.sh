@@ -174,7 +174,7 @@ fault() { # NAME SIGNAL PATTERN LIMIT_S
     if ! grep -qE -- "$pat" "$T/$name.out"; then bad "$name" "output lacks /$pat/:" "$(tail -8 "$T/$name.out")"; return; fi
     ok "$name ($((SECONDS - t0)) s)"
 }
-fault rank_hangs STOP "rank 0: .* has waited [0-9]+ s for rank 1, more than parallel.timeout_s = 3" 30
+fault rank_hangs STOP "rank 0: .* has waited [0-9.]+ s for rank 1, more than parallel.timeout_s = 3" 30
 fault rank_dies KILL "rank 1 .*(exited on signal 9|Killed)" 30
 
 echo "parallel: $passed passed, $failed failed"

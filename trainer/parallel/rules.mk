@@ -16,3 +16,9 @@ PARALLEL_SRCS := trainer/parallel/comm.c trainer/parallel/comm_single.c \
 	trainer/parallel/dispatch_ep.c trainer/parallel/layout_io.c trainer/parallel/zero.c
 PARALLEL_LIB := $(B)/lib/libmoe_parallel.a
 $(PARALLEL_LIB): $(call obj,$(PARALLEL_SRCS))
+
+UNIT_TESTS += $(B)/tests/test_parallel
+$(B)/tests/test_parallel: $(call obj,tests/unit/test_parallel.c) $(PARALLEL_LIB) $(MODEL_LIB) \
+		$(DATA_LIB) $(COMMON_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)

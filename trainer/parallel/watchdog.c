@@ -40,7 +40,7 @@ static void report_and_abort(void)
     }
     int me = c->world_ranks ? c->world_ranks[c->rank] : c->rank;
     fprintf(stderr,
-            "moe-train: rank %d: %s on the %s group (collective #%lu) has waited %.0f s for "
+            "moe-train: rank %d: %s on the %s group (collective #%lu) has waited %.1f s for "
             "rank%s %s, more than parallel.timeout_s = %g: a peer rank died or hangs; "
             "aborting the job\n",
             me, wd.op, c->name, wd.seq, now_s() - wd.since, c->size > 2 ? "s" : "", peers,

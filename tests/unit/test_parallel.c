@@ -1,0 +1,366 @@
+/* The parallel layer on one rank, without a launcher: rank layout
+ * arithmetic and its refusals, the single-rank communicator and its error
+ * paths, status agreement, the expert-parallel dispatcher and the sharded
+ * optimizer through the same collectives (they must compute exactly what
+ * the local dispatcher and the plain AdamW do), the full-layout gather of
+ * checkpoints, the router-statistics hook, and the collective watchdog.
+ * Multi-rank runs are in tests/parallel/run.sh (mpirun). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../trainer/model/model.h"
+#include "../../trainer/parallel/dispatch_ep.h"
+#include "../../trainer/parallel/layout_io.h"
+#include "../../trainer/parallel/parallel.h"
+#include "../../trainer/parallel/watchdog.h"
+#include "../../trainer/parallel/zero.h"
+#include "../check.h"
+
+static const moe_dims DIMS = {.C = 16, .L = 2, .NH = 2, .NKV = 1, .HD = 8, .E = 4, .K = 2,
+                              .I = 12, .V = 256, .eps = 1e-5, .theta = 10000, .aux_coef = 0.01};
+enum { B = 2, T = 8 };
+
+static void test_layout(void)
+{
+    moe_par p;
+    moe_err e = {{0}};
+    CHECK(par_layout(&p, 3, 4, 2, 0, &e) == 0);
+    CHECK(p.ep_rank == 1 && p.dp_rank == 1 && p.ep_size == 2 && p.dp_size == 2);
+    CHECK_MSG(!strcmp(p.layout, "EP=2 x DP=2 over 4 ranks (EP groups: ranks 0-1, 2-3)"), "%s",
+              p.layout);
+    CHECK(par_layout(&p, 0, 1, 1, 1, &e) == 0 && !strcmp(p.layout, "EP=1 x DP=1 over 1 rank"));
+    CHECK(par_layout(&p, 0, 6, 4, 0, &e) == -1);
+    CHECK_MSG(strstr(e.msg, "parallel.ep = 4 does not divide the 6 ranks"), "%s", e.msg);
+    CHECK(par_layout(&p, 0, 4, 2, 1, &e) == -1);
+    CHECK_MSG(strstr(e.msg, "parallel.ep = 2 x parallel.dp = 1 = 2 ranks, but this job has 4"),
+              "%s", e.msg);
+    CHECK(par_layout(&p, 0, 4, 0, 0, &e) == -1 && strstr(e.msg, "at least 1"));
+}
+
+static void test_single_comm(void)
+{
+    moe_comm *c, *sub;
+    moe_err e = {{0}};
+    CHECK(comm_single_create(&c, &e) == 0);
+    double v[2] = {1.5, 2};
+    CHECK(comm_allreduce_sum(c, v, 2, MOE_DT_DOUBLE, &e) == 0 && v[0] == 1.5 && v[1] == 2);
+    int64_t a = 7, b = 0;
+    CHECK(comm_allgather(c, &a, &b, 1, MOE_DT_INT64, &e) == 0 && b == 7);
+    size_t n3[1] = {3}, n2[1] = {2}, z[1] = {0};
+    char src[3] = "ab", dst[3] = "";
+    CHECK(comm_alltoallv(c, src, n3, z, dst, n3, z, &e) == 0 && !strcmp(dst, "ab"));
+    CHECK(comm_alltoallv(c, src, n3, z, dst, n2, z, &e) == -1);
+    CHECK_MSG(strstr(e.msg, "rank 0: alltoallv on the world group") &&
+                  strstr(e.msg, "sends 3 bytes to itself but expects 2"), "%s", e.msg);
+    float f[3] = {1, 2, 3}, g[3] = {0};
+    CHECK(comm_reduce_scatter_sum(c, f, g, n3, MOE_DT_REAL, &e) == 0 && g[2] == 3);
+    CHECK(comm_allgatherv(c, f, 2, g, n3, z, MOE_DT_REAL, &e) == -1);
+    CHECK_MSG(strstr(e.msg, "sends 2 elements but the counts say 3"), "%s", e.msg);
+    CHECK(comm_broadcast(c, f, sizeof f, 1, &e) == -1 && strstr(e.msg, "root 1 is not a rank"));
+    CHECK(comm_barrier(c, &e) == 0);
+    CHECK(comm_split(c, 0, 0, "ep", &sub, &e) == 0 && sub->size == 1 && !strcmp(sub->name, "ep"));
+    comm_destroy(sub);
+    comm_destroy(c);
+}
+
+static void test_agree(void)
+{
+    moe_comm *c;
+    moe_err e = {{0}};
+    CHECK(comm_single_create(&c, &e) == 0);
+    CHECK(comm_agree(c, 0, "reading", &e) == 0);
+    moe_errf(&e, "disk full");
+    CHECK(comm_agree(c, 1, "reading", &e) == -1 && !strcmp(e.msg, "disk full"));
+    comm_destroy(c);
+}
+
+static void test_launch_detection(void)
+{
+    const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"};
+    if (comm_mpi_launched()) /* under mpirun: nothing to learn here */
+        return;
+    setenv("PMIX_RANK", "0", 1);
+    CHECK(comm_mpi_launched());
+    unsetenv("PMIX_RANK");
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
+        CHECK(!getenv(vars[i]));
+    CHECK(!comm_mpi_launched());
+}
+
+/* ---- a model on the CPU backend with a given dispatcher ---- */
+
+typedef struct {
+    moe_backend *be;
+    moe_dispatcher *disp;
+    moe_model *m;
+} rig;
+
+static int rig_open(rig *r, int ep_dispatcher, moe_comm *c, int with_moments)
+{
+    moe_err e = {{0}};
+    memset(r, 0, sizeof *r);
+    if (cpu_backend_create(&r->be, 1, &e) ||
+        (ep_dispatcher ? dispatcher_ep_create(&r->disp, c, DIMS.E, &e)
+                       : dispatcher_local_create(&r->disp, &e)) ||
+        model_create_parallel(&r->m, &DIMS, r->be, r->disp, B, T, 0, 1, with_moments, &e) ||
+        model_init_random(r->m, 42, 0.2, &e)) {
+        fprintf(stderr, "  rig: %s\n", e.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static void rig_close(rig *r)
+{
+    if (r->m)
+        model_destroy(r->m);
+    if (r->disp)
+        r->disp->destroy(r->disp);
+    if (r->be)
+        r->be->destroy(r->be);
+}
+
+static void batch(int32_t *tok, int32_t *tgt, int salt)
+{
+    for (int i = 0; i < B * T; i++) {
+        tok[i] = 4 + (i * 7 + salt * 13) % 60;
+        tgt[i] = i % 5 == 4 ? -1 : 4 + (i * 11 + salt) % 60;
+    }
+}
+
+static void test_ep_dispatcher_matches_local(void)
+{
+    moe_comm *c;
+    moe_err e = {{0}};
+    CHECK(comm_single_create(&c, &e) == 0);
+    rig loc, ep;
+    CHECK(rig_open(&loc, 0, c, 1) == 0 && rig_open(&ep, 1, c, 1) == 0);
+    if (loc.m && ep.m) {
+        int32_t tok[B * T], tgt[B * T];
+        batch(tok, tgt, 1);
+        double l1, l2;
+        int64_t n1, n2;
+        CHECK(model_forward_backward(loc.m, tok, tgt, 1.0 / 13, 0.01, &l1, &n1, &e) == 0);
+        CHECK(model_forward_backward(ep.m, tok, tgt, 1.0 / 13, 0.01, &l2, &n2, &e) == 0);
+        CHECK(l1 == l2 && n1 == n2 && loc.m->aux_loss == ep.m->aux_loss);
+        /* same rows in the same order: the same bits */
+        CHECK(!memcmp(loc.m->grad, ep.m->grad, sizeof(real) * loc.m->n_elems));
+        CHECK(ep.disp->max_rows(ep.disp, B * T, DIMS.K) == B * T * DIMS.K);
+    }
+    rig_close(&loc);
+    rig_close(&ep);
+    moe_dispatcher *d;
+    moe_comm fake = *c;
+    fake.size = 3; /* only its size is read */
+    CHECK(dispatcher_ep_create(&d, &fake, 4, &e) == -1);
+    CHECK_MSG(strstr(e.msg, "4 experts do not split evenly over an EP group of 3"), "%s", e.msg);
+    comm_destroy(c);
+}
+
+static int failing_sum(void *ctx, double *v, int n, moe_err *e)
+{
+    return moe_errf(e, "peer gone");
+}
+
+static int doubling_sum(void *ctx, double *v, int n, moe_err *e)
+{
+    for (int i = 0; i < n; i++) /* two ranks with the same tokens */
+        v[i] *= 2;
+    return 0;
+}
+
+static void test_stats_hook(void)
+{
+    rig r;
+    moe_err e = {{0}};
+    CHECK(rig_open(&r, 0, NULL, 1) == 0);
+    if (r.m) {
+        int32_t tok[B * T], tgt[B * T];
+        batch(tok, tgt, 2);
+        double ls, aux0;
+        int64_t nv;
+        CHECK(model_forward(r.m, tok, tgt, &ls, &nv, NULL, &e) == 0);
+        aux0 = r.m->aux_loss;
+        CHECK(r.m->aux_tokens == (double)DIMS.L * B * T);
+        r.m->stats_sum = doubling_sum;
+        CHECK(model_forward(r.m, tok, tgt, &ls, &nv, NULL, &e) == 0);
+        CHECK_NEAR(r.m->aux_loss, aux0, 1e-12);
+        CHECK(r.m->aux_tokens == 2.0 * DIMS.L * B * T);
+        r.m->stats_sum = failing_sum;
+        CHECK(model_forward(r.m, tok, tgt, &ls, &nv, NULL, &e) == -1);
+        CHECK_MSG(strstr(e.msg, "router statistics: peer gone"), "%s", e.msg);
+    }
+    rig_close(&r);
+}
+
+static void test_zero_matches_adamw(void)
+{
+    moe_par p;
+    moe_err e = {{0}};
+    if (par_open(&p, 1, 0, 30, &e)) {
+        CHECK_MSG(0, "par_open: %s", e.msg);
+        return;
+    }
+    CHECK(p.size == 1 && !strcmp(p.world->impl, "single"));
+    rig plain, sharded;
+    CHECK(rig_open(&plain, 0, NULL, 1) == 0 && rig_open(&sharded, 0, NULL, 0) == 0);
+    moe_zero *z = NULL;
+    CHECK(sharded.m && sharded.m->m == NULL && sharded.m->v == NULL);
+    if (plain.m && sharded.m && zero_create(&z, sharded.m, &p, &e) == 0) {
+        moe_backend *be = plain.be;
+        for (int step = 1; step <= 2; step++) {
+            int32_t tok[B * T], tgt[B * T];
+            batch(tok, tgt, step);
+            double ls;
+            int64_t nv;
+            model_zero_grad(plain.m);
+            model_zero_grad(sharded.m);
+            CHECK(model_forward_backward(plain.m, tok, tgt, 0.1, 0, &ls, &nv, &e) == 0);
+            CHECK(model_forward_backward(sharded.m, tok, tgt, 0.1, 0, &ls, &nv, &e) == 0);
+            moe_adamw_hyper h = {.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                                 .weight_decay = 0.1f, .bias_corr1 = 1 - (step == 1 ? 0.9f : 0.81f),
+                                 .bias_corr2 = 1 - (step == 1 ? 0.95f : 0.9025f), .grad_scale = 1};
+            double clip = 0.5, norm = sqrt(be->sum_squares(be, plain.m->grad, plain.m->n_elems));
+            moe_adamw_hyper hp = h;
+            if (norm > clip)
+                hp.grad_scale = (real)(clip / (norm + 1e-6));
+            be->adamw(be, plain.m->master, plain.m->wc, plain.m->grad, plain.m->m, plain.m->v,
+                      plain.m->spans, plain.m->n_params, &hp);
+            double zn;
+            CHECK(zero_step(z, h, clip, &zn, &e) == 0);
+            CHECK_NEAR(zn, norm, 1e-6 * norm);
+        }
+        size_t n = plain.m->n_elems, worst = 0;
+        for (size_t i = 0; i < n; i++)
+            if (plain.m->master[i] != sharded.m->master[i])
+                worst++;
+        CHECK_MSG(worst == 0, "%zu of %zu masters differ", worst, n);
+        /* moments out and back in */
+        real *mh = malloc(sizeof(real) * n), *vh = malloc(sizeof(real) * n);
+        CHECK(zero_get_moments(z, mh, vh, &e) == 0);
+        CHECK(!memcmp(mh, plain.m->m, sizeof(real) * n) && !memcmp(vh, plain.m->v, sizeof(real) * n));
+        for (size_t i = 0; i < n; i++)
+            mh[i] = (real)i;
+        real *back = calloc(n, sizeof(real));
+        CHECK(zero_set_moments(z, mh, vh, &e) == 0 && zero_get_moments(z, back, vh, &e) == 0);
+        CHECK(back[n - 1] == (real)(n - 1) && back[1] == 1);
+        free(back);
+        CHECK(zero_moment_bytes(z) == 2 * sizeof(real) * n);
+        CHECK(zero_unsharded_moment_bytes(z) == zero_moment_bytes(z));
+        free(mh);
+        free(vh);
+    } else {
+        CHECK_MSG(0, "zero_create: %s", e.msg);
+    }
+    zero_destroy(z);
+    rig_close(&plain);
+    rig_close(&sharded);
+    par_close(&p);
+}
+
+static void test_layout_io(void)
+{
+    moe_par p;
+    moe_err e = {{0}};
+    CHECK(par_open(&p, 1, 0, 30, &e) == 0);
+    rig r;
+    CHECK(rig_open(&r, 0, NULL, 1) == 0);
+    moe_model full;
+    if (r.m && layout_full_make(&full, r.m, &e) == 0) {
+        CHECK(full.n_elems == r.m->n_elems && full.n_params == r.m->n_params);
+        size_t n = full.n_elems;
+        real *a = malloc(sizeof(real) * n), *b = malloc(sizeof(real) * n);
+        for (size_t i = 0; i < n; i++)
+            a[i] = (real)i;
+        CHECK(layout_gather_full(&p, r.m, &full, a, b, &e) == 0 && !memcmp(a, b, sizeof(real) * n));
+        memset(a, 0, sizeof(real) * n);
+        layout_slice_local(r.m, &full, b, a);
+        CHECK(a[n - 1] == (real)(n - 1) && a[0] == 0 && a[1] == 1);
+        free(a);
+        free(b);
+        layout_full_free(&full);
+    }
+    /* an expert-parallel layout: rank 1 of 2 holds experts 2 and 3 */
+    moe_backend *be;
+    moe_dispatcher *d;
+    moe_model *half;
+    CHECK(cpu_backend_create(&be, 1, &e) == 0 && dispatcher_local_create(&d, &e) == 0);
+    CHECK(model_create_parallel(&half, &DIMS, be, d, B, T, 1, 2, 0, &e) == 0);
+    if (half && r.m && layout_full_make(&full, half, &e) == 0) {
+        CHECK(full.n_elems == r.m->n_elems && half->n_elems < full.n_elems);
+        CHECK(half->e0 == 2 && half->E_local == 2);
+        real *f = malloc(sizeof(real) * full.n_elems), *h = malloc(sizeof(real) * half->n_elems);
+        CHECK(model_get_host(r.m, r.m->master, f, &e) == 0);
+        layout_slice_local(half, &full, f, h);
+        CHECK(model_init_random(half, 42, 0.2, &e) == 0); /* same seed: the same experts 2, 3 */
+        CHECK(!memcmp(h, half->master, sizeof(real) * half->n_elems));
+        free(f);
+        free(h);
+        layout_full_free(&full);
+    }
+    CHECK(model_create_parallel(&half, &DIMS, be, d, B, T, 0, 3, 0, &e) == -1);
+    CHECK_MSG(strstr(e.msg, "rank 0 of 3 cannot hold an equal share of 4 experts"), "%s", e.msg);
+    model_destroy(half);
+    d->destroy(d);
+    be->destroy(be);
+    rig_close(&r);
+    par_close(&p);
+}
+
+/* ---- the watchdog over a two-rank stand-in whose barrier never returns in time ---- */
+
+static int aborted_with = -1;
+static int slow_barrier(moe_comm *c, moe_err *e)
+{
+    for (int i = 0; i < 40 && aborted_with < 0; i++)
+        usleep(50 * 1000);
+    return aborted_with < 0 ? 0 : moe_errf(e, "aborted");
+}
+static void record_abort(moe_comm *c, int code) { aborted_with = code; }
+
+static void test_watchdog(void)
+{
+    moe_comm *base;
+    moe_err e = {{0}};
+    CHECK(watchdog_start(0, NULL, &e) == -1 && strstr(e.msg, "parallel.timeout_s = 0"));
+    CHECK(comm_single_create(&base, &e) == 0);
+    moe_comm_ops ops = *base->ops;
+    ops.barrier = slow_barrier;
+    ops.abort_job = record_abort;
+    moe_comm two = *base;
+    int ranks[2] = {0, 1};
+    two.ops = &ops;
+    two.size = 2;
+    two.world_ranks = ranks;
+    snprintf(two.name, sizeof two.name, "ep");
+    CHECK(watchdog_start(0.3, &two, &e) == 0);
+    CHECK(comm_barrier(&two, &e) == -1);
+    CHECK(aborted_with == 1);
+    CHECK_MSG(strstr(e.msg, "rank 0: barrier on the ep group"), "%s", e.msg);
+    watchdog_stop();
+    /* a collective that finishes in time is left alone */
+    aborted_with = -1;
+    ops.barrier = base->ops->barrier;
+    CHECK(watchdog_start(0.3, &two, &e) == 0);
+    CHECK(comm_barrier(&two, &e) == 0);
+    usleep(500 * 1000);
+    CHECK(aborted_with == -1);
+    watchdog_stop();
+    comm_destroy(base);
+}
+
+int main(void)
+{
+    RUN(test_layout);
+    RUN(test_single_comm);
+    RUN(test_agree);
+    RUN(test_launch_detection);
+    RUN(test_ep_dispatcher_matches_local);
+    RUN(test_stats_hook);
+    RUN(test_zero_matches_adamw);
+    RUN(test_layout_io);
+    RUN(test_watchdog);
+    return check_summary("test_parallel");
+}
