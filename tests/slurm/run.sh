@@ -537,6 +537,28 @@ case_preempt_without_requeue_keeps_checkpoint() {
     done_case
 }
 
+# L0_sanity with EP=2: two CPU ranks through the plugin and srun --mpi=pmix, experts split
+# over the ranks, one checkpoint in the Hugging Face layout with all experts.
+case_cpu_ep2_trains_through_plugin() {
+    if [ ! -x "$trainer" ]; then
+        case_failures+=("$trainer is not built: the EP=2 training case did not run")
+        done_case; return
+    fi
+    policy "trainer=$trainer" "topology_xml=$cpu_only" allow_cpu=yes bind=no
+    local id
+    id=$(sbatch --parsable -n2 -c1 --gres=none --moe-config=L0_sanity --moe-ep=2 \
+        "--moe-set=train.steps=10,scheduler.warmup_steps=2,train.eval_every_n_steps=0,train.eval_batches=2,checkpoint.ckpt_dir=$PWD/ckpt,logger.run_dir=$PWD/run" \
+        -o job.out --wrap 'srun --mpi=pmix moe-train')
+    expect "the EP=2 job completes" equals "$(wait_job "$id" 240)" COMPLETED
+    expect "the trainer saw both ranks as one EP group" contains job.out "EP=2 x DP=1 over 2 ranks"
+    expect "it trained 10 steps" contains job.out "moe-train: done: 10 steps"
+    expect "rank 0 alone reported" equals "$(grep -c 'moe-train: done' job.out)" 1
+    expect "a checkpoint was written" test -f ckpt/step_00000010/MANIFEST
+    expect "the checkpoint holds rank 1's experts too" \
+        grep -qa "model.layers.1.block_sparse_moe.experts.3.w2.weight" ckpt/step_00000010/model.safetensors
+    done_case
+}
+
 # ---------------------------------------------------------------- run
 
 start=$SECONDS
@@ -560,6 +582,7 @@ if start_cluster b200; then
     run_case cpu_trains_for_real case_cpu_trains_for_real
     run_case preempt_usr1_requeue_resume case_preempt_usr1_requeue_resume
     run_case preempt_without_requeue_keeps_checkpoint case_preempt_without_requeue_keeps_checkpoint
+    run_case cpu_ep2_trains_through_plugin case_cpu_ep2_trains_through_plugin
 else
     say "could not start the B200 cluster"; failed=$((failed + 1))
 fi
