@@ -8,6 +8,8 @@ set -u
 B=${1:-build}
 HERE=$(cd "$(dirname "$0")" && pwd)
 passed=0 failed=0
+LOGS=$(mktemp -d /tmp/moekit-suites-XXXXXX)
+trap 'rm -rf "$LOGS"' EXIT
 tally() { # suite output on stdin: take its summary line
     local line
     line=$(grep -E '^[A-Za-z0-9_.-]+: [0-9]+ passed, [0-9]+ failed$' | tail -1)
@@ -20,10 +22,10 @@ tally() { # suite output on stdin: take its summary line
 suite() { # NAME CMD...
     local name=$1 rc; shift
     echo "== $name"
-    "$@" 2>&1 | tee "/tmp/moekit-suite-$name.log"
+    "$@" 2>&1 | tee "$LOGS/$name.log"
     rc=${PIPESTATUS[0]}
-    tally "$name" < "/tmp/moekit-suite-$name.log"
-    if [ "$rc" -ne 0 ] && ! grep -qE ', [1-9][0-9]* failed$' "/tmp/moekit-suite-$name.log"; then
+    tally "$name" < "$LOGS/$name.log"
+    if [ "$rc" -ne 0 ] && ! grep -qE ', [1-9][0-9]* failed$' "$LOGS/$name.log"; then
         failed=$((failed + 1)); echo "$name: exit $rc"
     fi
 }
