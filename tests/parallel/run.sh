@@ -141,6 +141,15 @@ else
     bad mpi_size_checked "exit $rc" "$(tail -5 "$T/size.out")"
 fi
 
+# a task the plugin placed as one of 2 ranks but started without an MPI launcher (srun --mpi=none)
+MOE_WORLD_SIZE=2 MOE_RANK=0 "$BIN" "${TINY[@]}" >"$T/nompi.out" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && grep -q "MOE_WORLD_SIZE = 2 ranks but MPI sees 1: under srun use --mpi=pmix" "$T/nompi.out"; then
+    ok single_rank_world_refused
+else
+    bad single_rank_world_refused "exit $rc" "$(tail -5 "$T/nompi.out")"
+fi
+
 # ---- a rank that hangs or dies mid-run ends the job, naming the rank
 rank_pid() { # PARENT RANK: the pid of that MPI rank under mpirun
     local p

@@ -1,0 +1,372 @@
+/* moekit: the NCCL communicator (see comm_nccl.h). Built when CUDA and
+ * nccl.h are found (MOE_HAVE_NCCL). */
+#include "comm_nccl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef MOE_HAVE_NCCL
+
+int comm_nccl_built(void) { return 0; }
+
+int comm_nccl_create(moe_comm **out, int rank, int size, moe_comm *bootstrap, moe_err *e)
+{
+    return moe_errf(e, "this moekit was built without NCCL (needs CUDA and nccl.h at build time)");
+}
+
+#else
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include "../backend/backend.h"
+
+typedef struct {
+    ncclComm_t comm;
+    cudaStream_t stream;
+    char *scratch;        /* device staging for host buffers */
+    size_t scratch_bytes;
+} nccl_ctx;
+
+static nccl_ctx *CX(moe_comm *c) { return c->impl_ctx; }
+
+static ncclDataType_t nccl_type(moe_dtype t)
+{
+    switch (t) {
+    case MOE_DT_REAL: return sizeof(real) == 8 ? ncclFloat64 : ncclFloat32;
+    case MOE_DT_DOUBLE: return ncclFloat64;
+    case MOE_DT_INT64: return ncclInt64;
+    case MOE_DT_BYTE: return ncclInt8;
+    }
+    return ncclInt8;
+}
+
+static int nccl_fail(moe_err *e, ncclResult_t r, const char *call)
+{
+    return moe_errf(e, "%s failed: %s", call, ncclGetErrorString(r));
+}
+
+static int cuda_fail(moe_err *e, cudaError_t r, const char *call)
+{
+    return moe_errf(e, "%s failed: %s", call, cudaGetErrorString(r));
+}
+
+#define NCCL_TRY(call)                                                                             \
+    do {                                                                                           \
+        ncclResult_t r_ = (call);                                                                  \
+        if (r_ != ncclSuccess)                                                                     \
+            return nccl_fail(e, r_, #call);                                                        \
+    } while (0)
+#define CUDA_TRY(call)                                                                             \
+    do {                                                                                           \
+        cudaError_t r_ = (call);                                                                   \
+        if (r_ != cudaSuccess)                                                                     \
+            return cuda_fail(e, r_, #call);                                                        \
+    } while (0)
+
+static int is_device(const void *p)
+{
+    struct cudaPointerAttributes a;
+    if (!p || cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        cudaGetLastError(); /* a plain host pointer on older runtimes */
+        return 0;
+    }
+    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
+/* Wait for the stream, watching NCCL's asynchronous errors (a peer that
+ * failed) instead of blocking in cudaStreamSynchronize. */
+static int wait_done(moe_comm *c, moe_err *e)
+{
+    nccl_ctx *x = CX(c);
+    for (;;) {
+        cudaError_t q = cudaStreamQuery(x->stream);
+        if (q == cudaSuccess)
+            return 0;
+        if (q != cudaErrorNotReady)
+            return cuda_fail(e, q, "waiting for an NCCL collective");
+        ncclResult_t ae = ncclSuccess;
+        ncclCommGetAsyncError(x->comm, &ae);
+        if (ae != ncclSuccess && ae != ncclInProgress)
+            return nccl_fail(e, ae, "NCCL (asynchronous error from a peer)");
+        usleep(20);
+    }
+}
+
+static int scratch(moe_comm *c, size_t bytes, moe_err *e)
+{
+    nccl_ctx *x = CX(c);
+    if (bytes <= x->scratch_bytes)
+        return 0;
+    if (x->scratch)
+        cudaFree(x->scratch);
+    x->scratch = NULL;
+    x->scratch_bytes = 0;
+    CUDA_TRY(cudaMalloc((void **)&x->scratch, bytes));
+    x->scratch_bytes = bytes;
+    return 0;
+}
+
+/* Device views of (send, recv): host buffers are copied into the scratch
+ * buffer (send at 0, recv after it). */
+typedef struct {
+    const void *send;
+    void *recv;
+    void *host_recv;
+    size_t recv_bytes;
+} staged;
+
+static int stage(moe_comm *c, staged *s, const void *send, size_t sbytes, void *recv,
+                 size_t rbytes, moe_err *e)
+{
+    memset(s, 0, sizeof *s);
+    int dev = (!send || is_device(send)) && (!recv || is_device(recv));
+    if (dev) {
+        s->send = send;
+        s->recv = recv;
+        return 0;
+    }
+    size_t so = (sbytes + 255) / 256 * 256;
+    if (scratch(c, so + rbytes + 1, e))
+        return -1;
+    nccl_ctx *x = CX(c);
+    if (send && sbytes)
+        CUDA_TRY(cudaMemcpyAsync(x->scratch, send, sbytes, cudaMemcpyDefault, x->stream));
+    s->send = x->scratch;
+    s->recv = x->scratch + so;
+    if (send == recv && send) /* in place */
+        s->recv = x->scratch;
+    s->host_recv = recv;
+    s->recv_bytes = rbytes;
+    return 0;
+}
+
+static int finish(moe_comm *c, staged *s, moe_err *e)
+{
+    nccl_ctx *x = CX(c);
+    if (s->host_recv && s->recv_bytes)
+        CUDA_TRY(cudaMemcpyAsync(s->host_recv, s->recv, s->recv_bytes, cudaMemcpyDefault,
+                                 x->stream));
+    return wait_done(c, e);
+}
+
+static int n_allreduce(moe_comm *c, void *buf, size_t n, moe_dtype t, moe_err *e)
+{
+    size_t b = n * moe_dtype_size(t);
+    staged s;
+    if (stage(c, &s, buf, b, buf, b, e))
+        return -1;
+    NCCL_TRY(ncclAllReduce(s.send, s.recv, n, nccl_type(t), ncclSum, CX(c)->comm, CX(c)->stream));
+    return finish(c, &s, e);
+}
+
+static int n_allgather(moe_comm *c, const void *send, void *recv, size_t n, moe_dtype t,
+                       moe_err *e)
+{
+    size_t b = n * moe_dtype_size(t);
+    staged s;
+    if (stage(c, &s, send, b, recv, b * (size_t)c->size, e))
+        return -1;
+    NCCL_TRY(ncclAllGather(s.send, s.recv, n, nccl_type(t), CX(c)->comm, CX(c)->stream));
+    return finish(c, &s, e);
+}
+
+static int n_allgatherv(moe_comm *c, const void *send, size_t n, void *recv, const size_t *counts,
+                        const size_t *displs, moe_dtype t, moe_err *e)
+{
+    size_t es = moe_dtype_size(t), total = 0;
+    for (int r = 0; r < c->size; r++)
+        if (displs[r] + counts[r] > total)
+            total = displs[r] + counts[r];
+    staged s;
+    if (stage(c, &s, send, n * es, recv, total * es, e))
+        return -1;
+    nccl_ctx *x = CX(c);
+    /* one broadcast per rank, from its block into everyone's */
+    NCCL_TRY(ncclGroupStart());
+    for (int r = 0; r < c->size; r++)
+        NCCL_TRY(ncclBroadcast(s.send, (char *)s.recv + displs[r] * es, counts[r], nccl_type(t), r,
+                               x->comm, x->stream));
+    NCCL_TRY(ncclGroupEnd());
+    return finish(c, &s, e);
+}
+
+static int n_alltoallv(moe_comm *c, const void *send, const size_t *scounts, const size_t *sdispls,
+                       void *recv, const size_t *rcounts, const size_t *rdispls, moe_err *e)
+{
+    size_t sb = 0, rb = 0;
+    for (int r = 0; r < c->size; r++) {
+        if (sdispls[r] + scounts[r] > sb)
+            sb = sdispls[r] + scounts[r];
+        if (rdispls[r] + rcounts[r] > rb)
+            rb = rdispls[r] + rcounts[r];
+    }
+    staged s;
+    if (stage(c, &s, send, sb, recv, rb, e))
+        return -1;
+    nccl_ctx *x = CX(c);
+    NCCL_TRY(ncclGroupStart());
+    for (int r = 0; r < c->size; r++) {
+        if (scounts[r])
+            NCCL_TRY(ncclSend((const char *)s.send + sdispls[r], scounts[r], ncclInt8, r, x->comm,
+                              x->stream));
+        if (rcounts[r])
+            NCCL_TRY(ncclRecv((char *)s.recv + rdispls[r], rcounts[r], ncclInt8, r, x->comm,
+                              x->stream));
+    }
+    NCCL_TRY(ncclGroupEnd());
+    return finish(c, &s, e);
+}
+
+static int n_broadcast(moe_comm *c, void *buf, size_t bytes, int root, moe_err *e)
+{
+    staged s;
+    if (stage(c, &s, buf, bytes, buf, bytes, e))
+        return -1;
+    NCCL_TRY(ncclBroadcast(s.send, s.recv, bytes, ncclInt8, root, CX(c)->comm, CX(c)->stream));
+    return finish(c, &s, e);
+}
+
+static int n_barrier(moe_comm *c, moe_err *e)
+{
+    int64_t one = 1;
+    return n_allreduce(c, &one, 1, MOE_DT_INT64, e);
+}
+
+static int n_reduce_scatter(moe_comm *c, const void *send, void *recv, const size_t *counts,
+                            moe_dtype t, moe_err *e)
+{
+    size_t es = moe_dtype_size(t), total = 0;
+    int equal = 1;
+    for (int r = 0; r < c->size; r++) {
+        total += counts[r];
+        equal &= counts[r] == counts[0];
+    }
+    staged s;
+    if (stage(c, &s, send, total * es, recv, counts[c->rank] * es, e))
+        return -1;
+    nccl_ctx *x = CX(c);
+    if (equal) {
+        NCCL_TRY(ncclReduceScatter(s.send, s.recv, counts[0], nccl_type(t), ncclSum, x->comm,
+                                   x->stream));
+    } else { /* uneven shards: one reduce to each block's owner */
+        size_t o = 0;
+        NCCL_TRY(ncclGroupStart());
+        for (int r = 0; r < c->size; r++) {
+            NCCL_TRY(ncclReduce((const char *)s.send + o * es, s.recv, counts[r], nccl_type(t),
+                                ncclSum, r, x->comm, x->stream));
+            o += counts[r];
+        }
+        NCCL_TRY(ncclGroupEnd());
+    }
+    return finish(c, &s, e);
+}
+
+static const moe_comm_ops NCCL_OPS;
+
+static int wrap(moe_comm **out, ncclComm_t comm, const char *name, int world_rank, moe_err *e)
+{
+    int rank, size;
+    NCCL_TRY(ncclCommUserRank(comm, &rank));
+    NCCL_TRY(ncclCommCount(comm, &size));
+    moe_comm *c = calloc(1, sizeof *c);
+    nccl_ctx *x = calloc(1, sizeof *x);
+    if (!c || !x) {
+        free(c);
+        free(x);
+        return moe_errf(e, "out of memory");
+    }
+    x->comm = comm;
+    cudaError_t cr = cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking);
+    if (cr != cudaSuccess) {
+        free(c);
+        free(x);
+        return cuda_fail(e, cr, "cudaStreamCreate");
+    }
+    if (comm_init_fields(c, "nccl", name, rank, size, NULL, &NCCL_OPS, x, e)) {
+        cudaStreamDestroy(x->stream);
+        free(c);
+        free(x);
+        return -1;
+    }
+    c->device_memory = 1;
+    /* every member's world rank, for messages */
+    int64_t mine = world_rank, *all = malloc(sizeof(int64_t) * (size_t)size);
+    if (!all || n_allgather(c, &mine, all, 1, MOE_DT_INT64, e)) {
+        free(all);
+        c->ops->destroy(c);
+        return all ? -1 : moe_errf(e, "out of memory");
+    }
+    for (int r = 0; r < size; r++)
+        c->world_ranks[r] = (int)all[r];
+    free(all);
+    *out = c;
+    return 0;
+}
+
+static int n_split(moe_comm *c, int color, int key, const char *name, moe_comm **out, moe_err *e)
+{
+    ncclComm_t sub;
+    NCCL_TRY(ncclCommSplit(CX(c)->comm, color, key, &sub, NULL));
+    if (wrap(out, sub, name, c->world_ranks[c->rank], e)) {
+        ncclCommDestroy(sub);
+        return -1;
+    }
+    return 0;
+}
+
+static void n_abort(moe_comm *c, int code)
+{
+    /* frees every rank stuck in this communicator's kernels, then ends us */
+    ncclCommAbort(CX(c)->comm);
+    _exit(code);
+}
+
+static void n_destroy(moe_comm *c)
+{
+    nccl_ctx *x = CX(c);
+    ncclCommDestroy(x->comm);
+    cudaStreamDestroy(x->stream);
+    if (x->scratch)
+        cudaFree(x->scratch);
+    free(x);
+    comm_free_fields(c);
+    free(c);
+}
+
+static const moe_comm_ops NCCL_OPS = {n_allreduce, n_allgather, n_allgatherv, n_alltoallv,
+                                      n_broadcast, n_barrier,   n_reduce_scatter, n_split,
+                                      n_abort,     n_destroy};
+
+int comm_nccl_built(void) { return 1; }
+
+int comm_nccl_create(moe_comm **out, int rank, int size, moe_comm *bootstrap, moe_err *e)
+{
+    ncclUniqueId id;
+    if (bootstrap) {
+        if (bootstrap->size != size || bootstrap->rank != rank)
+            return moe_errf(e, "NCCL bootstrap over a group of %d ranks (this is %d) for a world "
+                               "of %d (rank %d)", bootstrap->size, bootstrap->rank, size, rank);
+        if (rank == 0)
+            NCCL_TRY(ncclGetUniqueId(&id));
+        if (comm_broadcast(bootstrap, &id, sizeof id, 0, e))
+            return moe_err_prefix(e, "broadcasting the NCCL id");
+    } else {
+        if (size > 1 && !getenv("NCCL_COMM_ID"))
+            return moe_errf(e, "%d ranks without MPI need NCCL_COMM_ID=host:port on every rank "
+                               "(the first node of the job and a free port) for NCCL to meet",
+                            size);
+        NCCL_TRY(ncclGetUniqueId(&id)); /* the same id on every rank under NCCL_COMM_ID */
+    }
+    ncclComm_t comm;
+    NCCL_TRY(ncclCommInitRank(&comm, size, id, rank));
+    if (wrap(out, comm, "world", rank, e)) {
+        ncclCommDestroy(comm);
+        return -1;
+    }
+    return 0;
+}
+
+#endif

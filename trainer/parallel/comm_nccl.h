@@ -1,0 +1,26 @@
+/* moekit: the NCCL communicator (GPU memory; the CUDA backend's buffers).
+ *
+ * Collectives run on one CUDA stream of this communicator and are waited
+ * for before a call returns, polling ncclCommGetAsyncError meanwhile, so a
+ * peer's failure surfaces as an error and a hang as a watched wait (the
+ * watchdog then calls ncclCommAbort). Host buffers are accepted too: they
+ * are staged through a device scratch buffer, so the trainer's scalar
+ * reductions and the dispatcher's host counts need no second path.
+ *
+ * Bootstrap: the unique id is made by world rank 0 and broadcast over
+ * `bootstrap` (the MPI world, as nccl-tests does); without MPI every rank
+ * derives the same id from NCCL_COMM_ID=host:port (ranks and size then come
+ * from the launcher's environment). Sub-groups come from ncclCommSplit. */
+#ifndef MOE_COMM_NCCL_H
+#define MOE_COMM_NCCL_H
+
+#include "comm.h"
+
+/* 1 when this build has the NCCL implementation. */
+int comm_nccl_built(void);
+/* The world communicator of `size` ranks on the current CUDA device.
+ * bootstrap: a communicator of the same ranks to broadcast the id over, or
+ * NULL (size 1, or NCCL_COMM_ID set on every rank). */
+int comm_nccl_create(moe_comm **out, int rank, int size, moe_comm *bootstrap, moe_err *e);
+
+#endif
