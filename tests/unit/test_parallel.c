@@ -5,6 +5,7 @@
  * the local dispatcher and the plain AdamW do), the full-layout gather of
  * checkpoints, the router-statistics hook, and the collective watchdog.
  * Multi-rank runs are in tests/parallel/run.sh (mpirun). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -347,6 +348,11 @@ static void test_watchdog(void)
     CHECK(comm_barrier(&two, &e) == 0);
     usleep(500 * 1000);
     CHECK(aborted_with == -1);
+    /* an allowance (rank 0 writing a checkpoint) covers one slow collective only */
+    ops.barrier = slow_barrier;
+    watchdog_allow(INFINITY);
+    CHECK(comm_barrier(&two, &e) == 0 && aborted_with == -1);
+    CHECK(comm_barrier(&two, &e) == -1 && aborted_with == 1);
     watchdog_stop();
     comm_destroy(base);
 }

@@ -17,6 +17,7 @@ static struct {
     const moe_comm *c;
     const char *op;
     double since;
+    double extra, next_extra; /* allowance of the collective in progress / of the next one */
     unsigned long seq; /* collectives entered so far: names the one that hung */
 } wd = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
@@ -62,7 +63,7 @@ static void *watch(void *arg)
             ts.tv_nsec -= 1000000000L;
         }
         pthread_cond_timedwait(&wd.cv, &wd.mu, &ts);
-        if (!wd.stop && wd.c && now_s() - wd.since > wd.timeout_s) {
+        if (!wd.stop && wd.c && now_s() - wd.since > wd.timeout_s + wd.extra) {
             report_and_abort();
             wd.c = NULL; /* abort_job returned (single-rank world): do not repeat */
         }
@@ -111,7 +112,16 @@ void watchdog_enter(const moe_comm *c, const char *op)
     wd.c = c;
     wd.op = op;
     wd.since = now_s();
+    wd.extra = wd.next_extra;
+    wd.next_extra = 0;
     wd.seq++;
+    pthread_mutex_unlock(&wd.mu);
+}
+
+void watchdog_allow(double seconds)
+{
+    pthread_mutex_lock(&wd.mu);
+    wd.next_extra = seconds > 0 ? seconds : 0;
     pthread_mutex_unlock(&wd.mu);
 }
 

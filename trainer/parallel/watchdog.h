@@ -16,6 +16,11 @@
  * timeout. */
 int watchdog_start(double timeout_s, moe_comm *world, moe_err *e);
 void watchdog_stop(void);
+/* The next collective on this thread may wait `seconds` more than the
+ * timeout (INFINITY: unwatched). For the ranks that wait while rank 0 alone
+ * reads or writes a checkpoint: the file system, not a peer, sets that
+ * pace. */
+void watchdog_allow(double seconds);
 /* Bracket one collective (comm.c does this for every call). */
 void watchdog_enter(const moe_comm *c, const char *op);
 void watchdog_leave(void);

@@ -9,6 +9,7 @@
  *   MANIFEST               checksums, written last by the crash-safe commit
  * The directory appears by rename only when complete (ckpt_dir.h). */
 #include <errno.h>
+#include <math.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #include "../ckpt/hf_config.h"
 #include "../ckpt/json.h"
 #include "../parallel/layout_io.h"
+#include "../parallel/watchdog.h"
 #include "trainer.h"
 #include "weights_io.h"
 
@@ -163,6 +165,7 @@ int trainer_save_checkpoint(moe_trainer *t, moe_err *e)
         }
     }
     full_state_free(&fs);
+    watchdog_allow(INFINITY); /* the others wait for rank 0's file system */
     if (comm_agree(t->par.world, rc, "saving a checkpoint", e))
         return -1;
     if (t->rank == 0 && !t->quiet)
@@ -179,6 +182,7 @@ int trainer_save_final_model(moe_trainer *t, moe_err *e)
         return moe_err_prefix(e, "saving the final model");
     int rc = t->rank == 0 ? save_final_files(t, &fs, e) : 0;
     full_state_free(&fs);
+    watchdog_allow(INFINITY);
     return comm_agree(t->par.world, rc, "saving the final model", e);
 }
 
@@ -333,6 +337,7 @@ int trainer_load_checkpoint(moe_trainer *t, const char *dir, int weights_only, m
     int failed = rc;
     if (!failed && t->rank == 0)
         failed = read_files(t, dir, weights_only, &fs, &st, e);
+    watchdog_allow(INFINITY);
     rc = comm_agree(t->par.world, failed, "reading the checkpoint", e);
     size_t bytes = sizeof(real) * nf;
     if (!rc)

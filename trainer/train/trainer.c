@@ -14,6 +14,7 @@
 #include "../backend/select.h"
 #include "../ckpt/ckpt_dir.h"
 #include "../parallel/dispatch_ep.h"
+#include "../parallel/watchdog.h"
 #include "schedule.h"
 
 volatile sig_atomic_t moe_stop_requested = 0;
@@ -232,6 +233,7 @@ int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, i
                 snprintf(r.warn, sizeof r.warn, "%s", e->msg);
             }
         }
+        watchdog_allow(INFINITY);
         if (comm_agree(t->par.world, r.failed, "looking for a checkpoint", e) ||
             comm_broadcast(t->par.world, &r, sizeof r, 0, e))
             goto fail;
