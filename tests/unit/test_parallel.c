@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../../trainer/config/config.h"
 #include "../../trainer/model/model.h"
 #include "../../trainer/parallel/dispatch_ep.h"
 #include "../../trainer/parallel/layout_io.h"
@@ -357,9 +358,24 @@ static void test_watchdog(void)
     comm_destroy(base);
 }
 
+static void test_timeout_key(void)
+{
+    moe_config cfg;
+    moe_err e = {{0}};
+    char *ok[] = {"parallel.timeout_s=12.5"}, *zero[] = {"parallel.timeout_s=0"},
+         *word[] = {"parallel.timeout_s=soon"};
+    CHECK(config_load(&cfg, "L0_sanity", NULL, 0, NULL, &e) == 0 && cfg.parallel.timeout_s == 300);
+    CHECK(config_load(&cfg, "L0_sanity", NULL, 1, ok, &e) == 0 && cfg.parallel.timeout_s == 12.5);
+    CHECK(config_load(&cfg, "L0_sanity", NULL, 1, zero, &e) == -1);
+    CHECK_MSG(strstr(e.msg, "parallel.timeout_s"), "%s", e.msg);
+    CHECK(config_load(&cfg, "L0_sanity", NULL, 1, word, &e) == -1);
+    CHECK_MSG(strstr(e.msg, "parallel.timeout_s"), "%s", e.msg);
+}
+
 int main(void)
 {
     RUN(test_layout);
+    RUN(test_timeout_key);
     RUN(test_single_comm);
     RUN(test_agree);
     RUN(test_launch_detection);

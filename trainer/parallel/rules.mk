@@ -20,9 +20,9 @@ $(PARALLEL_LIB): $(call obj,$(PARALLEL_SRCS))
 
 UNIT_TESTS += $(B)/tests/test_parallel
 $(B)/tests/test_parallel: $(call obj,tests/unit/test_parallel.c) $(PARALLEL_LIB) $(MODEL_LIB) \
-		$(DATA_LIB) $(COMMON_LIB)
+		$(DATA_LIB) $(CONFIG_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LIBCONFIG) $(LDLIBS_BASE)
 
 # The NCCL communicator, when CUDA and nccl.h are there (a library of its own:
 # only programs that use it link NCCL and the CUDA runtime).
