@@ -97,7 +97,7 @@ static int *int_arrays(moe_comm *c, const size_t *a, const size_t *b, moe_err *e
 
 static int m_allreduce(moe_comm *c, void *buf, size_t n, moe_dtype t, moe_err *e)
 {
-    int cn;
+    int cn = 0;
     if (to_int(n, &cn, "allreduce", e))
         return -1;
     MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, buf, cn, mpi_type(t), MPI_SUM, CM(c)));
@@ -106,7 +106,7 @@ static int m_allreduce(moe_comm *c, void *buf, size_t n, moe_dtype t, moe_err *e
 
 static int m_allgather(moe_comm *c, const void *send, void *recv, size_t n, moe_dtype t, moe_err *e)
 {
-    int cn;
+    int cn = 0;
     if (to_int(n, &cn, "allgather", e))
         return -1;
     MPI_TRY(MPI_Allgather(send, cn, mpi_type(t), recv, cn, mpi_type(t), CM(c)));
@@ -142,7 +142,7 @@ static int m_alltoallv(moe_comm *c, const void *send, const size_t *scounts, con
 
 static int m_broadcast(moe_comm *c, void *buf, size_t bytes, int root, moe_err *e)
 {
-    int cn;
+    int cn = 0;
     if (to_int(bytes, &cn, "broadcast", e))
         return -1;
     MPI_TRY(MPI_Bcast(buf, cn, MPI_BYTE, root, CM(c)));
