@@ -6,6 +6,7 @@
 #   3. L0_sanity trained on the GPU against the same run on the CPU: final train and held-out
 #      losses within 2%.
 # Usage: tests/gpu/run.sh [BUILD_DIR]; last line "gpu: N passed, N failed".
+# MOE_GPU_LOG_DIR=DIR keeps the logs and the per-op error table there.
 set -u
 B=${1:-build}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -50,7 +51,7 @@ if [ $# -eq 4 ] && within "$1" "$3" 0.02 && within "$2" "$4" 0.02; then
 else
     bad l0_sanity_gpu_matches_cpu "cuda '$g' cpu '$c'"
 fi
-[ -n "${OUT:-}" ] && cp "$T"/*.log "$T/ops_table.txt" "$OUT"/ 2>/dev/null
+[ -n "${MOE_GPU_LOG_DIR:-}" ] && cp "$T"/*.log "$T/ops_table.txt" "$MOE_GPU_LOG_DIR"/ 2>/dev/null
 echo "gpu: $passed passed, $failed failed"
 rm -rf "$T"
 [ "$failed" -eq 0 ]
