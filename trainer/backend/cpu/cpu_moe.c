@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../route_plan.h"
 #include "cpu_internal.h"
 
 #define R(p) ((real *)(p))
@@ -55,28 +56,11 @@ static void router_fwd(moe_backend *be, real *probs, int32_t *topk_idx, real *to
 static int route_plan(moe_backend *be, moe_route_plan *plan, const int32_t *topk_idx, int N, int K,
                       int E, moe_err *e)
 {
-    int64_t *count = plan->expert_count, *off = plan->expert_offset;
-    memset(count, 0, sizeof(int64_t) * E);
-    for (int i = 0; i < N * K; i++) {
-        int x = topk_idx[i];
-        if (x < 0 || x >= E)
-            return moe_errf(e, "route plan: token %d slot %d routed to expert %d of %d", i / K,
-                            i % K, x, E);
-        count[x]++;
-    }
-    off[0] = 0;
-    for (int x = 0; x < E; x++)
-        off[x + 1] = off[x] + count[x];
-    int64_t fill[E > 0 ? E : 1];
-    memcpy(fill, off, sizeof(int64_t) * E);
-    /* stable: rows of one expert stay in (token, slot) order */
-    for (int i = 0; i < N * K; i++) {
-        int64_t row = fill[topk_idx[i]]++;
-        plan->row_token[row] = i / K;
-        plan->slot_row[i] = (int32_t)row;
-    }
+    if (route_plan_build(topk_idx, N, K, E, plan->expert_count, plan->expert_offset,
+                         plan->row_token, plan->slot_row, e))
+        return -1;
     for (int x = 0; x <= E; x++)
-        plan->expert_offset_dev[x] = (int32_t)off[x];
+        plan->expert_offset_dev[x] = (int32_t)plan->expert_offset[x];
     plan->n_tokens = N;
     plan->top_k = K;
     plan->n_experts = E;

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../route_plan.h"
 #include "cuda_internal.h"
 
 #define B16(p) ((bf16 *)(p))
@@ -90,24 +91,10 @@ static int route_plan(moe_backend *be, moe_route_plan *plan, const int32_t *topk
     CU(be, "route_plan", cudaMemcpy(c->h_idx, topk_idx, nk * 4, cudaMemcpyDeviceToHost));
     if (cuda_check(be, e))
         return -1;
-    int64_t *count = plan->expert_count, *off = plan->expert_offset;
-    memset(count, 0, sizeof(int64_t) * E);
-    for (size_t i = 0; i < nk; i++) {
-        int x = c->h_idx[i];
-        if (x < 0 || x >= E)
-            return moe_errf(e, "route plan: token %zu routed to expert %d of %d", i / K, x, E);
-        count[x]++;
-    }
-    off[0] = 0;
-    for (int x = 0; x < E; x++)
-        off[x + 1] = off[x] + count[x];
-    int64_t fill[MAX_E];
-    memcpy(fill, off, sizeof(int64_t) * E);
-    for (size_t i = 0; i < nk; i++) {
-        int64_t row = fill[c->h_idx[i]]++;
-        c->h_rows[row] = (int32_t)(i / K);
-        c->h_slots[i] = (int32_t)row;
-    }
+    if (route_plan_build(c->h_idx, N, K, E, plan->expert_count, plan->expert_offset, c->h_rows,
+                         c->h_slots, e))
+        return -1;
+    const int64_t *off = plan->expert_offset;
     int32_t off32[MAX_E + 1];
     for (int x = 0; x <= E; x++)
         off32[x] = (int32_t)off[x];

@@ -9,7 +9,9 @@ CUDA_SRCS := trainer/backend/cuda/cuda_backend.cu trainer/backend/cuda/cuda_dens
 	trainer/backend/cuda/cuda_attention.cu trainer/backend/cuda/cuda_attention_tc.cu \
 	trainer/backend/cuda/cuda_moe.cu \
 	trainer/backend/cuda/cuda_optim.cu
-CUDA_OBJS := $(patsubst %.cu,$(B)/obj/%.o,$(CUDA_SRCS))
+# the host-side route plan builder is shared with the CPU backend (also in MODEL_LIB, so
+# either library links alone)
+CUDA_OBJS := $(patsubst %.cu,$(B)/obj/%.o,$(CUDA_SRCS)) $(call obj,trainer/backend/route_plan.c)
 $(B)/obj/%.o: %.cu trainer/backend/cuda/cuda_internal.h trainer/backend/backend.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
@@ -20,12 +22,13 @@ CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcud
 
 # The GPU test program: every op against the CPU reference (run on a GPU machine).
 GPU_TESTS := $(B)/tests/gpu/test_cuda_ops
-$(B)/tests/gpu/test_cuda_ops: $(call obj,tests/gpu/test_cuda_ops.c) $(B)/lib/libmoe_model.a $(CUDA_LIB) \
+$(B)/tests/gpu/test_cuda_ops: $(call obj,tests/gpu/test_cuda_ops.c) $(CUDA_LIB) $(B)/lib/libmoe_model.a \
 		$(B)/lib/libmoe_common.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(CUDA_LDLIBS) $(LDLIBS_BASE)
 GPU_TESTS += $(B)/tests/gpu/bench_ops
-$(B)/tests/gpu/bench_ops: $(call obj,tests/gpu/bench_ops.c) $(CUDA_LIB) $(B)/lib/libmoe_common.a
+$(B)/tests/gpu/bench_ops: $(call obj,tests/gpu/bench_ops.c) $(CUDA_LIB) $(B)/lib/libmoe_model.a \
+		$(B)/lib/libmoe_common.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(CUDA_LDLIBS) $(LDLIBS_BASE)
 everything: $(GPU_TESTS)
