@@ -8,7 +8,7 @@
 set -euo pipefail
 pkgs=(build-essential libconfig-dev zlib1g-dev libhwloc-dev libhwloc-plugins hwloc
       gnuplot-nox python3 valgrind libslurm-dev slurmctld slurmd slurm-client munge
-      openmpi-bin libopenmpi-dev)
+      openmpi-bin libopenmpi-dev clang libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
