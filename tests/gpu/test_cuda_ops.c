@@ -264,11 +264,14 @@ static void test_dense(void)
     free(tg);
 }
 
-static void attention_case(int B, int T, int NH, int NKV, int HD)
+/* qscale > 1 makes the softmax peaky (tests the running max and its rescaling) */
+static void attention_case(int B, int T, int NH, int NKV, int HD, float qscale)
 {
-    fprintf(stderr, "  attention B=%d T=%d heads %d/%d dim %d\n", B, T, NH, NKV, HD);
+    const char *fam = getenv("MOE_CUDA_ATTENTION");
+    fprintf(stderr, "  attention B=%d T=%d heads %d/%d dim %d q x%g (kernels: %s)\n", B, T, NH, NKV,
+            HD, qscale, fam ? fam : "default");
     size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD;
-    pair q = mk_rand(nq, 1, 1), k = mk_rand(nk, 1, 1), v = mk_rand(nk, 1, 1);
+    pair q = mk_rand(nq, 1, qscale), k = mk_rand(nk, 1, 1), v = mk_rand(nk, 1, 1);
     pair o = mk(nq, 1, NULL), lse = mk((size_t)B * NH * T, 0, NULL);
     BOTH(cpu->rope_fwd(cpu, C(q), C(k), B, T, NH, NKV, HD, 10000.f), gpu->rope_fwd(gpu, G(q), G(k), B, T, NH, NKV, HD, 10000.f));
     cmp("rope_fwd q", &q, TB);
@@ -294,9 +297,19 @@ static void attention_case(int B, int T, int NH, int NKV, int HD)
 
 static void test_attention(void)
 {
-    attention_case(2, 100, 4, 2, 32);  /* T not a multiple of the tiles, GQA 2:1 */
-    attention_case(1, 64, 8, 2, 128);  /* Mixtral's head dim, GQA 4:1 */
-    attention_case(2, 37, 2, 2, 16);   /* L0-like small heads */
+    attention_case(2, 100, 4, 2, 32, 1);  /* T not a multiple of the tiles, GQA 2:1 */
+    attention_case(2, 37, 2, 2, 16, 1);   /* L0-like small heads */
+    /* Mixtral's head dim, GQA 4:1: the default (mma.sync) kernels, then the WMMA ones; several
+     * key tiles, a ragged last tile, and peaky scores */
+    for (int wmma = 0; wmma < 2; wmma++) {
+        if (wmma)
+            setenv("MOE_CUDA_ATTENTION", "wmma", 1);
+        attention_case(1, 64, 8, 2, 128, 1);
+        attention_case(2, 300, 8, 2, 128, 1);
+        attention_case(1, 257, 4, 4, 128, 6);
+        attention_case(1, 200, 4, 1, 64, 3);
+        unsetenv("MOE_CUDA_ATTENTION");
+    }
 }
 
 /* routing: 0 = random, 1 = only experts 0..3 of 8 (idle experts), 2 = all tokens to 0 and 1 */

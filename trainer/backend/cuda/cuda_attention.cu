@@ -5,6 +5,8 @@
  * shared memory. Layouts as the CPU reference: q, out [B, T, NH, HD];
  * k, v [B, T, NKV, HD]; lse [B, NH, T]. HD <= 256. */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cuda_internal.h"
 
@@ -25,8 +27,29 @@ __device__ __forceinline__ float wmax(float v)
     return v;
 }
 
-/* the tensor-core kernels (cuda_attention_tc.cu) for head dims they take */
+/* the tensor-core kernels for the head dims they take: mma.sync (cuda_attention_mma.cu)
+ * first, then WMMA (cuda_attention_tc.cu) */
+int cuda_attention_mma_supported(int HD);
+void cuda_attention_mma_fwd(moe_backend *be, bf16 *out, float *lse, const bf16 *q, const bf16 *k,
+                            const bf16 *v, int B, int T, int NH, int NKV, int HD);
+void cuda_attention_mma_bwd(moe_backend *be, bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
+                            const bf16 *q, const bf16 *k, const bf16 *v, const float *lse,
+                            const float *D, int B, int T, int NH, int NKV, int HD);
 int cuda_attention_tc_supported(int HD);
+
+/* MOE_CUDA_ATTENTION=wmma|simt forces an older kernel family (to test and time them against
+ * the default); read at each call, so a test can switch between cases */
+typedef enum { ATTN_MMA, ATTN_WMMA, ATTN_SIMT } attn_family;
+static attn_family attention_family(int HD)
+{
+    const char *f = getenv("MOE_CUDA_ATTENTION");
+    int want = f && !strcmp(f, "simt") ? ATTN_SIMT : f && !strcmp(f, "wmma") ? ATTN_WMMA : ATTN_MMA;
+    if (want == ATTN_MMA && cuda_attention_mma_supported(HD))
+        return ATTN_MMA;
+    if (want != ATTN_SIMT && cuda_attention_tc_supported(HD))
+        return ATTN_WMMA;
+    return ATTN_SIMT;
+}
 void cuda_attention_tc_fwd(moe_backend *be, bf16 *out, float *lse, const bf16 *q, const bf16 *k,
                            const bf16 *v, int B, int T, int NH, int NKV, int HD);
 void cuda_attention_tc_bwd(moe_backend *be, bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
@@ -115,7 +138,13 @@ static void attention_fwd(moe_backend *be, act *out, real *lse, const act *q, co
         cuda_note(be, "attention_fwd", "head_dim above 256 is not supported");
         return;
     }
-    if (cuda_attention_tc_supported(HD)) {
+    attn_family fam = attention_family(HD);
+    if (fam == ATTN_MMA) {
+        cuda_attention_mma_fwd(be, (bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
+                               (const bf16 *)v, B, T, NH, NKV, HD);
+        return;
+    }
+    if (fam == ATTN_WMMA) {
         cuda_attention_tc_fwd(be, (bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
                               (const bf16 *)v, B, T, NH, NKV, HD);
         return;
@@ -322,7 +351,14 @@ static void attention_bwd(moe_backend *be, act *dq, act *dk, act *dv, const act 
     float scale = (float)(1.0 / sqrt((double)HD));
     attn_delta_kernel<<<cuda_blocks(rows, WARPS), WARPS * 32, 0, st>>>(
         D, (const bf16 *)dout, (const bf16 *)out, T, NH, HD, rows);
-    if (cuda_attention_tc_supported(HD)) {
+    attn_family fam = attention_family(HD);
+    if (fam == ATTN_MMA) {
+        cuda_attention_mma_bwd(be, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv, (const bf16 *)dout,
+                               (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, lse, D, B, T,
+                               NH, NKV, HD);
+        return;
+    }
+    if (fam == ATTN_WMMA) {
         cuda_attention_tc_bwd(be, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv, (const bf16 *)dout,
                               (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, lse, D, B, T, NH,
                               NKV, HD);

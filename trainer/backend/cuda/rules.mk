@@ -7,6 +7,7 @@ NVCCFLAGS ?= -O3 -lineinfo -Xcompiler -fPIC -Xcompiler -Wall \
 	-gencode arch=compute_90,code=compute_90
 CUDA_SRCS := trainer/backend/cuda/cuda_backend.cu trainer/backend/cuda/cuda_dense.cu \
 	trainer/backend/cuda/cuda_attention.cu trainer/backend/cuda/cuda_attention_tc.cu \
+	trainer/backend/cuda/cuda_attention_mma.cu \
 	trainer/backend/cuda/cuda_moe.cu \
 	trainer/backend/cuda/cuda_optim.cu
 # the host-side route plan builder is shared with the CPU backend (also in MODEL_LIB, so
