@@ -47,6 +47,7 @@ include common/rules.mk
 -include trainer/config/rules.mk
 -include trainer/data/rules.mk
 -include trainer/ckpt/rules.mk
+-include trainer/lowp/rules.mk
 -include trainer/backend/cuda/rules.mk
 -include trainer/rules.mk
 -include trainer/parallel/rules.mk

@@ -1,0 +1,165 @@
+/* moekit low precision: the reference quantisers (ground truth for the CUDA
+ * kernels in lowp_cuda.cu, which must match them byte for byte).
+ *
+ * Matrices are row-major [rows, cols]; the high-precision input is fp32 or
+ * bf16 (uint16 bit patterns). Scalar arithmetic: fp8_scalar.h.
+ *
+ * MXFP8 (Transformer Engine semantics; DESIGN.md "Precision")
+ *   Blocks of 32 consecutive values: along a row for the rowwise copy (1x32),
+ *   down a column for the columnwise copy (32x1). Each copy is quantised from
+ *   the high-precision input, never one from the other.
+ *   scale = 2^(x-127), x the E8M0 byte: amax/448 rounded UP to a power of two,
+ *   so amax/scale <= 448 always; q = e4m3(v * 2^(127-x)) (exact reciprocal),
+ *   round to nearest even, saturating. Zero block: x = 0x00 and codes 0x00.
+ *   A block holding a NaN: x = 0xFF (NaN) and codes 0x7F. Infinity: x = 0xFE,
+ *   the infinities become +-448 and the rest 0 (TE's behaviour).
+ *   A tiny block (amax <= 448 * 2^-127, about 2.6e-36) has x = 0 and is
+ *   quantised exactly with the reciprocal 2^127; Transformer Engine's kernels
+ *   multiply by 1 there instead (exp2f_rcp(0) == 1), i.e. flush such blocks
+ *   to zero codes. Nothing in a bf16 training run comes near that.
+ *   Shapes: codes keep the input's shape [rows, cols] for both copies (the
+ *   columnwise copy is not transposed, as in TE). Rowwise scales are
+ *   [rows, ceil(cols/32)], columnwise scales [ceil(rows/32), cols], both
+ *   row-major and unpadded. When cols (rowwise) or rows (columnwise) is not
+ *   a multiple of 32 the last block is padded with zeros: its amax is that of
+ *   the values present, and no codes are stored for the padding.
+ *
+ * cuBLASLt's MXFP8 scale layout (CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0)
+ *   see lowp_mx_swizzle_index below.
+ *
+ * FP8 block scaling for Hopper (DeepSeek-V3; cuBLASLt VEC128_32F for 1x128,
+ * BLK128x128_32F for 128x128)
+ *   scale = amax / 448 in fp32 (no power of two), q = e4m3(v / scale); zero
+ *   block: scale 1, codes 0x00; NaN block: scale NaN, codes 0x7F; infinity
+ *   counts as FLT_MAX; scales are kept >= FLT_MIN. Partial blocks at the
+ *   right or bottom edge are padded with zeros. Layouts: see lowp_fp8blk_*.
+ */
+#ifndef MOE_LOWP_FP8_H
+#define MOE_LOWP_FP8_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fp8_scalar.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { LOWP_F32 = 0, LOWP_BF16 = 1 } lowp_dtype;
+
+/* Element i of a fp32 or bf16 array, widened (exactly) to fp32. */
+static inline float lowp_load(const void *x, lowp_dtype t, size_t i)
+{
+    return t == LOWP_BF16 ? lowp_bf16_to_f32(((const uint16_t *)x)[i]) : ((const float *)x)[i];
+}
+
+static inline size_t lowp_ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+static inline size_t lowp_round_up(size_t a, size_t b) { return lowp_ceil_div(a, b) * b; }
+
+/* ---- MXFP8 (mxfp8.c) --------------------------------------------------------- */
+
+#define LOWP_MX_BLOCK 32
+
+/* Quantise one block of n <= 32 values x[0], x[stride], ...: writes n codes
+ * at codes[0], codes[cstride], ... and returns the E8M0 scale. */
+uint8_t lowp_mxfp8_block(const void *x, lowp_dtype t, size_t first, size_t stride, size_t n,
+                         uint8_t *codes, size_t cstride);
+
+/* Rowwise (1x32 blocks along each row): codes [rows, cols], scales
+ * [rows, ceil(cols/32)]. */
+void lowp_mxfp8_rowwise(const void *x, lowp_dtype t, size_t rows, size_t cols, uint8_t *codes,
+                        uint8_t *scales);
+/* Columnwise (32x1 blocks down each column): codes [rows, cols], scales
+ * [ceil(rows/32), cols]. */
+void lowp_mxfp8_colwise(const void *x, lowp_dtype t, size_t rows, size_t cols, uint8_t *codes,
+                        uint8_t *scales);
+void lowp_mxfp8_dequant_rowwise(const uint8_t *codes, const uint8_t *scales, size_t rows,
+                                size_t cols, float *out);
+void lowp_mxfp8_dequant_colwise(const uint8_t *codes, const uint8_t *scales, size_t rows,
+                                size_t cols, float *out);
+
+/* ---- cuBLASLt VEC32_UE8M0 scale layout (mx_swizzle.c) ------------------------- */
+
+/* For an operand whose data is K-major with `outer` rows (M for A, N for B)
+ * and K/32 = `kblocks` scale columns, cuBLAS ("1D Block Scaling Factors
+ * Layout", cuBLAS library documentation, cublasLtMatmul section) stores the
+ * scale matrix [outer, kblocks] padded to whole 128 x 4 tiles: tiles of 128
+ * rows by 4 scale columns, 512 bytes each, in row-major order of tiles (all
+ * K tiles of rows 0..127 first), and inside a tile the scale of (r, c),
+ * r < 128, c < 4, at (r % 32) * 16 + (r / 32) * 4 + c. So:
+ *   index(i, j) = ((i / 128) * ceil(kblocks / 4) + j / 4) * 512
+ *               + (i % 32) * 16 + ((i % 128) / 32) * 4 + j % 4.
+ * This is CUTLASS's Sm1xxBlockScaledConfig SfAtom and PyTorch's to_blocked
+ * (view(n_row_blocks, 128, n_col_blocks, 4).permute(0, 2, 1, 3)
+ * .reshape(-1, 4, 32, 4).transpose(1, 2)), the same bytes.
+ * The rowwise copy of a [rows, cols] matrix is the operand (outer = rows,
+ * kblocks = ceil(cols/32)); the columnwise copy is the operand
+ * (outer = cols, kblocks = ceil(rows/32)): its scale (row block b, column c)
+ * goes to index(c, b). */
+size_t lowp_mx_swizzle_index(size_t i, size_t j, size_t kblocks);
+/* Bytes of the padded, swizzled scale buffer: round_up(outer, 128) *
+ * round_up(kblocks, 4). */
+size_t lowp_mx_swizzled_bytes(size_t outer, size_t kblocks);
+/* Pack scale (i, j) = src[i * s_outer + j * s_k] for i < outer, j < kblocks
+ * into dst (lowp_mx_swizzled_bytes long); the padding bytes are 0. */
+void lowp_mx_swizzle(const uint8_t *src, size_t outer, size_t kblocks, size_t s_outer, size_t s_k,
+                     uint8_t *dst);
+/* The two copies' scales as lowp_mxfp8_rowwise / _colwise wrote them. */
+void lowp_mx_swizzle_rowwise(const uint8_t *scales, size_t rows, size_t cols, uint8_t *dst);
+void lowp_mx_swizzle_colwise(const uint8_t *scales, size_t rows, size_t cols, uint8_t *dst);
+
+/* ---- FP8 block scaling for Hopper (fp8_block.c) -------------------------------- */
+
+#define LOWP_FP8BLK 128
+
+/* 1x128 (activations, gradients; cuBLASLt CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F).
+ * For a K-major operand [outer, K] the fp32 scales are stored "outer-major":
+ * [ceil(K/128), ld] with ld = round_up(outer, 4), scale (i, kb) at kb * ld + i,
+ * the outer index contiguous. This is what cuBLASLt reads (the per-row scales
+ * of one K block are loaded together, as DeepGEMM's TMA does), what
+ * PyTorch's _scaled_mm requires ("1x128 blocks need scales to be
+ * outer-dim-major") and Transformer Engine's GEMM-ready 1D layout
+ * ([ceil(K/128), round_up(M, 4)]); the 4-row padding keeps each K block's
+ * column 16-byte aligned. Padding entries are 0.0f.
+ * lowp_fp8blk_1x128: blocks along the rows of x [rows, cols] (the operand is
+ * x itself, outer = rows, K = cols): codes [rows, cols]. */
+size_t lowp_fp8blk_1x128_ld(size_t outer);
+size_t lowp_fp8blk_1x128_scales(size_t outer, size_t k); /* floats */
+void lowp_fp8blk_1x128(const void *x, lowp_dtype t, size_t rows, size_t cols, uint8_t *codes,
+                       float *scales);
+/* Blocks of 128 down the columns of x, written transposed: the operand x^T
+ * [cols, rows] (outer = cols, K = rows), codes_t [cols, rows], scales in the
+ * 1x128 layout of that operand. Equals lowp_fp8blk_1x128 of x^T (the wgrad
+ * operands on Hopper, where FP8 GEMMs take only K-major A and B). */
+void lowp_fp8blk_1x128_t(const void *x, lowp_dtype t, size_t rows, size_t cols, uint8_t *codes_t,
+                         float *scales);
+void lowp_fp8blk_dequant_1x128(const uint8_t *codes, const float *scales, size_t outer, size_t k,
+                               float *out);
+
+/* 128x128 (weights; cuBLASLt CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F).
+ * For a K-major operand [outer, K]: scales [ceil(outer/128), ld] row-major
+ * with ld = round_up(ceil(K/128), 4), scale (ob, kb) at ob * ld + kb, the K
+ * block index contiguous (Transformer Engine's GEMM-ready 2D layout,
+ * [ceil(M/128), round_up(ceil(K/128), 4)]; DeepSeek-V3's weight_scale_inv is
+ * the same matrix without the padding). Padding entries are 0.0f. */
+size_t lowp_fp8blk_128x128_ld(size_t k);
+size_t lowp_fp8blk_128x128_scales(size_t outer, size_t k); /* floats */
+void lowp_fp8blk_128x128(const void *x, lowp_dtype t, size_t rows, size_t cols, uint8_t *codes,
+                         float *scales);
+void lowp_fp8blk_dequant_128x128(const uint8_t *codes, const float *scales, size_t outer, size_t k,
+                                 float *out);
+
+/* ---- SwiGLU x router probability (swiglu.c) ------------------------------------ */
+
+/* out[r, f] = bf16(silu(gate[r, f]) * up[r, f] * prob[r]) (lowp_swiglu_prob),
+ * gate, up, out bf16 [rows, F]; the fused CUDA kernel quantises exactly these
+ * bf16 values to MXFP8. */
+void lowp_swiglu_prob_bf16(const uint16_t *gate, const uint16_t *up, const float *prob, size_t rows,
+                           size_t f, uint16_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,563 @@
+/* moekit low precision: the CUDA quantisers (lowp_cuda.h). Bit-identical to
+ * the C reference (fp8.h) by construction: the per-element arithmetic is
+ * fp8_scalar.h itself, amaxes are integer maxima of bit patterns, and the
+ * only floating-point operations are single __f*_rn roundings (this file is
+ * also built with --fmad=false).
+ *
+ * MXFP8: one CTA per 32 x 128 tile (128 threads). The tile is read once into
+ * shared memory (coalesced 16-byte loads); then each thread quantises one
+ * 1x32 row block (rowwise copy) and one 32x1 column (columnwise copy). Row
+ * codes go straight out (32 contiguous bytes per thread), column codes are
+ * staged in shared memory and written back as 16-byte rows. The grid spans
+ * round_up(rows, 128) rows so the CTAs past the end write the zero padding
+ * of the swizzled scale buffers; together they write every byte of them.
+ *
+ * FP8 blocks: one CTA per 128 x 128 tile (256 threads), read once into
+ * shared memory. 1x128: a warp per row (a lane holds 4 values; the amax is a
+ * warp max), and for the transposed copy two threads per column, whose
+ * codes are staged in shared memory and written out as 128-byte rows of
+ * x^T. 128x128: a block-wide amax, then the codes. */
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include "lowp_cuda.h"
+#include "fp8_scalar.h"
+
+/* ---- launch bookkeeping ------------------------------------------------------- */
+
+static int launched(const char *fn, const char *kernel, moe_err *e)
+{
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess)
+        return moe_errf(e, "%s: kernel %s: %s", fn, kernel, cudaGetErrorString(err));
+    return 0;
+}
+
+static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+static __host__ __device__ __forceinline__ size_t cdiv(size_t a, size_t b)
+{
+    return (a + b - 1) / b;
+}
+
+/* ---- MXFP8 row + column kernel ---------------------------------------------------- */
+
+#define MX_TR 32  /* tile rows: one column block */
+#define MX_TC 128 /* tile columns: four row blocks */
+#define MX_THREADS 128
+/* bf16 per shared row (272 bytes): the row pass's 16-byte reads of a warp
+ * then spread over all banks */
+#define MX_LD (MX_TC + 8)
+#define MX_CLD (MX_TC + 16) /* bytes per staged column-code row, 16-byte aligned */
+
+typedef struct {
+    const uint16_t *x;         /* plain input, or */
+    const uint16_t *gate, *up; /* the SwiGLU inputs */
+    const float *prob;
+    uint16_t *y; /* optional bf16 SwiGLU output */
+    size_t rows, cols;
+    uint8_t *rc, *rs, *rz, *cc, *cs, *cz;
+    int vec_in;  /* 16-byte loads (and y stores) allowed */
+    int vec_out; /* 16-byte code stores allowed */
+} mx_params;
+
+__device__ __forceinline__ uint32_t swiglu_pair(uint32_t g, uint32_t u, float p)
+{
+    uint32_t lo = lowp_swiglu_prob((uint16_t)(g & 0xFFFFu), (uint16_t)(u & 0xFFFFu), p);
+    uint32_t hi = lowp_swiglu_prob((uint16_t)(g >> 16), (uint16_t)(u >> 16), p);
+    return lo | (hi << 16);
+}
+
+__device__ __forceinline__ uint16_t mx_element(const mx_params p, size_t i, size_t row, int swiglu)
+{
+    if (!swiglu)
+        return p.x[i];
+    uint16_t v = lowp_swiglu_prob(p.gate[i], p.up[i], p.prob[row]);
+    if (p.y)
+        p.y[i] = v;
+    return v;
+}
+
+__device__ __forceinline__ void mx_tile(const mx_params p, const int swiglu)
+{
+    __shared__ __align__(16) uint16_t tile[MX_TR * MX_LD];
+    __shared__ __align__(16) uint8_t stage[MX_TR * MX_CLD];
+    const size_t rows = p.rows, cols = p.cols;
+    const size_t rt = blockIdx.x, ct = blockIdx.y;
+    const size_t row0 = rt * MX_TR, col0 = ct * MX_TC;
+    const size_t nkb = cdiv(cols, 32), nrb = cdiv(rows, 32);
+    const int tid = threadIdx.x;
+
+    if (row0 >= rows) { /* past the end: only the swizzled padding */
+        if (p.rz)
+            p.rz[lowp_mx_swz(row0 + (tid >> 2), ct * 4 + (tid & 3), nkb)] = 0;
+        if (p.cz)
+            p.cz[lowp_mx_swz(col0 + tid, rt, nrb)] = 0;
+        return;
+    }
+    const int full = row0 + MX_TR <= rows && col0 + MX_TC <= cols;
+
+    /* 1. the tile into shared memory, zeros outside the matrix */
+    if (full && p.vec_in) {
+        for (int i = tid; i < MX_TR * MX_TC / 8; i += MX_THREADS) {
+            int r = i >> 4, v = i & 15;
+            size_t g = (row0 + r) * cols + col0 + v * 8;
+            uint4 q;
+            if (!swiglu) {
+                q = __ldg((const uint4 *)(p.x + g));
+            } else {
+                uint4 ga = __ldg((const uint4 *)(p.gate + g)),
+                      ua = __ldg((const uint4 *)(p.up + g));
+                float pr = __ldg(p.prob + row0 + r);
+                q.x = swiglu_pair(ga.x, ua.x, pr);
+                q.y = swiglu_pair(ga.y, ua.y, pr);
+                q.z = swiglu_pair(ga.z, ua.z, pr);
+                q.w = swiglu_pair(ga.w, ua.w, pr);
+                if (p.y)
+                    *(uint4 *)(p.y + g) = q;
+            }
+            *(uint4 *)(tile + r * MX_LD + v * 8) = q;
+        }
+    } else {
+        for (int i = tid; i < MX_TR * MX_TC; i += MX_THREADS) {
+            int r = i >> 7, c = i & 127;
+            size_t gr = row0 + r, gc = col0 + c;
+            tile[r * MX_LD + c] =
+                gr < rows && gc < cols ? mx_element(p, gr * cols + gc, gr, swiglu) : 0;
+        }
+    }
+    __syncthreads();
+
+    /* 2. rowwise: thread -> row r, block b (32 values) */
+    {
+        const int r = tid >> 2, b = tid & 3;
+        const size_t gr = row0 + r, kb = ct * 4 + b;
+        uint32_t w[16];
+        const uint4 *src = (const uint4 *)(tile + r * MX_LD + b * 32);
+        for (int j = 0; j < 4; j++) {
+            uint4 q = src[j];
+            w[4 * j] = q.x, w[4 * j + 1] = q.y, w[4 * j + 2] = q.z, w[4 * j + 3] = q.w;
+        }
+        uint32_t am = 0;
+        for (int j = 0; j < 16; j++)
+            am = max(am, max(w[j] & 0x7FFFu, (w[j] >> 16) & 0x7FFFu));
+        const uint32_t amax = am << 16;
+        const uint8_t s = lowp_mx_scale_from_amax_bits(amax);
+        const int inside = gr < rows && kb < nkb;
+        if (inside && p.rc) {
+            uint32_t out[8];
+            for (int j = 0; j < 8; j++) {
+                uint32_t c0 =
+                    lowp_mx_quant(lowp_bf16_to_f32((uint16_t)(w[2 * j] & 0xFFFFu)), s, amax);
+                uint32_t c1 = lowp_mx_quant(lowp_bf16_to_f32((uint16_t)(w[2 * j] >> 16)), s, amax);
+                uint32_t c2 =
+                    lowp_mx_quant(lowp_bf16_to_f32((uint16_t)(w[2 * j + 1] & 0xFFFFu)), s, amax);
+                uint32_t c3 =
+                    lowp_mx_quant(lowp_bf16_to_f32((uint16_t)(w[2 * j + 1] >> 16)), s, amax);
+                out[j] = c0 | (c1 << 8) | (c2 << 16) | (c3 << 24);
+            }
+            uint8_t *dst = p.rc + gr * cols + col0 + b * 32;
+            if (full && p.vec_out) {
+                ((uint4 *)dst)[0] = make_uint4(out[0], out[1], out[2], out[3]);
+                ((uint4 *)dst)[1] = make_uint4(out[4], out[5], out[6], out[7]);
+            } else {
+                for (int k = 0; k < 32 && col0 + b * 32 + k < cols; k++)
+                    dst[k] = (uint8_t)(out[k >> 2] >> (8 * (k & 3)));
+            }
+        }
+        if (inside && p.rs)
+            p.rs[gr * nkb + kb] = s;
+        if (p.rz)
+            p.rz[lowp_mx_swz(gr, kb, nkb)] = inside ? s : 0;
+    }
+
+    /* 3. columnwise: thread -> column c, 32 rows; codes staged */
+    {
+        const int c = tid;
+        const size_t gc = col0 + c;
+        uint32_t am = 0;
+        for (int r = 0; r < MX_TR; r++)
+            am = max(am, (uint32_t)(tile[r * MX_LD + c] & 0x7FFFu));
+        const uint32_t amax = am << 16;
+        const uint8_t s = lowp_mx_scale_from_amax_bits(amax);
+        if (p.cc)
+            for (int r = 0; r < MX_TR; r++)
+                stage[r * MX_CLD + c] =
+                    lowp_mx_quant(lowp_bf16_to_f32(tile[r * MX_LD + c]), s, amax);
+        if (gc < cols && p.cs)
+            p.cs[rt * cols + gc] = s;
+        if (p.cz)
+            p.cz[lowp_mx_swz(gc, rt, nrb)] = gc < cols ? s : 0;
+    }
+    if (!p.cc)
+        return;
+    __syncthreads();
+    if (full && p.vec_out) {
+        for (int i = tid; i < MX_TR * MX_TC / 16; i += MX_THREADS) {
+            int r = i >> 3, v = i & 7;
+            *(uint4 *)(p.cc + (row0 + r) * cols + col0 + v * 16) =
+                *(const uint4 *)(stage + r * MX_CLD + v * 16);
+        }
+    } else {
+        for (int i = tid; i < MX_TR * MX_TC; i += MX_THREADS) {
+            int r = i >> 7, c = i & 127;
+            if (row0 + r < rows && col0 + c < cols)
+                p.cc[(row0 + r) * cols + col0 + c] = stage[r * MX_CLD + c];
+        }
+    }
+}
+
+__global__ void __launch_bounds__(MX_THREADS) mxfp8_rowcol_kernel(const mx_params p)
+{
+    mx_tile(p, 0);
+}
+
+__global__ void __launch_bounds__(MX_THREADS) swiglu_mxfp8_kernel(const mx_params p)
+{
+    mx_tile(p, 1);
+}
+
+static int mx_launch(const char *fn, mx_params *p, const lowp_mx_out *out, int swiglu,
+                     cudaStream_t stream, moe_err *e)
+{
+    if (p->rows == 0 || p->cols == 0)
+        return 0;
+    lowp_mx_out none = {0, 0, 0, 0, 0, 0};
+    if (!out)
+        out = &none;
+    p->rc = out->row_codes, p->rs = out->row_scales, p->rz = out->row_swizzled;
+    p->cc = out->col_codes, p->cs = out->col_scales, p->cz = out->col_swizzled;
+    int in_ok = swiglu ? aligned16(p->gate) && aligned16(p->up) && (!p->y || aligned16(p->y))
+                       : aligned16(p->x);
+    p->vec_in = in_ok && p->cols % 8 == 0;
+    p->vec_out = (!p->rc || aligned16(p->rc)) && (!p->cc || aligned16(p->cc)) && p->cols % 16 == 0;
+    size_t gx = 4 * cdiv(p->rows, 128), gy = cdiv(p->cols, MX_TC);
+    if (gx > 0x7FFFFFFFu || gy > 65535)
+        return moe_errf(e, "%s: a %zu x %zu matrix is too large for one launch", fn, p->rows,
+                        p->cols);
+    dim3 grid((unsigned)gx, (unsigned)gy);
+    if (swiglu) {
+        swiglu_mxfp8_kernel<<<grid, MX_THREADS, 0, stream>>>(*p);
+        return launched(fn, "swiglu_mxfp8_kernel", e);
+    }
+    mxfp8_rowcol_kernel<<<grid, MX_THREADS, 0, stream>>>(*p);
+    return launched(fn, "mxfp8_rowcol_kernel", e);
+}
+
+extern "C" int lowp_cuda_mxfp8(const uint16_t *x, size_t rows, size_t cols, const lowp_mx_out *out,
+                               cudaStream_t stream, moe_err *e)
+{
+    mx_params p = {};
+    p.x = x, p.rows = rows, p.cols = cols;
+    return mx_launch("lowp_cuda_mxfp8", &p, out, 0, stream, e);
+}
+
+extern "C" int lowp_cuda_swiglu_mxfp8(const uint16_t *gate, const uint16_t *up, const float *prob,
+                                      size_t rows, size_t f, uint16_t *y, const lowp_mx_out *out,
+                                      cudaStream_t stream, moe_err *e)
+{
+    mx_params p = {};
+    p.gate = gate, p.up = up, p.prob = prob, p.y = y, p.rows = rows, p.cols = f;
+    return mx_launch("lowp_cuda_swiglu_mxfp8", &p, out, 1, stream, e);
+}
+
+/* ---- FP8 block kernels -------------------------------------------------------------- */
+
+#define BK 128
+#define BK_THREADS 256
+/* bytes per staged row of x^T codes: the 16-byte stores of a warp then
+ * spread over the banks */
+#define BK_SLD (BK + 16)
+
+typedef struct {
+    const uint16_t *x;
+    size_t rows, cols;
+    uint8_t *rc; /* codes [rows, cols] */
+    float *rs;   /* 1x128 or 128x128 scales */
+    uint8_t *tc; /* 1x128 transposed codes [cols, rows] */
+    float *ts;
+    int vec_in, vec_rc, vec_tc;
+} blk_params;
+
+/* The 128 x 128 tile at (row0, col0) into shared memory, zeros outside. */
+__device__ __forceinline__ void blk_load(const blk_params p, uint16_t *tile, size_t row0,
+                                         size_t col0, int full)
+{
+    const int tid = threadIdx.x;
+    if (full && p.vec_in) {
+        for (int i = tid; i < BK * BK / 8; i += BK_THREADS) {
+            int r = i >> 4, v = i & 15;
+            *(uint4 *)(tile + r * BK + v * 8) =
+                __ldg((const uint4 *)(p.x + (row0 + r) * p.cols + col0 + v * 8));
+        }
+    } else {
+        for (int i = tid; i < BK * BK; i += BK_THREADS) {
+            int r = i >> 7, c = i & 127;
+            size_t gr = row0 + r, gc = col0 + c;
+            tile[i] = gr < p.rows && gc < p.cols ? p.x[gr * p.cols + gc] : 0;
+        }
+    }
+}
+
+__device__ __forceinline__ uint32_t blk_codes4(uint2 w, float s, uint32_t amax)
+{
+    uint32_t c0 = lowp_fp8blk_quant(lowp_bf16_to_f32((uint16_t)(w.x & 0xFFFFu)), s, amax);
+    uint32_t c1 = lowp_fp8blk_quant(lowp_bf16_to_f32((uint16_t)(w.x >> 16)), s, amax);
+    uint32_t c2 = lowp_fp8blk_quant(lowp_bf16_to_f32((uint16_t)(w.y & 0xFFFFu)), s, amax);
+    uint32_t c3 = lowp_fp8blk_quant(lowp_bf16_to_f32((uint16_t)(w.y >> 16)), s, amax);
+    return c0 | (c1 << 8) | (c2 << 16) | (c3 << 24);
+}
+
+__device__ __forceinline__ uint32_t abs_max2(uint32_t w)
+{
+    return max(w & 0x7FFFu, (w >> 16) & 0x7FFFu);
+}
+
+__global__ void __launch_bounds__(BK_THREADS) fp8blk_1x128_kernel(const blk_params p)
+{
+    __shared__ __align__(16) uint16_t tile[BK * BK];
+    __shared__ uint32_t red[2][BK];
+    const size_t rows = p.rows, cols = p.cols;
+    const size_t row0 = (size_t)blockIdx.x * BK, col0 = (size_t)blockIdx.y * BK;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int full = row0 + BK <= rows && col0 + BK <= cols;
+    blk_load(p, tile, row0, col0, full);
+    __syncthreads();
+
+    /* rowwise: warp -> 16 rows, lane -> 4 values of the row's 128 */
+    if (p.rc || p.rs) {
+        const size_t ld = (rows + 3) / 4 * 4, kb = blockIdx.y;
+        for (int k = 0; k < 16; k++) {
+            const int r = warp * 16 + k;
+            const size_t gr = row0 + r;
+            if (gr >= ld)
+                break; /* the same for the whole warp */
+            uint2 w = *(const uint2 *)(tile + r * BK + lane * 4);
+            uint32_t am = max(abs_max2(w.x), abs_max2(w.y));
+            for (int o = 16; o > 0; o >>= 1)
+                am = max(am, __shfl_xor_sync(0xFFFFFFFFu, am, o));
+            const uint32_t amax = am << 16;
+            const float s = lowp_fp8blk_scale(amax);
+            if (gr < rows && p.rc) {
+                uint32_t q = blk_codes4(w, s, amax);
+                uint8_t *dst = p.rc + gr * cols + col0 + lane * 4;
+                if (full && p.vec_rc) {
+                    *(uint32_t *)dst = q;
+                } else {
+                    for (int j = 0; j < 4 && col0 + lane * 4 + j < cols; j++)
+                        dst[j] = (uint8_t)(q >> (8 * j));
+                }
+            }
+            if (p.rs && lane == 0)
+                p.rs[kb * ld + gr] = gr < rows ? s : 0.0f;
+        }
+    }
+
+    /* transposed: column c, rows h*64 .. h*64+63 per thread */
+    if (p.tc || p.ts) {
+        const int c = tid & 127, h = tid >> 7;
+        const size_t gc = col0 + c, ld = (cols + 3) / 4 * 4, kb = blockIdx.x;
+        uint32_t am = 0;
+        for (int r = h * 64; r < h * 64 + 64; r++)
+            am = max(am, (uint32_t)(tile[r * BK + c] & 0x7FFFu));
+        red[h][c] = am;
+        __syncthreads();
+        am = max(red[0][c], red[1][c]);
+        const uint32_t amax = am << 16;
+        const float s = lowp_fp8blk_scale(amax);
+        if (p.ts && h == 0 && gc < ld)
+            p.ts[kb * ld + gc] = gc < cols ? s : 0.0f;
+        if (!p.tc)
+            return;
+        uint32_t q[16];
+        for (int j = 0; j < 16; j++) {
+            const int r = h * 64 + j * 4;
+            uint32_t c0 = lowp_fp8blk_quant(lowp_bf16_to_f32(tile[r * BK + c]), s, amax);
+            uint32_t c1 = lowp_fp8blk_quant(lowp_bf16_to_f32(tile[(r + 1) * BK + c]), s, amax);
+            uint32_t c2 = lowp_fp8blk_quant(lowp_bf16_to_f32(tile[(r + 2) * BK + c]), s, amax);
+            uint32_t c3 = lowp_fp8blk_quant(lowp_bf16_to_f32(tile[(r + 3) * BK + c]), s, amax);
+            q[j] = c0 | (c1 << 8) | (c2 << 16) | (c3 << 24);
+        }
+        __syncthreads(); /* everyone is done reading the tile: reuse it as the stage */
+        uint8_t *stage = (uint8_t *)tile; /* [128 columns][BK_SLD], 18 KB of the 32 */
+        for (int j = 0; j < 4; j++)
+            *(uint4 *)(stage + c * BK_SLD + h * 64 + j * 16) =
+                make_uint4(q[4 * j], q[4 * j + 1], q[4 * j + 2], q[4 * j + 3]);
+        __syncthreads();
+        if (full && p.vec_tc) {
+            for (int i = tid; i < BK * BK / 16; i += BK_THREADS) {
+                int cc = i >> 3, v = i & 7;
+                *(uint4 *)(p.tc + (col0 + cc) * rows + row0 + v * 16) =
+                    *(const uint4 *)(stage + cc * BK_SLD + v * 16);
+            }
+        } else {
+            for (int i = tid; i < BK * BK; i += BK_THREADS) {
+                int cc = i >> 7, r = i & 127;
+                if (col0 + cc < cols && row0 + r < rows)
+                    p.tc[(col0 + cc) * rows + row0 + r] = stage[cc * BK_SLD + r];
+            }
+        }
+    }
+}
+
+__global__ void __launch_bounds__(BK_THREADS) fp8blk_128x128_kernel(const blk_params p)
+{
+    __shared__ __align__(16) uint16_t tile[BK * BK];
+    __shared__ uint32_t red[BK_THREADS / 32];
+    const size_t rows = p.rows, cols = p.cols;
+    const size_t row0 = (size_t)blockIdx.x * BK, col0 = (size_t)blockIdx.y * BK;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int full = row0 + BK <= rows && col0 + BK <= cols;
+    blk_load(p, tile, row0, col0, full);
+    __syncthreads();
+
+    const uint32_t *words = (const uint32_t *)tile;
+    uint32_t am = 0;
+    for (int i = tid; i < BK * BK / 2; i += BK_THREADS)
+        am = max(am, abs_max2(words[i]));
+    for (int o = 16; o > 0; o >>= 1)
+        am = max(am, __shfl_xor_sync(0xFFFFFFFFu, am, o));
+    if (lane == 0)
+        red[warp] = am;
+    __syncthreads();
+    am = 0;
+    for (int w = 0; w < BK_THREADS / 32; w++)
+        am = max(am, red[w]);
+    const uint32_t amax = am << 16;
+    const float s = lowp_fp8blk_scale(amax);
+
+    if (p.rc) {
+        for (int i = tid; i < BK * BK / 4; i += BK_THREADS) {
+            int r = i >> 5, q4 = i & 31;
+            size_t gr = row0 + r, gc = col0 + q4 * 4;
+            if (gr >= rows || gc >= cols)
+                continue;
+            uint32_t q = blk_codes4(*(const uint2 *)(tile + r * BK + q4 * 4), s, amax);
+            uint8_t *dst = p.rc + gr * cols + gc;
+            if (full && p.vec_rc) {
+                *(uint32_t *)dst = q;
+            } else {
+                for (int j = 0; j < 4 && gc + j < cols; j++)
+                    dst[j] = (uint8_t)(q >> (8 * j));
+            }
+        }
+    }
+    if (p.rs && tid == 0) {
+        const size_t nkb = cdiv(cols, BK), ld = (nkb + 3) / 4 * 4, kb = blockIdx.y;
+        p.rs[blockIdx.x * ld + kb] = s;
+        if (kb == nkb - 1)
+            for (size_t k = nkb; k < ld; k++)
+                p.rs[blockIdx.x * ld + k] = 0.0f;
+    }
+}
+
+static int blk_grid(const char *fn, size_t rows, size_t cols, dim3 *grid, moe_err *e)
+{
+    size_t gx = cdiv(rows, BK), gy = cdiv(cols, BK);
+    if (gx > 0x7FFFFFFFu || gy > 65535)
+        return moe_errf(e, "%s: a %zu x %zu matrix is too large for one launch", fn, rows, cols);
+    *grid = dim3((unsigned)gx, (unsigned)gy);
+    return 0;
+}
+
+extern "C" int lowp_cuda_fp8blk_1x128(const uint16_t *x, size_t rows, size_t cols, uint8_t *codes,
+                                      float *scales, uint8_t *codes_t, float *scales_t,
+                                      cudaStream_t stream, moe_err *e)
+{
+    static const char fn[] = "lowp_cuda_fp8blk_1x128";
+    if (rows == 0 || cols == 0 || (!codes && !scales && !codes_t && !scales_t))
+        return 0;
+    blk_params p = {};
+    p.x = x, p.rows = rows, p.cols = cols;
+    p.rc = codes, p.rs = scales, p.tc = codes_t, p.ts = scales_t;
+    p.vec_in = aligned16(x) && cols % 8 == 0;
+    p.vec_rc = codes && ((uintptr_t)codes & 3u) == 0 && cols % 4 == 0;
+    p.vec_tc = codes_t && aligned16(codes_t) && rows % 16 == 0;
+    dim3 grid;
+    if (blk_grid(fn, rows, cols, &grid, e))
+        return -1;
+    fp8blk_1x128_kernel<<<grid, BK_THREADS, 0, stream>>>(p);
+    return launched(fn, "fp8blk_1x128_kernel", e);
+}
+
+extern "C" int lowp_cuda_fp8blk_128x128(const uint16_t *x, size_t rows, size_t cols, uint8_t *codes,
+                                        float *scales, cudaStream_t stream, moe_err *e)
+{
+    static const char fn[] = "lowp_cuda_fp8blk_128x128";
+    if (rows == 0 || cols == 0 || (!codes && !scales))
+        return 0;
+    blk_params p = {};
+    p.x = x, p.rows = rows, p.cols = cols, p.rc = codes, p.rs = scales;
+    p.vec_in = aligned16(x) && cols % 8 == 0;
+    p.vec_rc = codes && ((uintptr_t)codes & 3u) == 0 && cols % 4 == 0;
+    dim3 grid;
+    if (blk_grid(fn, rows, cols, &grid, e))
+        return -1;
+    fp8blk_128x128_kernel<<<grid, BK_THREADS, 0, stream>>>(p);
+    return launched(fn, "fp8blk_128x128_kernel", e);
+}
+
+/* ---- the hardware conversion, compared with ours ---------------------------------- */
+
+__global__ void e4m3_hw_check_kernel(unsigned long long *bad, unsigned long long *bad_nan,
+                                     unsigned int *first)
+{
+#if __CUDA_ARCH__ >= 890
+    const unsigned long long n = 1ull << 32;
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (unsigned long long)gridDim.x * blockDim.x) {
+        float f = __uint_as_float((unsigned int)i);
+        unsigned short pair;
+        asm("{cvt.rn.satfinite.e4m3x2.f32 %0, %2, %1;}\n" : "=h"(pair) : "f"(f), "f"(0.0f));
+        if ((uint8_t)(pair & 0xFFu) != lowp_e4m3_from_f32(f)) {
+            if (f != f) {
+                atomicAdd(bad_nan, 1ull);
+            } else {
+                atomicAdd(bad, 1ull);
+                atomicMin(first, (unsigned int)i);
+            }
+        }
+    }
+#else
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+        *bad = ~0ull; /* not available on this architecture */
+#endif
+}
+
+extern "C" int lowp_cuda_e4m3_hw_check(unsigned long long *mismatch,
+                                       unsigned long long *nan_mismatch, uint32_t *first,
+                                       moe_err *e)
+{
+    static const char fn[] = "lowp_cuda_e4m3_hw_check";
+    int dev, major = 0, minor = 0;
+    cudaError_t err = cudaGetDevice(&dev);
+    if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    if (err != cudaSuccess)
+        return moe_errf(e, "%s: %s", fn, cudaGetErrorString(err));
+    if (major * 10 + minor < 89)
+        return moe_errf(e, "%s: compute capability %d.%d has no E4M3 conversion", fn, major, minor);
+    struct {
+        unsigned long long bad, bad_nan;
+        unsigned int first;
+    } h = {0, 0, 0xFFFFFFFFu}, *d = NULL;
+    if ((err = cudaMalloc((void **)&d, sizeof h)) != cudaSuccess)
+        return moe_errf(e, "%s: cudaMalloc: %s", fn, cudaGetErrorString(err));
+    int rc = 0;
+    if ((err = cudaMemcpy(d, &h, sizeof h, cudaMemcpyHostToDevice)) != cudaSuccess) {
+        rc = moe_errf(e, "%s: cudaMemcpy: %s", fn, cudaGetErrorString(err));
+    } else {
+        e4m3_hw_check_kernel<<<4096, 256>>>(&d->bad, &d->bad_nan, &d->first);
+        if (launched(fn, "e4m3_hw_check_kernel", e))
+            rc = -1;
+        else if ((err = cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost)) != cudaSuccess)
+            rc = moe_errf(e, "%s: kernel e4m3_hw_check_kernel: %s", fn, cudaGetErrorString(err));
+    }
+    cudaFree(d);
+    if (rc)
+        return rc;
+    *mismatch = h.bad, *nan_mismatch = h.bad_nan, *first = h.first;
+    return 0;
+}

@@ -1,0 +1,44 @@
+# trainer/lowp: the low-precision reference quantisers (E4M3, E8M0, MXFP8 with
+# cuBLASLt's scale layout, FP8 1x128 / 128x128 block scaling, SwiGLU x router
+# probability) and, when CUDA=1, their CUDA kernels (bit-identical to them).
+LOWP_SRCS := trainer/lowp/mxfp8.c trainer/lowp/mx_swizzle.c trainer/lowp/fp8_block.c \
+	trainer/lowp/swiglu.c
+LOWP_LIB := $(B)/lib/libmoe_lowp.a
+$(LOWP_LIB): $(call obj,$(LOWP_SRCS))
+ALL_LIBS += $(LOWP_LIB)
+# one rounding per fp32 operation, whatever the compiler's default (the CUDA
+# side uses the __f*_rn intrinsics): the reference and the kernels agree to
+# the bit only if neither fuses a multiply-add
+$(call obj,$(LOWP_SRCS) tests/unit/test_lowp.c tests/gpu/test_lowp_cuda.c): CFLAGS += -ffp-contract=off
+
+UNIT_TESTS += $(B)/tests/test_lowp
+$(B)/tests/test_lowp: $(call obj,tests/unit/test_lowp.c) $(LOWP_LIB) $(COMMON_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
+
+ifeq ($(CUDA),1)
+# The kernels: their own library, for the same GPUs as the backend (Hopper
+# sm_90a, Blackwell sm_100a, PTX for newer). --fmad=false on top of the
+# explicit __f*_rn intrinsics: no contraction anywhere in this file.
+LOWP_CUDA_HOME := $(patsubst %/bin/nvcc,%,$(NVCC))
+LOWP_NVCCFLAGS := -O3 -lineinfo --fmad=false -Xcompiler -fPIC -Xcompiler -Wall,-Wextra \
+	-gencode arch=compute_90a,code=sm_90a -gencode arch=compute_100a,code=sm_100a \
+	-gencode arch=compute_90,code=compute_90
+LOWP_CUDA_OBJS := $(B)/obj/trainer/lowp/lowp_cuda.o
+$(B)/obj/trainer/lowp/lowp_cuda.o: trainer/lowp/lowp_cuda.cu trainer/lowp/lowp_cuda.h \
+		trainer/lowp/fp8_scalar.h
+	@mkdir -p $(dir $@)
+	$(NVCC) $(LOWP_NVCCFLAGS) -c $< -o $@
+LOWP_CUDA_LIB := $(B)/lib/libmoe_lowp_cuda.a
+$(LOWP_CUDA_LIB): $(LOWP_CUDA_OBJS)
+LOWP_CUDA_LDLIBS := -L$(LOWP_CUDA_HOME)/lib64 -Wl,-rpath,$(LOWP_CUDA_HOME)/lib64 -lcudart -lstdc++
+
+# The GPU test: every output byte against the C reference, and timings (run
+# on a GPU machine: build/tests/gpu/test_lowp_cuda).
+$(call obj,tests/gpu/test_lowp_cuda.c): CFLAGS += -I$(LOWP_CUDA_HOME)/include
+$(B)/tests/gpu/test_lowp_cuda: $(call obj,tests/gpu/test_lowp_cuda.c) $(LOWP_CUDA_LIB) \
+		$(LOWP_LIB) $(COMMON_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LOWP_CUDA_LDLIBS) $(LDLIBS_BASE)
+everything: $(B)/tests/gpu/test_lowp_cuda
+endif
