@@ -283,12 +283,14 @@ static void test_mxfp8(size_t rows, size_t cols, size_t skew)
         mx_dev_alloc(&d, &m, 0);
         lowp_mx_out only = {d.rc.p, d.rs.p, NULL, NULL, NULL, d.cz.p};
         ok = lowp_cuda_mxfp8((const uint16_t *)dx.p, rows, cols, &only, 0, &e) == 0;
-        ok = ok && sync_ok(what) && same_bytes("row codes", &d.rc, m.rc, m.n) &&
-             same_bytes("row scales", &d.rs, m.rsc, m.rs) &&
-             same_bytes("column swizzled scales", &d.cz, m.czz, m.cz);
         unsigned char *poison = xmalloc(m.n);
         memset(poison, 0xAA, m.n);
-        ok = ok && same_bytes("untouched column codes", &d.cc, poison, m.n);
+        /* & rather than &&: every buffer is compared, so a failure shows them all */
+        ok = ok && sync_ok(what) &&
+             (same_bytes("row codes", &d.rc, m.rc, m.n) &
+              same_bytes("row scales", &d.rs, m.rsc, m.rs) &
+              same_bytes("column swizzled scales", &d.cz, m.czz, m.cz) &
+              same_bytes("untouched column codes", &d.cc, poison, m.n));
         free(poison);
         result(ok, "%s, some outputs NULL", what);
         mx_dev_free(&d);
@@ -326,8 +328,8 @@ static void test_swiglu_mxfp8(size_t rows, size_t f, size_t skew)
                                     (const float *)dp.p, rows, f, (uint16_t *)dy.p, &o, 0, &e) == 0;
     if (!ok)
         printf("  %s\n", e.msg);
-    ok = ok && sync_ok(what) && same_bytes("bf16 output", &dy, y, 2 * n) &&
-         mx_dev_check(what, &d, &m);
+    ok = ok && sync_ok(what) &&
+         (same_bytes("bf16 output", &dy, y, 2 * n) & mx_dev_check(what, &d, &m));
     result(ok, "%s", what);
     dfree(&dg), dfree(&du), dfree(&dp), dfree(&dy);
     mx_dev_free(&d);
@@ -361,9 +363,10 @@ static void test_fp8blk(size_t rows, size_t cols, size_t skew)
                                     (float *)dst.p, 0, &e) == 0;
     if (!ok)
         printf("  %s\n", e.msg);
-    ok = ok && sync_ok(what) && same_bytes("codes", &dq, q, n) &&
-         same_bytes("scales", &ds, s, 4 * ns) && same_bytes("transposed codes", &dqt, qt, n) &&
-         same_bytes("transposed scales", &dst, st, 4 * nt);
+    ok = ok && sync_ok(what) &&
+         (same_bytes("codes", &dq, q, n) & same_bytes("scales", &ds, s, 4 * ns) &
+          same_bytes("transposed codes", &dqt, qt, n) &
+          same_bytes("transposed scales", &dst, st, 4 * nt));
     result(ok, "%s (rowwise and transposed)", what);
     snprintf(what, sizeof what, "lowp_cuda_fp8blk_128x128 (fp8blk_128x128_kernel) %zux%zu%s", rows,
              cols, skew ? " (misaligned)" : "");
@@ -371,8 +374,8 @@ static void test_fp8blk(size_t rows, size_t cols, size_t skew)
                                   &e) == 0;
     if (!ok)
         printf("  %s\n", e.msg);
-    ok = ok && sync_ok(what) && same_bytes("codes", &dqb, qb, n) &&
-         same_bytes("scales", &dsb, sb, 4 * nb);
+    ok = ok && sync_ok(what) &&
+         (same_bytes("codes", &dqb, qb, n) & same_bytes("scales", &dsb, sb, 4 * nb));
     result(ok, "%s", what);
     dfree(&dx), dfree(&dq), dfree(&dqt), dfree(&dqb), dfree(&ds), dfree(&dst), dfree(&dsb);
     free(x), free(q), free(qt), free(qb), free(s), free(st), free(sb);
@@ -385,13 +388,13 @@ static void test_e4m3_hw(void)
     moe_err e = {{0}};
     if (lowp_cuda_e4m3_hw_check(&bad, &bad_nan, &first, &e) != 0) {
         printf("  %s\n", e.msg);
-        result(0, "e4m3 software encoder vs cvt.rn.satfinite.e4m3x2.f32");
+        result(0, "e4m3 integer encoder vs cvt.rn.satfinite.e4m3x2.f32");
         return;
     }
     if (bad)
         printf("  %llu non-NaN inputs differ, first bit pattern %08x\n", bad, first);
     printf("  %llu NaN inputs convert differently (informational)\n", bad_nan);
-    result(bad == 0, "e4m3 software encoder vs cvt.rn.satfinite.e4m3x2.f32 on all 2^32 inputs");
+    result(bad == 0, "e4m3 integer encoder vs cvt.rn.satfinite.e4m3x2.f32 on all 2^32 inputs");
 }
 
 /* ---- timings ----------------------------------------------------------------------------- */
@@ -550,7 +553,9 @@ int main(void)
     }
     struct cudaDeviceProp prop;
     CK("cudaGetDeviceProperties", cudaGetDeviceProperties(&prop, 0));
-    printf("device: %s, compute capability %d.%d\n", prop.name, prop.major, prop.minor);
+    printf("device: %s, compute capability %d.%d; E4M3 conversion in the kernels: %s\n", prop.name,
+           prop.major, prop.minor,
+           lowp_cuda_uses_hw_cvt() ? "cvt.rn.satfinite.e4m3x2.f32" : "integer encoder");
     rng ^= (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull;
     printf("seed %016llx\n", (unsigned long long)rng);
 

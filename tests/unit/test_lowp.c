@@ -783,9 +783,12 @@ static void test_swiglu(void)
     /* hand-worked: silu(0) = 0; gate 2^-126-ish irrelevant; silu(100) = 100
      * exactly in fp32 (exp(-100) is below half an ulp of 1) */
     CHECK(lowp_swiglu_prob(0x0000, 0x3F80, 1.0f) == 0x0000);
-    CHECK(lowp_swiglu_prob(0x42C8, 0x3F80, 1.0f) == 0x42C8);           /* 100 * 1 * 1 */
-    CHECK(lowp_swiglu_prob(0x42C8, 0x4000, 0.5f) == 0x42C8);           /* 100 * 2 * 0.5 */
-    CHECK((lowp_swiglu_prob(0x7FC0, 0x3F80, 1.0f) & 0x7FFF) > 0x7F80); /* NaN gate */
+    CHECK(lowp_swiglu_prob(0x42C8, 0x3F80, 1.0f) == 0x42C8); /* 100 * 1 * 1 */
+    CHECK(lowp_swiglu_prob(0x42C8, 0x4000, 0.5f) == 0x42C8); /* 100 * 2 * 0.5 */
+    CHECK(lowp_swiglu_prob(0x7FC0, 0x3F80, 1.0f) == 0x7FC0); /* NaN gate */
+    CHECK(lowp_swiglu_prob(0xFFC1, 0x3F80, 1.0f) == 0x7FC0); /* negative NaN, payload */
+    CHECK(lowp_swiglu_prob(0xFF80, 0x3F80, 1.0f) == 0x7FC0); /* silu(-inf) = -inf / inf */
+    CHECK(lowp_swiglu_prob(0x3F80, 0x7F80, 0.0f) == 0x7FC0); /* inf * 0 */
     /* against double precision: within one bf16 ulp (two roundings) */
     int bad = 0;
     for (int i = 0; i < 100000; i++) {
@@ -817,7 +820,12 @@ static void test_bf16_rounding(void)
     CHECK(lowp_f32_to_bf16(bits_f(0x3F808001u)) == 0x3F81);
     CHECK(lowp_f32_to_bf16(-0.0f) == 0x8000);
     CHECK(lowp_f32_to_bf16(FLT_MAX) == 0x7F80); /* rounds up to infinity */
-    CHECK((lowp_f32_to_bf16(NAN) & 0x7FFF) > 0x7F80);
+    /* every NaN, whatever its sign and payload, is the canonical 0x7FC0 */
+    CHECK(lowp_f32_to_bf16(NAN) == 0x7FC0);
+    CHECK(lowp_f32_to_bf16(-NAN) == 0x7FC0);
+    CHECK(lowp_f32_to_bf16(bits_f(0x7FFFFFFFu)) == 0x7FC0); /* CUDA's arithmetic NaN */
+    CHECK(lowp_f32_to_bf16(bits_f(0xFFC00000u)) == 0x7FC0); /* x86's default NaN */
+    CHECK(lowp_f32_to_bf16(bits_f(0x7F800001u)) == 0x7FC0);
 }
 
 int main(void)

@@ -11,8 +11,9 @@
  *   scale = 2^(x-127), x the E8M0 byte: amax/448 rounded UP to a power of two,
  *   so amax/scale <= 448 always; q = e4m3(v * 2^(127-x)) (exact reciprocal),
  *   round to nearest even, saturating. Zero block: x = 0x00 and codes 0x00.
- *   A block holding a NaN: x = 0xFF (NaN) and codes 0x7F. Infinity: x = 0xFE,
- *   the infinities become +-448 and the rest 0 (TE's behaviour).
+ *   A block holding a NaN: x = 0xFF (NaN) and codes 0x7F. Infinity: x = 0xFE
+ *   (2^127, TE's satfinite float_to_e8m0), the infinities become +-448 and
+ *   finite values below 2^117 become 0.
  *   A tiny block (amax <= 448 * 2^-127, about 2.6e-36) has x = 0 and is
  *   quantised exactly with the reciprocal 2^127; Transformer Engine's kernels
  *   multiply by 1 there instead (exp2f_rcp(0) == 1), i.e. flush such blocks
@@ -116,12 +117,14 @@ void lowp_mx_swizzle_colwise(const uint8_t *scales, size_t rows, size_t cols, ui
 /* 1x128 (activations, gradients; cuBLASLt CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F).
  * For a K-major operand [outer, K] the fp32 scales are stored "outer-major":
  * [ceil(K/128), ld] with ld = round_up(outer, 4), scale (i, kb) at kb * ld + i,
- * the outer index contiguous. This is what cuBLASLt reads (the per-row scales
- * of one K block are loaded together, as DeepGEMM's TMA does), what
- * PyTorch's _scaled_mm requires ("1x128 blocks need scales to be
- * outer-dim-major") and Transformer Engine's GEMM-ready 1D layout
- * ([ceil(K/128), round_up(M, 4)]); the 4-row padding keeps each K block's
- * column 16-byte aligned. Padding entries are 0.0f.
+ * the outer index contiguous: the scales of one K block for 128 consecutive
+ * rows are one contiguous load, as the GEMM consumes them (DeepGEMM's TMA
+ * does the same). It is the layout Transformer Engine hands cuBLASLt (its
+ * GEMM-ready 1D format, [ceil(K/128), round_up(M, 4)]) and the one PyTorch's
+ * _scaled_mm asks for ("1x128 blocks need scales to be outer-dim-major");
+ * the 4-row padding keeps each K block's column 16-byte aligned. Checked
+ * against those two implementations, not run through cuBLASLt here.
+ * Padding entries are 0.0f.
  * lowp_fp8blk_1x128: blocks along the rows of x [rows, cols] (the operand is
  * x itself, outer = rows, K = cols): codes [rows, cols]. */
 size_t lowp_fp8blk_1x128_ld(size_t outer);

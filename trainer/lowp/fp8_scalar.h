@@ -4,9 +4,13 @@
  * Everything here is integer/bit manipulation or a single IEEE fp32 operation
  * rounded to nearest even (on the GPU through the __f*_rn intrinsics, which
  * are never contracted into an FMA; the C side is compiled with
- * -ffp-contract=off). No libm call appears: powf/exp2f/log2f and expf are not
- * bit-identical between glibc and CUDA, so scales come from bit patterns and
- * the exponential of SwiGLU is our own (lowp_expf).
+ * -ffp-contract=off), plus, in the kernels, the E4M3 conversion instruction
+ * where it is proven equal to the integer encoder (lowp_e4m3_from_f32). No
+ * libm call appears: powf/exp2f/log2f and expf are not bit-identical between
+ * glibc and CUDA, so scales come from bit patterns and the exponential of
+ * SwiGLU is our own (lowp_expf). NaN payloads are the one thing arithmetic
+ * does not reproduce across the two (x86 passes an operand's on, CUDA makes
+ * 0x7FFFFFFF): every NaN that reaches an output is a fixed code.
  *
  * Formats
  *   E4M3 (OCP FP8, CUDA's __nv_fp8_e4m3): sign, 4 exponent bits (bias 7),
@@ -76,13 +80,18 @@ LOWP_HD float lowp_bits_f32(uint32_t u)
 
 LOWP_HD float lowp_bf16_to_f32(uint16_t h) { return lowp_bits_f32((uint32_t)h << 16); }
 
-/* Round to nearest even (PyTorch's .to(torch.bfloat16)); a NaN stays a NaN
- * with its sign (quiet bit forced); overflow gives infinity. */
+#define LOWP_BF16_NAN 0x7FC0u /* the canonical bf16 NaN (PyTorch's) */
+
+/* Round to nearest even (PyTorch's .to(torch.bfloat16)); overflow gives
+ * infinity; every NaN becomes the canonical 0x7FC0. Arithmetic hands NaNs
+ * on differently on the two sides (x86 keeps an operand's payload and sign,
+ * CUDA returns 0x7FFFFFFF), so only a canonical NaN keeps a computed bf16
+ * (the SwiGLU output) the same bytes on the CPU and the GPU. */
 LOWP_HD uint16_t lowp_f32_to_bf16(float f)
 {
     uint32_t u = lowp_f32_bits(f);
     if ((u & 0x7FFFFFFFu) > LOWP_F32_INF_BITS)
-        return (uint16_t)((u >> 16) | 0x0040u);
+        return LOWP_BF16_NAN;
     u += 0x7FFFu + ((u >> 16) & 1u);
     return (uint16_t)(u >> 16);
 }
@@ -94,18 +103,11 @@ LOWP_HD uint16_t lowp_f32_to_bf16(float f)
  * infinity included, becomes +-448; every NaN becomes the canonical NaN code
  * 0x7F (whatever its sign); a value that rounds to zero keeps its sign (0x80
  * for negatives). Bit for bit what cuda_fp8.hpp's __nv_cvt_float_to_fp8(x,
- * __NV_SATFINITE, __NV_E4M3) returns (checked here over all 2^32 inputs). */
-LOWP_HD uint8_t lowp_e4m3_from_f32(float f)
+ * __NV_SATFINITE, __NV_E4M3) returns, on all 2^32 inputs
+ * (tests/unit/test_lowp_cuda_fp8.cu; the GPU instruction itself is compared
+ * by tests/gpu/test_lowp_cuda.c). */
+LOWP_HD uint8_t lowp_e4m3_from_f32_int(float f)
 {
-#if defined(LOWP_CUDA_HW_CVT) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-    /* Optional (off by default): the sm_89+ conversion instruction, which
-     * the GPU test compares with the code below over all 2^32 inputs
-     * (test_lowp_cuda's e4m3_hw_check); build with -DLOWP_CUDA_HW_CVT only
-     * where that check passes. */
-    unsigned short pair;
-    asm("{cvt.rn.satfinite.e4m3x2.f32 %0, %2, %1;}\n" : "=h"(pair) : "f"(f), "f"(0.0f));
-    return (uint8_t)(pair & 0xFFu);
-#endif
     uint32_t u = lowp_f32_bits(f);
     uint8_t sign = (uint8_t)((u >> 24) & 0x80u);
     uint32_t a = u & 0x7FFFFFFFu;
@@ -135,6 +137,24 @@ LOWP_HD uint8_t lowp_e4m3_from_f32(float f)
     if (rem > half || (rem == half && (k & 1u)))
         k++;
     return (uint8_t)(sign | k);
+}
+
+/* What the quantisers call. In the kernels, on compute capability 8.9+ and
+ * unless built with LOWP_HW_CVT=0 (trainer/lowp/rules.mk), this is the
+ * conversion instruction cvt.rn.satfinite.e4m3x2.f32: one instruction instead
+ * of the integer code above, and the same byte for every one of the 2^32
+ * fp32 inputs (measured on an H200 by tests/gpu/test_lowp_cuda.c, which
+ * repeats the comparison on every run). Everywhere else it is the integer
+ * code. */
+LOWP_HD uint8_t lowp_e4m3_from_f32(float f)
+{
+#if defined(LOWP_CUDA_HW_CVT) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    unsigned short pair;
+    asm("{cvt.rn.satfinite.e4m3x2.f32 %0, %2, %1;}\n" : "=h"(pair) : "f"(f), "f"(0.0f));
+    return (uint8_t)(pair & 0xFFu);
+#else
+    return lowp_e4m3_from_f32_int(f);
+#endif
 }
 
 /* E4M3 -> fp32, exact. NaN codes give a quiet NaN with the code's sign. */
@@ -294,7 +314,7 @@ LOWP_HD float lowp_expf(float x)
 
 /* bf16(silu(g) * u * p), in this order of fp32 operations:
  *   e = lowp_expf(-g); s = g / (1 + e); t = s * u; v = t * p; round v to bf16.
- * (silu(-inf) is NaN here: -inf / inf.) */
+ * (silu(-inf) is NaN here: -inf / inf; any NaN comes out as 0x7FC0.) */
 LOWP_HD uint16_t lowp_swiglu_prob(uint16_t gate, uint16_t up, float prob)
 {
     float g = lowp_bf16_to_f32(gate);

@@ -1,8 +1,11 @@
 /* moekit low precision: the CUDA quantisers (lowp_cuda.h). Bit-identical to
  * the C reference (fp8.h) by construction: the per-element arithmetic is
- * fp8_scalar.h itself, amaxes are integer maxima of bit patterns, and the
- * only floating-point operations are single __f*_rn roundings (this file is
- * also built with --fmad=false).
+ * fp8_scalar.h's (mx_quant4 / blk_quant4 below are lowp_mx_quant /
+ * lowp_fp8blk_quant four at a time), amaxes are integer maxima of bit
+ * patterns, the only floating-point operations are single __f*_rn roundings
+ * (this file is also built with --fmad=false), and the E4M3 conversion is
+ * either the integer encoder or the cvt instruction proven equal to it on
+ * every input (LOWP_HW_CVT in rules.mk).
  *
  * MXFP8: one CTA per 32 x 128 tile (128 threads). The tile is read once into
  * shared memory (coalesced 16-byte loads); then each thread quantises one
@@ -38,6 +41,59 @@ static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 static __host__ __device__ __forceinline__ size_t cdiv(size_t a, size_t b)
 {
     return (a + b - 1) / b;
+}
+
+/* ---- four codes at a time ------------------------------------------------------------ */
+
+/* Two fp32 -> two E4M3 codes (lo in the low byte): lowp_e4m3_from_f32 on
+ * each, in one cvt.rn.satfinite.e4m3x2.f32 when the hardware conversion is
+ * on (fp8_scalar.h; the instruction converts its first source into the upper
+ * byte). */
+__device__ __forceinline__ uint32_t e4m3x2(float lo, float hi)
+{
+#if defined(LOWP_CUDA_HW_CVT) && __CUDA_ARCH__ >= 890
+    unsigned short pair;
+    asm("{cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;}\n" : "=h"(pair) : "f"(hi), "f"(lo));
+    return pair;
+#else
+    return lowp_e4m3_from_f32(lo) | ((uint32_t)lowp_e4m3_from_f32(hi) << 8);
+#endif
+}
+
+__device__ __forceinline__ float bf16_lo(uint32_t w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float bf16_hi(uint32_t w) { return __uint_as_float(w & 0xFFFF0000u); }
+
+/* lowp_mx_quant of the two bf16 in w (codes little-endian): a NaN block is
+ * 0x7F codes, a zero block 0x00, else e4m3(v * 2^(127-x)). */
+__device__ __forceinline__ uint32_t mx_quant2(uint32_t w, uint8_t x, uint32_t amax)
+{
+    if (x == LOWP_E8M0_NAN)
+        return 0x7F7Fu;
+    if (amax == 0)
+        return 0;
+    const float r = lowp_e8m0_rcp(x);
+    return e4m3x2(LOWP_MUL(bf16_lo(w), r), LOWP_MUL(bf16_hi(w), r));
+}
+
+__device__ __forceinline__ uint32_t mx_quant4(uint32_t w0, uint32_t w1, uint8_t x, uint32_t amax)
+{
+    return mx_quant2(w0, x, amax) | mx_quant2(w1, x, amax) << 16;
+}
+
+/* lowp_fp8blk_quant of the two bf16 in w: NaN block 0x7F, zero block 0x00,
+ * else e4m3(v / s). */
+__device__ __forceinline__ uint32_t blk_quant2(uint32_t w, float s, uint32_t amax)
+{
+    if (amax > LOWP_F32_INF_BITS)
+        return 0x7F7Fu;
+    if (amax == 0)
+        return 0;
+    return e4m3x2(LOWP_DIV(bf16_lo(w), s), LOWP_DIV(bf16_hi(w), s));
+}
+
+__device__ __forceinline__ uint32_t blk_quant4(uint32_t w0, uint32_t w1, float s, uint32_t amax)
+{
+    return blk_quant2(w0, s, amax) | blk_quant2(w1, s, amax) << 16;
 }
 
 /* ---- MXFP8 row + column kernel ---------------------------------------------------- */
@@ -146,16 +202,8 @@ __device__ __forceinline__ void mx_tile(const mx_params p, const int swiglu)
         const int inside = gr < rows && kb < nkb;
         if (inside && p.rc) {
             uint32_t out[8];
-            for (int j = 0; j < 8; j++) {
-                uint32_t c0 =
-                    lowp_mx_quant(lowp_bf16_to_f32((uint16_t)(w[2 * j] & 0xFFFFu)), s, amax);
-                uint32_t c1 = lowp_mx_quant(lowp_bf16_to_f32((uint16_t)(w[2 * j] >> 16)), s, amax);
-                uint32_t c2 =
-                    lowp_mx_quant(lowp_bf16_to_f32((uint16_t)(w[2 * j + 1] & 0xFFFFu)), s, amax);
-                uint32_t c3 =
-                    lowp_mx_quant(lowp_bf16_to_f32((uint16_t)(w[2 * j + 1] >> 16)), s, amax);
-                out[j] = c0 | (c1 << 8) | (c2 << 16) | (c3 << 24);
-            }
+            for (int j = 0; j < 8; j++)
+                out[j] = mx_quant4(w[2 * j], w[2 * j + 1], s, amax);
             uint8_t *dst = p.rc + gr * cols + col0 + b * 32;
             if (full && p.vec_out) {
                 ((uint4 *)dst)[0] = make_uint4(out[0], out[1], out[2], out[3]);
@@ -181,9 +229,13 @@ __device__ __forceinline__ void mx_tile(const mx_params p, const int swiglu)
         const uint32_t amax = am << 16;
         const uint8_t s = lowp_mx_scale_from_amax_bits(amax);
         if (p.cc)
-            for (int r = 0; r < MX_TR; r++)
-                stage[r * MX_CLD + c] =
-                    lowp_mx_quant(lowp_bf16_to_f32(tile[r * MX_LD + c]), s, amax);
+            for (int r = 0; r < MX_TR; r += 2) {
+                /* rows r and r+1 of the column as one word, codes back to their rows */
+                uint32_t pair = tile[r * MX_LD + c] | (uint32_t)tile[(r + 1) * MX_LD + c] << 16;
+                uint32_t q = mx_quant2(pair, s, amax);
+                stage[r * MX_CLD + c] = (uint8_t)q;
+                stage[(r + 1) * MX_CLD + c] = (uint8_t)(q >> 8);
+            }
         if (gc < cols && p.cs)
             p.cs[rt * cols + gc] = s;
         if (p.cz)
@@ -301,11 +353,7 @@ __device__ __forceinline__ void blk_load(const blk_params p, uint16_t *tile, siz
 
 __device__ __forceinline__ uint32_t blk_codes4(uint2 w, float s, uint32_t amax)
 {
-    uint32_t c0 = lowp_fp8blk_quant(lowp_bf16_to_f32((uint16_t)(w.x & 0xFFFFu)), s, amax);
-    uint32_t c1 = lowp_fp8blk_quant(lowp_bf16_to_f32((uint16_t)(w.x >> 16)), s, amax);
-    uint32_t c2 = lowp_fp8blk_quant(lowp_bf16_to_f32((uint16_t)(w.y & 0xFFFFu)), s, amax);
-    uint32_t c3 = lowp_fp8blk_quant(lowp_bf16_to_f32((uint16_t)(w.y >> 16)), s, amax);
-    return c0 | (c1 << 8) | (c2 << 16) | (c3 << 24);
+    return blk_quant4(w.x, w.y, s, amax);
 }
 
 __device__ __forceinline__ uint32_t abs_max2(uint32_t w)
@@ -372,11 +420,9 @@ __global__ void __launch_bounds__(BK_THREADS) fp8blk_1x128_kernel(const blk_para
         uint32_t q[16];
         for (int j = 0; j < 16; j++) {
             const int r = h * 64 + j * 4;
-            uint32_t c0 = lowp_fp8blk_quant(lowp_bf16_to_f32(tile[r * BK + c]), s, amax);
-            uint32_t c1 = lowp_fp8blk_quant(lowp_bf16_to_f32(tile[(r + 1) * BK + c]), s, amax);
-            uint32_t c2 = lowp_fp8blk_quant(lowp_bf16_to_f32(tile[(r + 2) * BK + c]), s, amax);
-            uint32_t c3 = lowp_fp8blk_quant(lowp_bf16_to_f32(tile[(r + 3) * BK + c]), s, amax);
-            q[j] = c0 | (c1 << 8) | (c2 << 16) | (c3 << 24);
+            q[j] = blk_quant4(tile[r * BK + c] | (uint32_t)tile[(r + 1) * BK + c] << 16,
+                              tile[(r + 2) * BK + c] | (uint32_t)tile[(r + 3) * BK + c] << 16, s,
+                              amax);
         }
         __syncthreads(); /* everyone is done reading the tile: reuse it as the stage */
         uint8_t *stage = (uint8_t *)tile; /* [128 columns][BK_SLD], 18 KB of the 32 */
@@ -509,7 +555,7 @@ __global__ void e4m3_hw_check_kernel(unsigned long long *bad, unsigned long long
         float f = __uint_as_float((unsigned int)i);
         unsigned short pair;
         asm("{cvt.rn.satfinite.e4m3x2.f32 %0, %2, %1;}\n" : "=h"(pair) : "f"(f), "f"(0.0f));
-        if ((uint8_t)(pair & 0xFFu) != lowp_e4m3_from_f32(f)) {
+        if ((uint8_t)(pair & 0xFFu) != lowp_e4m3_from_f32_int(f)) {
             if (f != f) {
                 atomicAdd(bad_nan, 1ull);
             } else {
@@ -560,4 +606,13 @@ extern "C" int lowp_cuda_e4m3_hw_check(unsigned long long *mismatch,
         return rc;
     *mismatch = h.bad, *nan_mismatch = h.bad_nan, *first = h.first;
     return 0;
+}
+
+extern "C" int lowp_cuda_uses_hw_cvt(void)
+{
+#ifdef LOWP_CUDA_HW_CVT
+    return 1;
+#else
+    return 0;
+#endif
 }

@@ -4,8 +4,10 @@
  *
  * Every output byte equals what the C reference in fp8.h computes for the
  * same input (tests/gpu/test_lowp_cuda.c checks all of them): the kernels
- * share the scalar code of fp8_scalar.h and use only integer operations and
- * single correctly rounded fp32 operations.
+ * share the scalar code of fp8_scalar.h and use only integer operations,
+ * single correctly rounded fp32 operations and (LOWP_HW_CVT=1, the default)
+ * the E4M3 conversion instruction, equal to the integer encoder on all 2^32
+ * inputs.
  *
  * Inputs are bf16 (uint16 bit patterns) in device memory, row-major
  * [rows, cols]. Any output pointer may be NULL to skip that output. Calls
@@ -66,12 +68,16 @@ int lowp_cuda_fp8blk_1x128(const uint16_t *x, size_t rows, size_t cols, uint8_t 
 int lowp_cuda_fp8blk_128x128(const uint16_t *x, size_t rows, size_t cols, uint8_t *codes,
                              float *scales, cudaStream_t stream, moe_err *e);
 
-/* Compare the software E4M3 encoder (lowp_e4m3_from_f32) with the GPU's
+/* Compare the integer E4M3 encoder (lowp_e4m3_from_f32_int) with the GPU's
  * cvt.rn.satfinite.e4m3x2.f32 over all 2^32 fp32 inputs (compute capability
  * 8.9+; returns -1 elsewhere). Synchronous. *mismatch counts disagreeing
  * non-NaN inputs (the smallest in *first), *nan_mismatch NaN inputs. */
 int lowp_cuda_e4m3_hw_check(unsigned long long *mismatch, unsigned long long *nan_mismatch,
                             uint32_t *first, moe_err *e);
+
+/* 1 when the kernels convert to E4M3 with the cvt instruction (built with
+ * LOWP_HW_CVT=1, the default), 0 when with the integer encoder. */
+int lowp_cuda_uses_hw_cvt(void);
 
 #ifdef __cplusplus
 }

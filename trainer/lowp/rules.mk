@@ -20,8 +20,13 @@ ifeq ($(CUDA),1)
 # The kernels: their own library, for the same GPUs as the backend (Hopper
 # sm_90a, Blackwell sm_100a, PTX for newer). --fmad=false on top of the
 # explicit __f*_rn intrinsics: no contraction anywhere in this file.
+# LOWP_HW_CVT=1 (default): E4M3 codes from the cvt.rn.satfinite instruction,
+# byte-identical to the integer encoder on all 2^32 inputs (checked by the GPU
+# test on every run); LOWP_HW_CVT=0 uses the integer encoder in the kernels too.
+LOWP_HW_CVT ?= 1
 LOWP_CUDA_HOME := $(patsubst %/bin/nvcc,%,$(NVCC))
-LOWP_NVCCFLAGS := -O3 -lineinfo --fmad=false -Xcompiler -fPIC -Xcompiler -Wall,-Wextra \
+LOWP_NVCCFLAGS := -O3 -lineinfo --fmad=false $(if $(filter 1,$(LOWP_HW_CVT)),-DLOWP_CUDA_HW_CVT) \
+	-Xcompiler -fPIC -Xcompiler -Wall,-Wextra \
 	-gencode arch=compute_90a,code=sm_90a -gencode arch=compute_100a,code=sm_100a \
 	-gencode arch=compute_90,code=compute_90
 LOWP_CUDA_OBJS := $(B)/obj/trainer/lowp/lowp_cuda.o
@@ -32,6 +37,13 @@ $(B)/obj/trainer/lowp/lowp_cuda.o: trainer/lowp/lowp_cuda.cu trainer/lowp/lowp_c
 LOWP_CUDA_LIB := $(B)/lib/libmoe_lowp_cuda.a
 $(LOWP_CUDA_LIB): $(LOWP_CUDA_OBJS)
 LOWP_CUDA_LDLIBS := -L$(LOWP_CUDA_HOME)/lib64 -Wl,-rpath,$(LOWP_CUDA_HOME)/lib64 -lcudart -lstdc++
+
+# The E4M3 conversions against cuda_fp8.h on all 2^32 inputs: host code, no
+# GPU needed, so it is a unit test (when nvcc is here).
+UNIT_TESTS += $(B)/tests/test_lowp_cuda_fp8
+$(B)/tests/test_lowp_cuda_fp8: tests/unit/test_lowp_cuda_fp8.cu trainer/lowp/fp8_scalar.h tests/check.h
+	@mkdir -p $(dir $@)
+	$(NVCC) -O2 -Xcompiler -fopenmp,-Wall,-Wextra $< -o $@ -lgomp
 
 # The GPU test: every output byte against the C reference, and timings (run
 # on a GPU machine: build/tests/gpu/test_lowp_cuda).
