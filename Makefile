@@ -13,6 +13,13 @@ CC ?= cc
 SAN ?= 0
 NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 CUDA ?= $(if $(NVCC),1,0)
+# The toolkit root: the environment's CUDA_HOME, else the directory above the
+# real nvcc (it may be a symlink or wrapper in /usr/local/bin), else the
+# standard /usr/local/cuda; the first that holds cuda_runtime.h.
+ifeq ($(strip $(CUDA_HOME)),)
+override CUDA_HOME := $(firstword $(foreach d,$(patsubst %/bin/nvcc,%,$(realpath $(NVCC))) /usr/local/cuda,\
+	$(if $(wildcard $(d)/include/cuda_runtime.h),$(d))))
+endif
 
 ifeq ($(SAN),1)
 # the CUDA runtime and ASan's shadow memory do not mix: sanitizer builds are CPU-only

@@ -24,7 +24,6 @@ ifeq ($(CUDA),1)
 # byte-identical to the integer encoder on all 2^32 inputs (checked by the GPU
 # test on every run); LOWP_HW_CVT=0 uses the integer encoder in the kernels too.
 LOWP_HW_CVT ?= 1
-LOWP_CUDA_HOME := $(patsubst %/bin/nvcc,%,$(NVCC))
 LOWP_NVCCFLAGS := -O3 -lineinfo --fmad=false $(if $(filter 1,$(LOWP_HW_CVT)),-DLOWP_CUDA_HW_CVT) \
 	-Xcompiler -fPIC -Xcompiler -Wall,-Wextra \
 	-gencode arch=compute_90a,code=sm_90a -gencode arch=compute_100a,code=sm_100a \
@@ -36,7 +35,7 @@ $(B)/obj/trainer/lowp/lowp_cuda.o: trainer/lowp/lowp_cuda.cu trainer/lowp/lowp_c
 	$(NVCC) $(LOWP_NVCCFLAGS) -c $< -o $@
 LOWP_CUDA_LIB := $(B)/lib/libmoe_lowp_cuda.a
 $(LOWP_CUDA_LIB): $(LOWP_CUDA_OBJS)
-LOWP_CUDA_LDLIBS := -L$(LOWP_CUDA_HOME)/lib64 -Wl,-rpath,$(LOWP_CUDA_HOME)/lib64 -lcudart -lstdc++
+LOWP_CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++
 
 # The E4M3 conversions against cuda_fp8.h on all 2^32 inputs: host code, no
 # GPU needed, so it is a unit test (when nvcc is here).
@@ -47,7 +46,7 @@ $(B)/tests/test_lowp_cuda_fp8: tests/unit/test_lowp_cuda_fp8.cu trainer/lowp/fp8
 
 # The GPU test: every output byte against the C reference, and timings (run
 # on a GPU machine: build/tests/gpu/test_lowp_cuda).
-$(call obj,tests/gpu/test_lowp_cuda.c): CFLAGS += -I$(LOWP_CUDA_HOME)/include
+$(call obj,tests/gpu/test_lowp_cuda.c): CFLAGS += -I$(CUDA_HOME)/include
 $(B)/tests/gpu/test_lowp_cuda: $(call obj,tests/gpu/test_lowp_cuda.c) $(LOWP_CUDA_LIB) \
 		$(LOWP_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)

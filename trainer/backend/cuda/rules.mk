@@ -1,7 +1,6 @@
 # The CUDA backend, built whenever nvcc is present (CUDA=0 to skip). Kernels
 # for Hopper (sm_90a) and Blackwell (sm_100a) plus PTX for newer chips.
 ifeq ($(CUDA),1)
-CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 NVCCFLAGS ?= -O3 -lineinfo -Xcompiler -fPIC -Xcompiler -Wall \
 	-gencode arch=compute_90a,code=sm_90a -gencode arch=compute_100a,code=sm_100a \
 	-gencode arch=compute_90,code=compute_90
