@@ -1,27 +1,33 @@
 #!/bin/bash
-# moekit's benchmark, run in ONE go on a GPU machine: moekit bf16 and Hugging Face
+# moekit's benchmark, run in ONE go on a GPU machine: moekit (bf16, and fp8_block experts on
+# Hopper) and Hugging Face
 # MixtralForCausalLM at the same sizes on the same genome (bench_8x7B_2L: 2 Mixtral-8x7B layers,
 # vocab 32000, sequence 4096, micro-batch 2 = 8192 tokens a step, AdamW, fp32 masters).
 # Prints a table: tokens/s, model TFLOP/s (6 x active params x tokens + causal attention),
 # % of the bf16 GEMM peak (760 TFLOP/s measured on the H200), peak memory, time to first step.
-#   bench/run.sh [BUILD_DIR] [HF setups...]   (default: eager_fp32 grouped_bf16 grouped_bf16_compiled)
+#   bench/run.sh [BUILD_DIR] [HF setups...]   (default: eager_fp32 grouped_bf16 grouped_bf16_compiled;
+#                                              "-": moekit alone)
 set -u
 B=${1:-build}; shift || true
 SETUPS=${*:-eager_fp32 grouped_bf16 grouped_bf16_compiled}
+[ "$SETUPS" = - ] && SETUPS=
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 STEPS=12 WARM=4
 res=$(mktemp)
-# moekit: tokens/s from its steady-state log lines; peak memory sampled from nvidia-smi
-( while sleep 0.2; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits; done ) > /tmp/moe_mem.txt &
-smi=$!
-t0=$(date +%s.%N)
-"$ROOT/$B/bin/moe-train" --config bench_8x7B_2L --backend cuda train.steps=$STEPS \
-    scheduler.warmup_steps=2 logger.frequency=1 train.eval_every_n_steps=0 train.eval_batches=1 \
-    optimizer.lr=3e-4 2>&1 | while IFS= read -r l; do echo "$(date +%s.%N) $l"; done > /tmp/moe_bench.log
-kill $smi 2>/dev/null
-python3 - "$t0" $WARM >> "$res" <<'PY'
+# moekit, once per precision (MOE_BENCH_PRECISIONS, default "bf16 fp8_block"): tokens/s from
+# its steady-state log lines; peak memory sampled from nvidia-smi
+run_moekit() {
+    local prec=$1
+    ( while sleep 0.2; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits; done ) > /tmp/moe_mem.txt &
+    local smi=$!
+    local t0; t0=$(date +%s.%N)
+    "$ROOT/$B/bin/moe-train" --config bench_8x7B_2L --backend cuda train.steps=$STEPS \
+        scheduler.warmup_steps=2 logger.frequency=1 train.eval_every_n_steps=0 train.eval_batches=1 \
+        optimizer.lr=3e-4 precision.compute="$prec" 2>&1 | while IFS= read -r l; do echo "$(date +%s.%N) $l"; done > /tmp/moe_bench.log
+    kill $smi 2>/dev/null
+    python3 - "$t0" $WARM "$prec" >> "$res" <<'PY' || tail -5 /tmp/moe_bench.log
 import json, re, sys
-t0, warm = float(sys.argv[1]), int(sys.argv[2])
+t0, warm, prec = float(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 stamped = [l.split(' ', 1) for l in open('/tmp/moe_bench.log')]
 lines = [l for _, l in stamped if l.startswith('step ')]
 rates = [float(re.search(r'\| ([0-9.]+) tok/s', l).group(1)) for l in lines]
@@ -29,10 +35,14 @@ steady = rates[warm:]
 mem = max(int(x) for x in open('/tmp/moe_mem.txt').read().split() if x.strip().isdigit()) / 1024
 # time to the first finished step: when its log line appeared, from the launch
 first = next(float(ts) - t0 for ts, l in stamped if l.startswith('step '))
-print(json.dumps({"impl": "moekit_bf16", "tokens_per_s": len(steady) / sum(1 / r for r in steady),
+print(json.dumps({"impl": "moekit_" + prec, "tokens_per_s": len(steady) / sum(1 / r for r in steady),
                   "peak_mem_gib": mem, "first_step_s": first,
                   "final_loss": float(re.search(r'loss ([0-9.]+)', lines[-1]).group(1))}))
 PY
+}
+for prec in ${MOE_BENCH_PRECISIONS:-bf16 fp8_block}; do
+    run_moekit "$prec"
+done
 for s in $SETUPS; do
     PYTHONUNBUFFERED=1 timeout 300 python3 "$ROOT/bench/hf_bench.py" --setup "$s" --steps $STEPS \
         --warmup $WARM 2>/tmp/hf_$s.err | tail -1 >> "$res" || tail -3 /tmp/hf_$s.err
@@ -45,12 +55,13 @@ tok = 8192
 attn = 2 * 2 * 4096 * 4096 * 32 * 128 / 2 * 2 * 3   # causal QK^T + PV, fwd + 2x bwd, 2 layers
 peak = 760e12
 base = {r['impl']: r['tokens_per_s'] for r in rows}
-print(f"{'setup':<28}{'tokens/s':>10}{'TFLOP/s':>9}{'% peak':>8}{'peak GiB':>10}{'1st step s':>11}{'vs HF eager':>12}")
+print(f"{'setup':<28}{'tokens/s':>10}{'TFLOP/s':>9}{'% peak':>8}{'peak GiB':>10}{'1st step s':>11}{'vs HF eager':>12}{'loss@12':>9}")
 for r in rows:
     tf = r['tokens_per_s'] * (6 * active + attn / tok) / 1e12
     ref = base.get('hf_eager_fp32')
     rel = f"{r['tokens_per_s'] / ref:.2f}x" if ref else "-"
     fs = f"{r['first_step_s']:.1f}" if r.get('first_step_s') else "-"
-    print(f"{r['impl']:<28}{r['tokens_per_s']:>10.0f}{tf:>9.1f}{100 * tf * 1e12 / peak:>7.1f}%{r['peak_mem_gib']:>10.1f}{fs:>11}{rel:>12}")
+    fl = f"{r['final_loss']:.4f}" if r.get('final_loss') else "-"
+    print(f"{r['impl']:<28}{r['tokens_per_s']:>10.0f}{tf:>9.1f}{100 * tf * 1e12 / peak:>7.1f}%{r['peak_mem_gib']:>10.1f}{fs:>11}{rel:>12}{fl:>9}")
 PY
 rm -f "$res"

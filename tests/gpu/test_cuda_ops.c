@@ -313,12 +313,24 @@ static void test_attention(void)
 }
 
 /* routing: 0 = random, 1 = only experts 0..3 of 8 (idle experts), 2 = all tokens to 0 and 1 */
-static void moe_case(int routing)
+/* E4M3 keeps 3 mantissa bits (relative spacing 2^-3): a GEMM of two
+ * quantised operands lands ~3-4% from the exact one (tests/gpu/test_fp8_gemm.c
+ * measures it), two chained ones (h1 -> a -> y) a little more */
+static const double TF8 = 8e-2;
+
+static void moe_case(int routing, int N, int C, int I, int fp8)
 {
-    int N = 160, C = 64, E = 8, K = 2, I = 96;
+    int E = 8, K = 2;
     const char *names[] = {"uneven counts", "idle experts", "one expert takes all"};
-    fprintf(stderr, "  moe: %s\n", names[routing]);
+    fprintf(stderr, "  moe: %s, %d tokens, hidden %d, ffn %d, experts in %s\n", names[routing], N,
+            C, I, fp8 ? "fp8_block" : "bf16");
     moe_err e = {{0}};
+    const double TX = fp8 ? TF8 : TB; /* what the expert GEMMs feed */
+    if (fp8 && gpu->set_expert_precision(gpu, "fp8_block", C, I, &e)) {
+        fprintf(stderr, "  FAIL set_expert_precision: %s\n", e.msg);
+        CHECK(0);
+        return;
+    }
     pair x = mk_rand((size_t)N * C, 1, 1), wg = mk_rand((size_t)E * C, 1, 0.3f);
     pair probs = mk((size_t)N * E, 0, NULL), ti = mk((size_t)N * K, 0, NULL), tw = mk((size_t)N * K, 0, NULL), ps = mk(E, 0, NULL);
     poison(&probs);
@@ -366,12 +378,12 @@ static void moe_case(int routing)
     poison(&h1);
     BOTH(cpu->experts_fwd(cpu, C(yp), C(h1), C(h3), C(a), C(xp), C(pp), C(w1), C(w3), C(w2), &pc, C, I),
          gpu->experts_fwd(gpu, G(yp), G(h1), G(h3), G(a), G(xp), G(pp), G(w1), G(w3), G(w2), &pg, C, I));
-    cmp("experts_fwd h1", &h1, TB);
-    cmp("experts_fwd y", &yp, TB);
+    cmp("experts_fwd h1", &h1, TX);
+    cmp("experts_fwd y", &yp, TX);
     pair out = mk((size_t)N * C, 1, NULL);
     poison(&out);
     BOTH(cpu->combine(cpu, C(out), C(yp), &pc, C), gpu->combine(gpu, G(out), G(yp), &pg, C));
-    cmp("combine", &out, TB);
+    cmp("combine", &out, TX);
     pair dout = mk_rand((size_t)N * C, 1, 1), dyp = mk((size_t)rows * C, 1, NULL);
     poison(&dyp);
     BOTH(cpu->combine_bwd(cpu, C(dyp), C(dout), &pc, C), gpu->combine_bwd(gpu, G(dyp), G(dout), &pg, C));
@@ -383,17 +395,17 @@ static void moe_case(int routing)
     poison(&dpp);
     BOTH(cpu->experts_bwd(cpu, C(dxp), C(dpp), C(dw1), C(dw3), C(dw2), C(dyp), C(xp), C(h1), C(h3), C(pp), C(w1), C(w3), C(w2), &pc, C, I),
          gpu->experts_bwd(gpu, G(dxp), G(dpp), G(dw1), G(dw3), G(dw2), G(dyp), G(xp), G(h1), G(h3), G(pp), G(w1), G(w3), G(w2), &pg, C, I));
-    cmp("experts_bwd dx", &dxp, TB);
-    cmp("experts_bwd dp", &dpp, TB);
-    cmp("experts_bwd dw1", &dw1, TB);
-    cmp("experts_bwd dw3", &dw3, TB);
-    cmp("experts_bwd dw2", &dw2, TB);
+    cmp("experts_bwd dx", &dxp, TX);
+    cmp("experts_bwd dp", &dpp, TX);
+    cmp("experts_bwd dw1", &dw1, TX);
+    cmp("experts_bwd dw3", &dw3, TX);
+    cmp("experts_bwd dw2", &dw2, TX);
     pair dx = mk((size_t)N * C, 1, NULL), dtw = mk((size_t)N * K, 0, NULL);
     poison(&dx);
     poison(&dtw);
     BOTH(cpu->permute_bwd(cpu, C(dx), C(dtw), C(dxp), C(dpp), &pc, C), gpu->permute_bwd(gpu, G(dx), G(dtw), G(dxp), G(dpp), &pg, C));
-    cmp("permute_bwd dx", &dx, TB);
-    cmp("permute_bwd dtopk_w", &dtw, TB);
+    cmp("permute_bwd dx", &dx, TX);
+    cmp("permute_bwd dtopk_w", &dtw, TX);
     float auxh[8];
     for (int i = 0; i < E; i++)
         auxh[i] = 0.01f * (i + 1);
@@ -404,16 +416,30 @@ static void moe_case(int routing)
     pair pr = mk((size_t)N * E, 0, ph);
     BOTH(cpu->router_bwd(cpu, C(dx), C(dwg), C(dtw), C(aux), C(x), C(wg), C(pr), C(tix), C(twx), N, C, E, K),
          gpu->router_bwd(gpu, G(dx), G(dwg), G(dtw), G(aux), G(x), G(wg), G(pr), G(tix), G(twx), N, C, E, K));
-    cmp("router_bwd dx (accumulate)", &dx, TB);
-    cmp("router_bwd dwg", &dwg, TB);
+    cmp("router_bwd dx (accumulate)", &dx, TX);
+    cmp("router_bwd dwg", &dwg, TX);
     free(idx); free(w); free(z); free(ph);
+    if (fp8 && gpu->set_expert_precision(gpu, "bf16", C, I, &e)) {
+        fprintf(stderr, "  FAIL set_expert_precision bf16: %s\n", e.msg);
+        CHECK(0);
+    }
 }
 
 static void test_moe(void)
 {
-    moe_case(0);
-    moe_case(1);
-    moe_case(2);
+    moe_case(0, 160, 64, 96, 0);
+    moe_case(1, 160, 64, 96, 0);
+    moe_case(2, 160, 64, 96, 0);
+}
+
+/* fp8_block experts: ~75 rows per expert (FP8 for 64, bf16 for the rest),
+ * two experts taking 300 rows each, and ~10 rows per expert (all bf16);
+ * hidden 192 ends in a partial 128-block */
+static void test_moe_fp8(void)
+{
+    moe_case(0, 300, 192, 256, 1);
+    moe_case(2, 300, 128, 256, 1);
+    moe_case(0, 40, 64, 128, 1);
 }
 
 int main(int argc, char **argv)
@@ -428,6 +454,7 @@ int main(int argc, char **argv)
     RUN(test_dense);
     RUN(test_attention);
     RUN(test_moe);
+    RUN(test_moe_fp8);
     moe_err e2 = {{0}};
     if (gpu->sync(gpu, &e2)) {
         fprintf(stderr, "cuda: %s\n", e2.msg);

@@ -26,6 +26,7 @@
 
 #include "../../trainer/lowp/fp8.h"
 #include "../../trainer/lowp/lowp_cuda.h"
+#include "../test_rng.h"
 
 static int passed, failed;
 
@@ -74,27 +75,17 @@ static void *xmalloc(size_t n)
 
 /* ---- random inputs ------------------------------------------------------------- */
 
-static uint64_t rng = 0x243F6A8885A308D3ull;
-
-static uint64_t rng_u64(void)
-{
-    rng ^= rng >> 12;
-    rng ^= rng << 25;
-    rng ^= rng >> 27;
-    return rng * 0x2545F4914F6CDD1Dull;
-}
-
 /* roughly normal: the sum of four uniforms, centred */
 static float rng_gauss(void)
 {
-    uint64_t u = rng_u64();
+    uint64_t u = test_rng_u64();
     float s = 0;
     for (int i = 0; i < 4; i++)
         s += (float)((u >> (16 * i)) & 0xFFFF) / 65536.0f;
     return (s - 2.0f) * 1.7320508f;
 }
 
-static float rng_unit(void) { return (float)(rng_u64() >> 40) / 16777216.0f; }
+static float rng_unit(void) { return (float)(test_rng_u64() >> 40) / 16777216.0f; }
 
 static uint16_t bf16(float f) { return lowp_f32_to_bf16(f); }
 
@@ -102,7 +93,7 @@ static void fill_bf16(uint16_t *h, size_t rows, size_t cols, float scale, int sp
 {
     for (size_t r = 0; r < rows; r++)
         for (size_t c = 0; c < cols; c++) {
-            uint64_t k = ((r / 32) * 1000003u + c / 32 + rng) * 0x9E3779B97F4A7C15ull;
+            uint64_t k = ((r / 32) * 1000003u + c / 32 + test_rng_state) * 0x9E3779B97F4A7C15ull;
             int e = (int)((k >> 40) % 41) - 20;
             h[r * cols + c] = bf16(rng_gauss() * scale * (float)ldexp(1.0, e));
         }
@@ -377,6 +368,29 @@ static void test_fp8blk(size_t rows, size_t cols, size_t skew)
     ok = ok && sync_ok(what) &&
          (same_bytes("codes", &dqb, qb, n) & same_bytes("scales", &dsb, sb, 4 * nb));
     result(ok, "%s", what);
+    if (rows % 4 == 0 && cols % 4 == 0 && skew % 4 == 0) {
+        /* the transposed 128x128 operand: must equal quantising x^T itself */
+        uint16_t *xt = xmalloc(2 * n);
+        for (size_t r = 0; r < rows; r++)
+            for (size_t c = 0; c < cols; c++)
+                xt[c * rows + r] = x[r * cols + c];
+        size_t nbt = lowp_fp8blk_128x128_scales(cols, rows);
+        uint8_t *qbt = xmalloc(n);
+        float *sbt = xmalloc(4 * nbt);
+        lowp_fp8blk_128x128(xt, LOWP_BF16, cols, rows, qbt, sbt);
+        dbuf dqbt = dalloc(n, skew), dsbt = dalloc(4 * nbt, 4 * skew);
+        snprintf(what, sizeof what, "lowp_cuda_fp8blk_128x128_transpose %zux%zu%s", rows, cols,
+                 skew ? " (offset)" : "");
+        ok = lowp_cuda_fp8blk_128x128_transpose(dqb.p, (const float *)dsb.p, rows, cols, dqbt.p,
+                                                (float *)dsbt.p, 0, &e) == 0;
+        if (!ok)
+            printf("  %s\n", e.msg);
+        ok = ok && sync_ok(what) &&
+             (same_bytes("codes", &dqbt, qbt, n) & same_bytes("scales", &dsbt, sbt, 4 * nbt));
+        result(ok, "%s", what);
+        dfree(&dqbt), dfree(&dsbt);
+        free(xt), free(qbt), free(sbt);
+    }
     dfree(&dx), dfree(&dq), dfree(&dqt), dfree(&dqb), dfree(&ds), dfree(&dst), dfree(&dsb);
     free(x), free(q), free(qt), free(qb), free(s), free(st), free(sb);
 }
@@ -556,8 +570,7 @@ int main(void)
     printf("device: %s, compute capability %d.%d; E4M3 conversion in the kernels: %s\n", prop.name,
            prop.major, prop.minor,
            lowp_cuda_uses_hw_cvt() ? "cvt.rn.satfinite.e4m3x2.f32" : "integer encoder");
-    rng ^= (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull;
-    printf("seed %016llx\n", (unsigned long long)rng);
+    test_rng_seed_fresh();
 
     static const size_t mx_shapes[][2] = {{256, 512}, {77, 200},  {300, 96},  {130, 1000},
                                           {1, 33},    {129, 260}, {64, 4096}, {1000, 1056}};
@@ -574,7 +587,8 @@ int main(void)
 
     static const size_t bk_shapes[][2] = {{256, 384},   {200, 300}, {130, 1024},
                                           {129, 260},   {1, 128},   {384, 4096},
-                                          {1000, 1056}, {201, 299}, {77, 130}};
+                                          {1000, 1056}, {201, 299}, {77, 130},
+                                          {64, 128},    {128, 64},  {96, 200}};
     for (size_t i = 0; i < sizeof bk_shapes / sizeof bk_shapes[0]; i++)
         test_fp8blk(bk_shapes[i][0], bk_shapes[i][1], 0);
     test_fp8blk(256, 384, 1);

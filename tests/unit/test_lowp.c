@@ -14,26 +14,9 @@
 
 #include "../../trainer/lowp/fp8.h"
 #include "../check.h"
+#include "../test_rng.h"
 
 /* ---- helpers -------------------------------------------------------------- */
-
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-
-static uint64_t rng_u64(void)
-{
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 0x2545F4914F6CDD1Dull;
-}
-
-static double rng_unit(void) { return (double)(rng_u64() >> 11) * 0x1p-53; }
-
-static double rng_normal(void)
-{
-    double u = rng_unit() + 1e-300, v = rng_unit();
-    return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
-}
 
 static void *xmalloc(size_t n)
 {
@@ -98,7 +81,7 @@ static void fill_random(float *x, size_t rows, size_t cols, int lo, int hi)
         for (size_t c = 0; c < cols; c++) {
             uint64_t h = ((r / 32) * 1000003u + c / 32 + 17) * 0x9E3779B97F4A7C15ull;
             int e = (int)((h >> 40) % (uint64_t)(hi + lo + 1)) - lo;
-            x[r * cols + c] = (float)ldexp(rng_normal(), e);
+            x[r * cols + c] = (float)ldexp(test_rng_normal(), e);
         }
 }
 
@@ -154,7 +137,7 @@ static void test_e4m3_ties_and_neighbours(void)
     }
     /* random magnitudes against the brute-force nearest */
     for (int i = 0; i < 20000; i++) {
-        float x = (float)ldexp(rng_normal(), (int)(rng_u64() % 30) - 16);
+        float x = (float)ldexp(test_rng_normal(), (int)(test_rng_u64() % 30) - 16);
         uint8_t want = e4m3_ref_encode(x);
         CHECK_MSG(lowp_e4m3_from_f32(x) == want, "%.9g -> %02x, want %02x", x,
                   lowp_e4m3_from_f32(x), want);
@@ -262,7 +245,7 @@ static void test_mx_scale_hand(void)
     /* the definition, in exact double arithmetic: the smallest x with
      * amax <= 448 * 2^(x-127), over random bit patterns of every magnitude */
     for (int i = 0; i < 200000; i++) {
-        uint32_t b = (uint32_t)(rng_u64() % 0x7F800000u);
+        uint32_t b = (uint32_t)(test_rng_u64() % 0x7F800000u);
         double amax = (double)bits_f(b);
         int x = lowp_mx_scale_from_amax_bits(b);
         CHECK_MSG(amax <= ldexp(448.0, x - 127), "bits %08x -> %d", b, x);
@@ -432,7 +415,7 @@ static void test_mx_idempotence(void)
     /* eight blocks with amax 226: scale 2^0, and 226 rounds down to 224 */
     for (size_t r = 0; r < 8; r++) {
         for (size_t c = 0; c < 32; c++)
-            x[r * cols + c] = (float)fmax(-100.0, fmin(100.0, rng_normal() * 10));
+            x[r * cols + c] = (float)fmax(-100.0, fmin(100.0, test_rng_normal() * 10));
         x[r * cols + 5] = 226.0f;
     }
     lowp_mxfp8_rowwise(x, LOWP_F32, rows, cols, q, s);
@@ -769,7 +752,7 @@ static void test_expf(void)
     for (int i = 0; i <= 400000; i++) {
         float x = -103.9f + (88.7f + 103.9f) * (float)i / 400000.0f;
         if (i % 2)
-            x = (float)((rng_unit() - 0.5) * 40.0);
+            x = (float)((test_rng_unit() - 0.5) * 40.0);
         float want = (float)exp((double)x); /* correctly rounded for practical purposes */
         int64_t d = ulp_distance(lowp_expf(x), want);
         if (d > worst)
@@ -792,7 +775,7 @@ static void test_swiglu(void)
     /* against double precision: within one bf16 ulp (two roundings) */
     int bad = 0;
     for (int i = 0; i < 100000; i++) {
-        float g = (float)(rng_normal() * 4), u = (float)rng_normal(), p = (float)rng_unit();
+        float g = (float)(test_rng_normal() * 4), u = (float)test_rng_normal(), p = (float)test_rng_unit();
         uint16_t gb = lowp_f32_to_bf16(g), ub = lowp_f32_to_bf16(u);
         double gd = lowp_bf16_to_f32(gb), ud = lowp_bf16_to_f32(ub);
         double want = gd / (1 + exp(-gd)) * ud * p;

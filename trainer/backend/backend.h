@@ -183,6 +183,12 @@ struct moe_backend {
      * updates the masters and writes the compute copy. */
     void (*adamw)(moe_backend *be, real *master, act *wc, const real *grad, real *m, real *v,
                   const moe_param_span *spans, int n_spans, const moe_adamw_hyper *h);
+
+    /* ---- precision ---- */
+    /* The expert FFN's GEMMs: "bf16" or "fp8_block" (hidden size C, expert
+     * intermediate size I). NULL where the backend has one precision (cpu);
+     * refuses, with the reason, what this device cannot run. */
+    int (*set_expert_precision)(moe_backend *be, const char *precision, int C, int I, moe_err *e);
 };
 
 /* Backends. Each returns 0 and a ready table, or -1 with a reason. */

@@ -140,8 +140,8 @@ const config_key config_keys[] = {
 
     {.path = "precision.compute", .type = KEY_ENUM, .offset = AT(precision.compute),
      .choices = precision_choices, .def = "auto",
-     .doc = "GEMM precision; auto = mxfp8 on compute capability 10.x, bf16 on other GPUs, "
-            "fp32 on CPU"},
+     .doc = "GEMM precision; auto = fp8_block experts on Hopper (when allow_fp8_block), bf16 "
+            "on other GPUs, fp32 on CPU"},
     BOOL_KEY("precision.allow_fp8_block", precision.allow_fp8_block, "true",
              "let auto pick fp8_block on Hopper"),
     CHOICE_KEY("precision.layers", precision.layers, layers_choices, "experts",

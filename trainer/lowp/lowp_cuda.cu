@@ -543,6 +543,73 @@ extern "C" int lowp_cuda_fp8blk_128x128(const uint16_t *x, size_t rows, size_t c
     return launched(fn, "fp8blk_128x128_kernel", e);
 }
 
+/* ---- 128x128 operands transposed ------------------------------------------------ */
+
+/* A 128x128 block's scale is that of the same block of the transpose, and
+ * every code depends only on its value and that scale, so the transposed
+ * operand is the codes transposed and the scale matrix transposed: no new
+ * quantisation (Hopper's FP8 GEMMs take only K-major operands, and dgrad
+ * needs w^T). 64 x 64 byte tiles through shared memory, 32-bit loads and
+ * stores: each thread moves 4 words in and 4 words out. */
+#define TT 64
+__global__ void __launch_bounds__(256) fp8_transpose_kernel(const uint8_t *in, uint8_t *out,
+                                                            size_t rows, size_t cols)
+{
+    __shared__ uint8_t tile[TT][TT + 4];
+    const size_t r0 = (size_t)blockIdx.y * TT, c0 = (size_t)blockIdx.x * TT;
+    const int tid = threadIdx.x;
+    for (int i = tid; i < TT * (TT / 4); i += 256) {
+        int r = i / (TT / 4), w = i % (TT / 4);
+        size_t gr = r0 + r, gc = c0 + 4 * w;
+        uint32_t v = gr < rows && gc < cols ? *(const uint32_t *)(in + gr * cols + gc) : 0;
+        *(uint32_t *)&tile[r][4 * w] = v;
+    }
+    __syncthreads();
+    for (int i = tid; i < TT * (TT / 4); i += 256) {
+        int c = i / (TT / 4), w = i % (TT / 4); /* out row c (an input column), rows 4w..4w+3 */
+        size_t gc = c0 + c, gr = r0 + 4 * w;
+        if (gc >= cols || gr >= rows)
+            continue;
+        uint32_t v = tile[4 * w][c] | (uint32_t)tile[4 * w + 1][c] << 8 |
+                     (uint32_t)tile[4 * w + 2][c] << 16 | (uint32_t)tile[4 * w + 3][c] << 24;
+        *(uint32_t *)(out + gc * rows + gr) = v;
+    }
+}
+
+/* scales [ceil(rows/128), ld(cols)] -> [ceil(cols/128), ld(rows)], padding 0 */
+__global__ void fp8blk_scales_transpose_kernel(const float *s, float *st, size_t rows, size_t cols)
+{
+    const size_t rb = cdiv(rows, 128), cb = cdiv(cols, 128);
+    const size_t ld = (cb + 3) / 4 * 4, ldt = (rb + 3) / 4 * 4;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < cb * ldt;
+         i += (size_t)gridDim.x * blockDim.x) {
+        size_t c = i / ldt, r = i % ldt;
+        st[i] = r < rb ? s[r * ld + c] : 0.0f;
+    }
+}
+
+extern "C" int lowp_cuda_fp8blk_128x128_transpose(const uint8_t *codes, const float *scales,
+                                                  size_t rows, size_t cols, uint8_t *codes_t,
+                                                  float *scales_t, cudaStream_t stream, moe_err *e)
+{
+    static const char fn[] = "lowp_cuda_fp8blk_128x128_transpose";
+    if (rows == 0 || cols == 0)
+        return 0;
+    if (rows % 4 || cols % 4 || ((uintptr_t)codes | (uintptr_t)codes_t) % 4)
+        return moe_errf(e, "%s: %zu x %zu: rows and columns must be multiples of 4 and the codes "
+                           "4-byte aligned",
+                        fn, rows, cols);
+    if (cdiv(rows, TT) > 65535)
+        return moe_errf(e, "%s: %zu rows are too many for one launch", fn, rows);
+    dim3 grid((unsigned)cdiv(cols, TT), (unsigned)cdiv(rows, TT));
+    fp8_transpose_kernel<<<grid, 256, 0, stream>>>(codes, codes_t, rows, cols);
+    if (launched(fn, "fp8_transpose_kernel", e))
+        return -1;
+    fp8blk_scales_transpose_kernel<<<64, 256, 0, stream>>>(scales, scales_t, rows, cols);
+    return launched(fn, "fp8blk_scales_transpose_kernel", e);
+}
+#undef TT
+
 /* ---- the hardware conversion, compared with ours ---------------------------------- */
 
 __global__ void e4m3_hw_check_kernel(unsigned long long *bad, unsigned long long *bad_nan,

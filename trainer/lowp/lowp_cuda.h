@@ -68,6 +68,13 @@ int lowp_cuda_fp8blk_1x128(const uint16_t *x, size_t rows, size_t cols, uint8_t 
 int lowp_cuda_fp8blk_128x128(const uint16_t *x, size_t rows, size_t cols, uint8_t *codes,
                              float *scales, cudaStream_t stream, moe_err *e);
 
+/* The 128x128 operand x^T from that of x [rows, cols]: codes_t [cols, rows]
+ * and scales_t (lowp_fp8blk_128x128_scales(cols, rows) floats), equal byte
+ * for byte to lowp_fp8blk_128x128 of x^T. rows, cols multiples of 4. */
+int lowp_cuda_fp8blk_128x128_transpose(const uint8_t *codes, const float *scales, size_t rows,
+                                       size_t cols, uint8_t *codes_t, float *scales_t,
+                                       cudaStream_t stream, moe_err *e);
+
 /* Compare the integer E4M3 encoder (lowp_e4m3_from_f32_int) with the GPU's
  * cvt.rn.satfinite.e4m3x2.f32 over all 2^32 fp32 inputs (compute capability
  * 8.9+; returns -1 elsewhere). Synchronous. *mismatch counts disagreeing

@@ -33,9 +33,12 @@ $(B)/obj/trainer/lowp/lowp_cuda.o: trainer/lowp/lowp_cuda.cu trainer/lowp/lowp_c
 		trainer/lowp/fp8_scalar.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(LOWP_NVCCFLAGS) -c $< -o $@
+# The FP8 block-scaled GEMMs: host C over cuBLASLt (fp8_gemm.h).
+LOWP_CUDA_OBJS += $(call obj,trainer/lowp/fp8_gemm.c)
+$(call obj,trainer/lowp/fp8_gemm.c): CFLAGS += -I$(CUDA_HOME)/include
 LOWP_CUDA_LIB := $(B)/lib/libmoe_lowp_cuda.a
 $(LOWP_CUDA_LIB): $(LOWP_CUDA_OBJS)
-LOWP_CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++
+LOWP_CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lstdc++
 
 # The E4M3 conversions against cuda_fp8.h on all 2^32 inputs: host code, no
 # GPU needed, so it is a unit test (when nvcc is here).
@@ -52,4 +55,13 @@ $(B)/tests/gpu/test_lowp_cuda: $(call obj,tests/gpu/test_lowp_cuda.c) $(LOWP_CUD
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LOWP_CUDA_LDLIBS) $(LDLIBS_BASE)
 everything: $(B)/tests/gpu/test_lowp_cuda
+
+# The FP8 GEMMs against float64 on the dequantised operands, and their speed
+# beside bf16 (run on a GPU machine: build/tests/gpu/test_fp8_gemm).
+$(call obj,tests/gpu/test_fp8_gemm.c): CFLAGS += -I$(CUDA_HOME)/include
+$(B)/tests/gpu/test_fp8_gemm: $(call obj,tests/gpu/test_fp8_gemm.c) $(LOWP_CUDA_LIB) \
+		$(LOWP_LIB) $(COMMON_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ -L$(CUDA_HOME)/lib64 -lcublas $(LOWP_CUDA_LDLIBS) $(LDLIBS_BASE)
+everything: $(B)/tests/gpu/test_fp8_gemm
 endif

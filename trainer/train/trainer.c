@@ -72,12 +72,37 @@ static int resolve_precision(moe_trainer *t, moe_err *e)
         t->precision = sizeof(real) == 8 ? "fp64" : "fp32";
         return 0;
     }
-    /* cuda: bf16 runs everywhere; the low-precision recipes are not in this
-     * build yet, so say so instead of silently training in bf16 */
+    /* cuda: bf16 runs everywhere; fp8_block (the expert FFN's GEMMs in E4M3
+     * with 1x128 / 128x128 block scales) on Hopper; the MXFP8 recipes are not
+     * in this build, so say so instead of silently training in bf16 */
+    const moe_model_cfg *mc = &t->cfg.model;
+    int experts_only = strcmp(t->cfg.precision.layers, "all") != 0;
     switch (p) {
     case MOE_PREC_AUTO:
+        t->precision = "bf16";
+        if (t->cfg.precision.allow_fp8_block && t->be->set_expert_precision) {
+            moe_err why = {{0}};
+            if (t->be->set_expert_precision(t->be, "fp8_block", mc->hidden_size,
+                                            mc->intermediate_size, &why) == 0)
+                t->precision = "fp8_block (experts) + bf16";
+            /* anything else (not Hopper, odd sizes) trains in bf16: auto's job */
+        }
+        return 0;
     case MOE_PREC_BF16:
         t->precision = "bf16";
+        return 0;
+    case MOE_PREC_FP8_BLOCK:
+        if (!experts_only)
+            return moe_errf(e, "precision.compute=fp8_block with precision.layers=all: the "
+                               "attention projections in FP8 are not in this build; set "
+                               "precision.layers=experts");
+        if (!t->be->set_expert_precision)
+            return moe_errf(e, "precision.compute=fp8_block: the %s backend has no FP8 GEMMs",
+                            t->be->name);
+        if (t->be->set_expert_precision(t->be, "fp8_block", mc->hidden_size,
+                                        mc->intermediate_size, e))
+            return -1;
+        t->precision = "fp8_block (experts) + bf16";
         return 0;
     case MOE_PREC_FP32:
         return moe_errf(e, "precision.compute=fp32 runs on the cpu backend only; on a GPU use "
@@ -85,7 +110,8 @@ static int resolve_precision(moe_trainer *t, moe_err *e)
     default:
         return moe_errf(e,
                         "precision.compute=%s is not available in this moe-train yet (it trains "
-                        "in bf16 on GPUs): set precision.compute=bf16 or auto",
+                        "in bf16 on any GPU, fp8_block on Hopper): set precision.compute=auto, "
+                        "bf16 or fp8_block",
                         precision_name(p));
     }
 }

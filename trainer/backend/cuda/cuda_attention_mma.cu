@@ -118,6 +118,25 @@ __device__ __forceinline__ void load_tile_async(bf16 *dst, const bf16 *src, int 
     }
 }
 
+/* Double-buffered K/V over the key tiles: start loading tile j + 1 into the
+ * other buffer, then wait until tile j (loaded one step earlier) is in place
+ * for every thread. The caller syncs again before the buffer is reused. */
+template <int HD>
+__device__ __forceinline__ void kv_next_tile(bf16 *Ks, bf16 *Vs, const bf16 *k, const bf16 *v,
+                                             int j, int n_tiles, int b, int kh, int T, int NKV)
+{
+    if (j + 1 < n_tiles) {
+        int next = ((j + 1) & 1) * TILE * LD(HD), k1 = (j + 1) * TILE;
+        load_tile_async<HD>(Ks + next, k, b, k1, kh, T, NKV);
+        load_tile_async<HD>(Vs + next, v, b, k1, kh, T, NKV);
+        cp_async_commit();
+        cp_async_wait<1>();
+    } else {
+        cp_async_wait<0>();
+    }
+    __syncthreads();
+}
+
 /* S[16 x 64] = A[16 x HD] B[64 x HD]^T for the warp's 16 rows (A rows at a0) */
 template <int HD>
 __device__ __forceinline__ void scores(float S[8][4], const bf16 *A, int a0, const bf16 *Bm)
@@ -210,15 +229,7 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
 
     for (int j = 0; j < n_tiles; j++) {
         int buf = j & 1, k0 = j * TILE;
-        if (j + 1 < n_tiles) {
-            load_tile_async<HD>(Ks + (buf ^ 1) * TILE * LD(HD), k, b, k0 + TILE, kh, T, NKV);
-            load_tile_async<HD>(Vs + (buf ^ 1) * TILE * LD(HD), v, b, k0 + TILE, kh, T, NKV);
-            cp_async_commit();
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
-        __syncthreads();
+        kv_next_tile<HD>(Ks, Vs, k, v, j, n_tiles, b, kh, T, NKV);
         const bf16 *Kb = Ks + buf * TILE * LD(HD), *Vb = Vs + buf * TILE * LD(HD);
         float S[8][4];
         scores<HD>(S, Qs, w * 16, Kb);
@@ -326,15 +337,7 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
 
     for (int j = 0; j < n_tiles; j++) {
         int buf = j & 1, k0 = j * TILE;
-        if (j + 1 < n_tiles) {
-            load_tile_async<HD>(Ks + (buf ^ 1) * TILE * LD(HD), k, b, k0 + TILE, kh, T, NKV);
-            load_tile_async<HD>(Vs + (buf ^ 1) * TILE * LD(HD), v, b, k0 + TILE, kh, T, NKV);
-            cp_async_commit();
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
-        __syncthreads();
+        kv_next_tile<HD>(Ks, Vs, k, v, j, n_tiles, b, kh, T, NKV);
         const bf16 *Kb = Ks + buf * TILE * LD(HD), *Vb = Vs + buf * TILE * LD(HD);
         float S[8][4], dP[8][4];
         scores<HD>(S, Qs, w * 16, Kb);

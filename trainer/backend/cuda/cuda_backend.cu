@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../lowp/fp8_gemm.h"
 #include "cuda_internal.h"
 
 void cuda_note(moe_backend *be, const char *op, const char *what)
@@ -183,9 +184,10 @@ static int cu_sync(moe_backend *be, moe_err *e)
 static void cu_destroy(moe_backend *be)
 {
     cuda_ctx *c = CTX(be);
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < CUDA_SCRATCH_SLOTS; i++)
         if (c->scratch[i])
             cudaFree(c->scratch[i]);
+    lowp_fp8_gemm_destroy(c->fp8_gemm);
     if (c->adam_chunks)
         cudaFree(c->adam_chunks);
     if (c->d_partial)

@@ -17,6 +17,10 @@
 
 typedef __nv_bfloat16 bf16;
 
+/* slots 0-7: the bf16 ops; 8-19: the fp8_block expert FFN (cuda_moe_fp8.cu) */
+#define CUDA_SCRATCH_SLOTS 20
+struct lowp_fp8_gemm;
+
 typedef struct {
     cublasHandle_t blas;
     cudaStream_t stream;
@@ -24,8 +28,8 @@ typedef struct {
     char device_name[256];
     char error[MOE_ERR_LEN]; /* the first failure of a void op, "" if none */
     /* scratch, grown on first use and then reused: no allocation in a steady step */
-    void *scratch[8];
-    size_t scratch_bytes[8];
+    void *scratch[CUDA_SCRATCH_SLOTS];
+    size_t scratch_bytes[CUDA_SCRATCH_SLOTS];
     /* route plan staging on the host (pinned) */
     int32_t *h_idx, *h_rows, *h_slots;
     size_t h_cap;
@@ -37,6 +41,9 @@ typedef struct {
     float *d_loss, *h_loss;        /* per-row losses of one lm_head chunk */
     int *d_bad;                    /* first out-of-vocabulary target, 1-based */
     size_t loss_cap;
+    /* precision of the expert FFN: 0 bf16, 1 fp8_block (cuda_set_expert_precision) */
+    int expert_fp8;
+    struct lowp_fp8_gemm *fp8_gemm;
 } cuda_ctx;
 
 #define CTX(be) ((cuda_ctx *)(be)->ctx)
@@ -82,6 +89,23 @@ static inline unsigned cuda_blocks(size_t n, int per_block)
     size_t b = (n + per_block - 1) / per_block;
     return (unsigned)(b > 0x7fffffff ? 0x7fffffff : (b ? b : 1));
 }
+
+/* SwiGLU x router probability over all permuted rows, and its backward
+ * (cuda_moe.cu; the fp8 expert path shares them) */
+void cuda_swiglu_prob(moe_backend *be, bf16 *a, const bf16 *h1, const bf16 *h3, const float *p,
+                      size_t rows, int I);
+void cuda_swiglu_prob_bwd(moe_backend *be, bf16 *dh1, bf16 *dh3, float *dp, const bf16 *da,
+                          const bf16 *h1, const bf16 *h3, const float *p, size_t rows, int I);
+/* the expert FFN in FP8 block scaling (cuda_moe_fp8.cu) */
+void cuda_experts_fwd_fp8(moe_backend *be, act *y_perm, act *h1, act *h3, act *a,
+                          const act *x_perm, const real *p_perm, const act *w1, const act *w3,
+                          const act *w2, const moe_route_plan *plan, int C, int I);
+void cuda_experts_bwd_fp8(moe_backend *be, act *dx_perm, real *dp_perm, real *dw1, real *dw3,
+                          real *dw2, const act *dy_perm, const act *x_perm, const act *h1,
+                          const act *h3, const real *p_perm, const act *w1, const act *w3,
+                          const act *w2, const moe_route_plan *plan, int C, int I);
+extern "C" int cuda_set_expert_precision(moe_backend *be, const char *precision, int C, int I,
+                                         moe_err *e);
 
 void cuda_fill_dense_ops(moe_backend *be);
 void cuda_fill_attention_ops(moe_backend *be);

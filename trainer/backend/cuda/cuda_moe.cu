@@ -146,8 +146,8 @@ __global__ void swiglu_prob_kernel(bf16 *a, const bf16 *h1, const bf16 *h3, cons
     }
 }
 
-static void swiglu_prob(moe_backend *be, bf16 *a, const bf16 *h1, const bf16 *h3, const float *p,
-                        size_t rows, int I)
+void cuda_swiglu_prob(moe_backend *be, bf16 *a, const bf16 *h1, const bf16 *h3, const float *p,
+                      size_t rows, int I)
 {
     size_t n = rows * I;
     if (n == 0)
@@ -161,6 +161,10 @@ static void experts_fwd(moe_backend *be, act *y_perm, act *h1, act *h3, act *a, 
                         const real *p_perm, const act *w1, const act *w3, const act *w2,
                         const moe_route_plan *plan, int C, int I)
 {
+    if (CTX(be)->expert_fp8) {
+        cuda_experts_fwd_fp8(be, y_perm, h1, h3, a, x_perm, p_perm, w1, w3, w2, plan, C, I);
+        return;
+    }
     for (int x = 0; x < plan->n_experts; x++) {
         int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x];
         if (rows == 0)
@@ -169,7 +173,7 @@ static void experts_fwd(moe_backend *be, act *y_perm, act *h1, act *h3, act *a, 
         cuda_gemm_xwT(be, B16(h1) + r0 * I, 0, X, CB16(w1) + (size_t)x * I * C, (int)rows, C, I, 0.f);
         cuda_gemm_xwT(be, B16(h3) + r0 * I, 0, X, CB16(w3) + (size_t)x * I * C, (int)rows, C, I, 0.f);
     }
-    swiglu_prob(be, B16(a), CB16(h1), CB16(h3), p_perm, plan->n_rows, I);
+    cuda_swiglu_prob(be, B16(a), CB16(h1), CB16(h3), p_perm, plan->n_rows, I);
     for (int x = 0; x < plan->n_experts; x++) {
         int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x];
         if (rows == 0)
@@ -244,11 +248,26 @@ __global__ void swiglu_prob_bwd_kernel(bf16 *dh1, bf16 *dh3, float *dp_perm, con
     }
 }
 
+void cuda_swiglu_prob_bwd(moe_backend *be, bf16 *dh1, bf16 *dh3, float *dp, const bf16 *da,
+                          const bf16 *h1, const bf16 *h3, const float *p, size_t rows, int I)
+{
+    if (rows == 0)
+        return;
+    swiglu_prob_bwd_kernel<<<(unsigned)rows, 128, 0, CTX(be)->stream>>>(dh1, dh3, dp, da, h1, h3,
+                                                                       p, I);
+    LAUNCHED(be, "swiglu_prob_bwd");
+}
+
 static void experts_bwd(moe_backend *be, act *dx_perm, real *dp_perm, real *dw1, real *dw3,
                         real *dw2, const act *dy_perm, const act *x_perm, const act *h1,
                         const act *h3, const real *p_perm, const act *w1, const act *w3,
                         const act *w2, const moe_route_plan *plan, int C, int I)
 {
+    if (CTX(be)->expert_fp8) {
+        cuda_experts_bwd_fp8(be, dx_perm, dp_perm, dw1, dw3, dw2, dy_perm, x_perm, h1, h3, p_perm,
+                             w1, w3, w2, plan, C, I);
+        return;
+    }
     size_t rows_all = plan->n_rows;
     if (rows_all == 0)
         return;
@@ -258,7 +277,7 @@ static void experts_bwd(moe_backend *be, act *dx_perm, real *dp_perm, real *dw1,
     if (!A || !dA || !dH1 || !dH3)
         return;
     /* recompute a = p silu(h1) h3 rather than keep it from the forward */
-    swiglu_prob(be, A, CB16(h1), CB16(h3), p_perm, rows_all, I);
+    cuda_swiglu_prob(be, A, CB16(h1), CB16(h3), p_perm, rows_all, I);
     for (int x = 0; x < plan->n_experts; x++) {
         int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x];
         if (rows == 0)
@@ -267,9 +286,7 @@ static void experts_bwd(moe_backend *be, act *dx_perm, real *dp_perm, real *dw1,
         cuda_gemm_dyTx(be, dw2 + (size_t)x * C * I, DY, A + r0 * I, (int)rows, I, C);
         cuda_gemm_dyw(be, dA + r0 * I, DY, CB16(w2) + (size_t)x * C * I, (int)rows, I, C, 0.f);
     }
-    swiglu_prob_bwd_kernel<<<(unsigned)rows_all, 128, 0, CTX(be)->stream>>>(
-        dH1, dH3, dp_perm, dA, CB16(h1), CB16(h3), p_perm, I);
-    LAUNCHED(be, "experts_bwd");
+    cuda_swiglu_prob_bwd(be, dH1, dH3, dp_perm, dA, CB16(h1), CB16(h3), p_perm, rows_all, I);
     for (int x = 0; x < plan->n_experts; x++) {
         int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x];
         if (rows == 0)
@@ -357,4 +374,5 @@ void cuda_fill_moe_ops(moe_backend *be)
     be->experts_bwd = experts_bwd;
     be->permute_bwd = permute_bwd;
     be->router_bwd = router_bwd;
+    be->set_expert_precision = cuda_set_expert_precision;
 }

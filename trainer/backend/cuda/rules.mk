@@ -7,18 +7,23 @@ NVCCFLAGS ?= -O3 -lineinfo -Xcompiler -fPIC -Xcompiler -Wall \
 CUDA_SRCS := trainer/backend/cuda/cuda_backend.cu trainer/backend/cuda/cuda_dense.cu \
 	trainer/backend/cuda/cuda_attention.cu trainer/backend/cuda/cuda_attention_tc.cu \
 	trainer/backend/cuda/cuda_attention_mma.cu \
-	trainer/backend/cuda/cuda_moe.cu \
+	trainer/backend/cuda/cuda_moe.cu trainer/backend/cuda/cuda_moe_fp8.cu \
 	trainer/backend/cuda/cuda_optim.cu
 # the host-side route plan builder is shared with the CPU backend (also in MODEL_LIB, so
 # either library links alone)
 CUDA_OBJS := $(patsubst %.cu,$(B)/obj/%.o,$(CUDA_SRCS)) $(call obj,trainer/backend/route_plan.c)
+# the fp8_block expert FFN: the quantiser kernels, the cuBLASLt GEMMs and the
+# scale-layout sizes of trainer/lowp
+CUDA_OBJS += $(LOWP_CUDA_OBJS) $(call obj,trainer/lowp/fp8_block.c)
+$(B)/obj/trainer/backend/cuda/cuda_moe_fp8.o: trainer/lowp/fp8.h trainer/lowp/fp8_gemm.h \
+	trainer/lowp/lowp_cuda.h
 $(B)/obj/%.o: %.cu trainer/backend/cuda/cuda_internal.h trainer/backend/backend.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 CUDA_LIB := $(B)/lib/libmoe_cuda.a
 $(CUDA_LIB): $(CUDA_OBJS)
 CFLAGS += -DMOE_WITH_CUDA -I$(CUDA_HOME)/include
-CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++
 
 # The GPU test program: every op against the CPU reference (run on a GPU machine).
 GPU_TESTS := $(B)/tests/gpu/test_cuda_ops

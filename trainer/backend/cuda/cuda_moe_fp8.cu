@@ -1,0 +1,281 @@
+/* moekit CUDA backend: the expert FFN in FP8 block scaling (precision
+ * fp8_block, Hopper). Same loop over the local experts as the bf16 path
+ * (cuda_moe.cu), with every expert GEMM an E4M3 GEMM through cuBLASLt
+ * (trainer/lowp/fp8_gemm.h): weights in 128x128 blocks, activations and
+ * gradients in 1x128 tiles along each GEMM's contraction, fp32 accumulation,
+ * bf16 outputs, fp32 weight gradients accumulated in place.
+ *
+ * Operand by GEMM (w [out, in], x [rows, in], dy [rows, out]):
+ *   fprop  y  = x w^T   a = w    (128x128)   b = x    (1x128 along in)
+ *   dgrad  dx = dy w    a = w^T  (128x128)   b = dy   (1x128 along out)
+ *   wgrad  dw += dy^T x a = x^T  (1x128 along rows) b = dy^T (1x128 along rows)
+ * w^T's codes are w's transposed (a 128x128 block has the same scale either
+ * way). Tokens enter the FP8 GEMMs in multiples of 16 (cuBLASLt's alignment
+ * of the K-major transposed operands); an expert's last rows % 16 go through
+ * the bf16 GEMMs, unquantised. The weights are quantised again at every use,
+ * one expert at a time, so the extra memory is one expert's worth. */
+#include "../../lowp/fp8.h"
+#include "../../lowp/fp8_gemm.h"
+#include "../../lowp/lowp_cuda.h"
+#include "../route_plan.h"
+#include "cuda_internal.h"
+
+#define B16(p) ((bf16 *)(p))
+#define CB16(p) ((const bf16 *)(p))
+#define U16(p) ((const uint16_t *)(p))
+
+/* scratch slots of this file (cuda_internal.h: CUDA_SCRATCH_SLOTS) */
+enum { S_W = 8, S_WS, S_WT, S_WTS, S_P, S_PS, S_PT, S_PTS, S_Q, S_QS, S_QT, S_QTS };
+
+/* A quantised matrix as the GEMMs take it: the operand itself [outer, k]
+ * and/or the transposed one [k, outer]. */
+typedef struct {
+    uint8_t *codes, *codes_t;
+    float *scales, *scales_t;
+} q8;
+
+/* scratch for the 1x128 copies of an activation of at most `rows` rows and
+ * `cols` columns (either copy may be skipped) */
+static q8 act_scratch(moe_backend *be, int slot, size_t rows, size_t cols, int rowwise, int trans)
+{
+    q8 q = {NULL, NULL, NULL, NULL};
+    if (rowwise) {
+        q.codes = (uint8_t *)cuda_scratch(be, slot, rows * cols);
+        q.scales = (float *)cuda_scratch(be, slot + 1, 4 * lowp_fp8blk_1x128_scales(rows, cols));
+    }
+    if (trans) {
+        q.codes_t = (uint8_t *)cuda_scratch(be, slot + 2, rows * cols);
+        q.scales_t = (float *)cuda_scratch(be, slot + 3, 4 * lowp_fp8blk_1x128_scales(cols, rows));
+    }
+    return q;
+}
+
+static int q8_ok(const q8 *q, int rowwise, int trans)
+{
+    return (!rowwise || (q->codes && q->scales)) && (!trans || (q->codes_t && q->scales_t));
+}
+
+/* 1x128 copies of x [rows, cols] bf16 into q (skipped copies NULL) */
+static int quant_act(moe_backend *be, const char *op, const q8 *q, const bf16 *x, size_t rows,
+                     size_t cols)
+{
+    moe_err e = {{0}};
+    if (lowp_cuda_fp8blk_1x128(U16(x), rows, cols, q->codes, q->scales, q->codes_t, q->scales_t,
+                               CTX(be)->stream, &e)) {
+        cuda_note(be, op, e.msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* one expert's weight w [out, in] in 128x128 blocks (and w^T when asked) */
+static int quant_weight(moe_backend *be, const char *op, const bf16 *w, size_t out, size_t in,
+                        int transposed, lowp_fp8_operand *o)
+{
+    cuda_ctx *c = CTX(be);
+    moe_err e = {{0}};
+    uint8_t *codes = (uint8_t *)cuda_scratch(be, S_W, out * in);
+    float *scales = (float *)cuda_scratch(be, S_WS, 4 * lowp_fp8blk_128x128_scales(out, in));
+    if (!codes || !scales)
+        return -1;
+    if (lowp_cuda_fp8blk_128x128(U16(w), out, in, codes, scales, c->stream, &e)) {
+        cuda_note(be, op, e.msg);
+        return -1;
+    }
+    o->codes = codes, o->scales = scales, o->kind = LOWP_BLK_128X128;
+    if (!transposed)
+        return 0;
+    uint8_t *codes_t = (uint8_t *)cuda_scratch(be, S_WT, out * in);
+    float *scales_t = (float *)cuda_scratch(be, S_WTS, 4 * lowp_fp8blk_128x128_scales(in, out));
+    if (!codes_t || !scales_t)
+        return -1;
+    if (lowp_cuda_fp8blk_128x128_transpose(codes, scales, out, in, codes_t, scales_t, c->stream,
+                                           &e)) {
+        cuda_note(be, op, e.msg);
+        return -1;
+    }
+    o->codes = codes_t, o->scales = scales_t;
+    return 0;
+}
+
+static void gemm8(moe_backend *be, const char *op, int m, int n, int k, const uint8_t *ac,
+                  const float *as, lowp_blk_kind ak, const uint8_t *bc, const float *bs,
+                  void *out, int out_fp32, float beta)
+{
+    cuda_ctx *c = CTX(be);
+    lowp_fp8_operand a = {ac, as, ak}, b = {bc, bs, LOWP_BLK_1X128};
+    moe_err e = {{0}};
+    if (lowp_fp8_gemm_run(c->fp8_gemm, c->stream, m, n, k, &a, &b, out,
+                          out_fp32 ? LOWP_OUT_F32 : LOWP_OUT_BF16, 1.f, beta, &e))
+        cuda_note(be, op, e.msg);
+}
+
+static int64_t rows16(int64_t rows) { return rows & ~(int64_t)15; }
+
+void cuda_experts_fwd_fp8(moe_backend *be, act *y_perm, act *h1, act *h3, act *a,
+                          const act *x_perm, const real *p_perm, const act *w1, const act *w3,
+                          const act *w2, const moe_route_plan *plan, int C, int I)
+{
+    static const char op[] = "experts_fwd (fp8_block)";
+    size_t rows_all = plan->n_rows;
+    q8 xq = act_scratch(be, S_P, rows_all, C > I ? C : I, 1, 0);
+    if (!q8_ok(&xq, 1, 0))
+        return;
+    for (int x = 0; x < plan->n_experts; x++) {
+        int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x], n8 = rows16(rows);
+        if (rows == 0)
+            continue;
+        const bf16 *X = CB16(x_perm) + r0 * C;
+        const bf16 *W1 = CB16(w1) + (size_t)x * I * C, *W3 = CB16(w3) + (size_t)x * I * C;
+        if (n8 && !quant_act(be, op, &xq, X, n8, C)) {
+            lowp_fp8_operand w;
+            if (quant_weight(be, op, W1, I, C, 0, &w))
+                return;
+            gemm8(be, op, I, (int)n8, C, w.codes, w.scales, w.kind, xq.codes, xq.scales,
+                  B16(h1) + r0 * I, 0, 0.f);
+            if (quant_weight(be, op, W3, I, C, 0, &w))
+                return;
+            gemm8(be, op, I, (int)n8, C, w.codes, w.scales, w.kind, xq.codes, xq.scales,
+                  B16(h3) + r0 * I, 0, 0.f);
+        }
+        if (rows > n8) {
+            int r = (int)(rows - n8);
+            cuda_gemm_xwT(be, B16(h1) + (r0 + n8) * I, 0, X + n8 * C, W1, r, C, I, 0.f);
+            cuda_gemm_xwT(be, B16(h3) + (r0 + n8) * I, 0, X + n8 * C, W3, r, C, I, 0.f);
+        }
+    }
+    cuda_swiglu_prob(be, B16(a), CB16(h1), CB16(h3), p_perm, rows_all, I);
+    for (int x = 0; x < plan->n_experts; x++) {
+        int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x], n8 = rows16(rows);
+        if (rows == 0)
+            continue;
+        const bf16 *A = CB16(a) + r0 * I, *W2 = CB16(w2) + (size_t)x * C * I;
+        if (n8 && !quant_act(be, op, &xq, A, n8, I)) {
+            lowp_fp8_operand w;
+            if (quant_weight(be, op, W2, C, I, 0, &w))
+                return;
+            gemm8(be, op, C, (int)n8, I, w.codes, w.scales, w.kind, xq.codes, xq.scales,
+                  B16(y_perm) + r0 * C, 0, 0.f);
+        }
+        if (rows > n8)
+            cuda_gemm_xwT(be, B16(y_perm) + (r0 + n8) * C, 0, A + n8 * I, W2, (int)(rows - n8), I,
+                          C, 0.f);
+    }
+}
+
+/* One projection's backward for one expert: dx (+)= dy w and dw += dy^T x,
+ * with dy [rows, out], x [rows, in], w [out, in]; dyq holds dy's two 1x128
+ * copies for the first n8 rows, xq x's transposed copy. */
+static void proj_bwd(moe_backend *be, const char *op, bf16 *dx, float dx_beta, float *dw,
+                     const bf16 *dy, const bf16 *xin, const bf16 *w, const q8 *dyq, const q8 *xq,
+                     int64_t rows, int64_t n8, int in, int out)
+{
+    if (n8) {
+        lowp_fp8_operand wt;
+        if (quant_weight(be, op, w, out, in, 1, &wt))
+            return;
+        gemm8(be, op, in, (int)n8, out, wt.codes, wt.scales, wt.kind, dyq->codes, dyq->scales, dx,
+              0, dx_beta);
+        gemm8(be, op, in, out, (int)n8, xq->codes_t, xq->scales_t, LOWP_BLK_1X128, dyq->codes_t,
+              dyq->scales_t, dw, 1, 1.f);
+    }
+    if (rows > n8) {
+        int r = (int)(rows - n8);
+        cuda_gemm_dyw(be, dx + n8 * in, dy + n8 * out, w, r, in, out, dx_beta);
+        cuda_gemm_dyTx(be, dw, dy + n8 * out, xin + n8 * in, r, in, out);
+    }
+}
+
+void cuda_experts_bwd_fp8(moe_backend *be, act *dx_perm, real *dp_perm, real *dw1, real *dw3,
+                          real *dw2, const act *dy_perm, const act *x_perm, const act *h1,
+                          const act *h3, const real *p_perm, const act *w1, const act *w3,
+                          const act *w2, const moe_route_plan *plan, int C, int I)
+{
+    static const char op[] = "experts_bwd (fp8_block)";
+    size_t rows_all = plan->n_rows;
+    if (rows_all == 0)
+        return;
+    size_t bytes = rows_all * I * sizeof(bf16), wide = C > I ? C : I;
+    bf16 *A = (bf16 *)cuda_scratch(be, 3, bytes), *dA = (bf16 *)cuda_scratch(be, 4, bytes);
+    bf16 *dH1 = (bf16 *)cuda_scratch(be, 5, bytes), *dH3 = (bf16 *)cuda_scratch(be, 6, bytes);
+    q8 gq = act_scratch(be, S_P, rows_all, wide, 1, 1);  /* the gradient: both copies */
+    q8 iq = act_scratch(be, S_Q, rows_all, wide, 0, 1);  /* the GEMM input: transposed only */
+    if (!A || !dA || !dH1 || !dH3 || !q8_ok(&gq, 1, 1) || !q8_ok(&iq, 0, 1))
+        return;
+    cuda_swiglu_prob(be, A, CB16(h1), CB16(h3), p_perm, rows_all, I);
+    for (int x = 0; x < plan->n_experts; x++) {
+        int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x], n8 = rows16(rows);
+        if (rows == 0)
+            continue;
+        const bf16 *DY = CB16(dy_perm) + r0 * C;
+        if (n8 && (quant_act(be, op, &gq, DY, n8, C) || quant_act(be, op, &iq, A + r0 * I, n8, I)))
+            return;
+        proj_bwd(be, op, dA + r0 * I, 0.f, dw2 + (size_t)x * C * I, DY, A + r0 * I,
+                 CB16(w2) + (size_t)x * C * I, &gq, &iq, rows, n8, I, C);
+    }
+    cuda_swiglu_prob_bwd(be, dH1, dH3, dp_perm, dA, CB16(h1), CB16(h3), p_perm, rows_all, I);
+    for (int x = 0; x < plan->n_experts; x++) {
+        int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x], n8 = rows16(rows);
+        if (rows == 0)
+            continue;
+        const bf16 *X = CB16(x_perm) + r0 * C;
+        bf16 *DX = B16(dx_perm) + r0 * C;
+        if (n8 && (quant_act(be, op, &iq, X, n8, C) || quant_act(be, op, &gq, dH1 + r0 * I, n8, I)))
+            return;
+        proj_bwd(be, op, DX, 0.f, dw1 + (size_t)x * I * C, dH1 + r0 * I, X,
+                 CB16(w1) + (size_t)x * I * C, &gq, &iq, rows, n8, C, I);
+        if (n8 && quant_act(be, op, &gq, dH3 + r0 * I, n8, I))
+            return;
+        proj_bwd(be, op, DX, 1.f, dw3 + (size_t)x * I * C, dH3 + r0 * I, X,
+                 CB16(w3) + (size_t)x * I * C, &gq, &iq, rows, n8, C, I);
+    }
+}
+
+/* Switch the expert FFN between bf16 and fp8_block; refuses what this GPU
+ * or these sizes cannot run, before the first step. A tiny GEMM proves the
+ * library has the block-scaled kernels. */
+extern "C" int cuda_set_expert_precision(moe_backend *be, const char *precision, int C, int I,
+                                         moe_err *e)
+{
+    cuda_ctx *c = CTX(be);
+    if (!strcmp(precision, "bf16")) {
+        c->expert_fp8 = 0;
+        return 0;
+    }
+    if (strcmp(precision, "fp8_block"))
+        return moe_errf(e, "cuda: precision %s is not available for the experts", precision);
+    if (c->cc_major != 9)
+        return moe_errf(e,
+                        "precision.compute=fp8_block needs a Hopper GPU (compute capability 9.x); "
+                        "%s is %d.%d: use bf16%s",
+                        c->device_name, c->cc_major, c->cc_minor,
+                        c->cc_major >= 10 ? " (mxfp8 is the Blackwell recipe)" : "");
+    if (C % 16 || I % 16)
+        return moe_errf(e,
+                        "precision.compute=fp8_block needs model.hidden_size and "
+                        "model.intermediate_size to be multiples of 16 (they are %d and %d)",
+                        C, I);
+    if (!c->fp8_gemm && lowp_fp8_gemm_create(&c->fp8_gemm, 32u << 20, e))
+        return -1;
+    /* the probe: 128 x 16 x 128, zero codes and scales */
+    void *buf = NULL;
+    cudaError_t err = cudaMalloc(&buf, 65536);
+    if (err != cudaSuccess)
+        return moe_errf(e, "cuda: fp8_block probe: cudaMalloc: %s", cudaGetErrorString(err));
+    int rc = 0;
+    uint8_t *p = (uint8_t *)buf;
+    lowp_fp8_operand a = {p, (const float *)(p + 16384), LOWP_BLK_128X128};
+    lowp_fp8_operand b = {p + 20480, (const float *)(p + 24576), LOWP_BLK_1X128};
+    if ((err = cudaMemset(buf, 0, 65536)) != cudaSuccess)
+        rc = moe_errf(e, "cuda: fp8_block probe: cudaMemset: %s", cudaGetErrorString(err));
+    else if (lowp_fp8_gemm_run(c->fp8_gemm, c->stream, 128, 16, 128, &a, &b, p + 32768,
+                               LOWP_OUT_BF16, 1.f, 0.f, e))
+        rc = moe_err_prefix(e, "precision.compute=fp8_block on %s", c->device_name);
+    else if ((err = cudaDeviceSynchronize()) != cudaSuccess)
+        rc = moe_errf(e, "cuda: fp8_block probe GEMM: %s", cudaGetErrorString(err));
+    cudaFree(buf);
+    if (rc)
+        return rc;
+    c->expert_fp8 = 1;
+    return 0;
+}
