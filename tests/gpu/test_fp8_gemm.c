@@ -34,59 +34,21 @@
 #include "../../trainer/lowp/fp8_gemm.h"
 #include "../../trainer/lowp/lowp_cuda.h"
 #include "../test_rng.h"
+#define GPU_CHECK_NAME "fp8_gemm"
+#include "gpu_check.h"
 
-static int passed, failed;
-
-static int summary(void)
-{
-    printf("fp8_gemm: %d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
-}
-
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        cudaError_t err_ = (call);                                                                 \
-        if (err_ != cudaSuccess) {                                                                 \
-            printf("  FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(err_)); \
-            failed++;                                                                              \
-            exit(summary());                                                                       \
-        }                                                                                          \
-    } while (0)
-
-static void result(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void result(int ok, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    printf(ok ? "ok " : "not ok ");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    ok ? passed++ : failed++;
-}
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        printf("  FAIL out of host memory (%zu bytes)\n", n);
-        failed++;
-        exit(summary());
-    }
-    return p;
-}
 
 static void *dmalloc(size_t n)
 {
     void *p = NULL;
-    CK(cudaMalloc(&p, n ? n : 16));
+    CK(__func__, cudaMalloc(&p, n ? n : 16));
     return p;
 }
 
 static void *upload(const void *h, size_t n)
 {
     void *d = dmalloc(n);
-    CK(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice));
+    CK(__func__, cudaMemcpy(d, h, n, cudaMemcpyHostToDevice));
     return d;
 }
 
@@ -174,7 +136,7 @@ static double rel_err(const void *d_out, lowp_out_type t, const double *ref, siz
 {
     size_t bytes = count * (t == LOWP_OUT_F32 ? 4 : 2);
     void *h = xmalloc(bytes);
-    CK(cudaMemcpy(h, d_out, bytes, cudaMemcpyDeviceToHost));
+    CK(__func__, cudaMemcpy(h, d_out, bytes, cudaMemcpyDeviceToHost));
     double num = 0, den = 0;
     int bad = 0;
     for (size_t i = 0; i < count; i++) {
@@ -188,7 +150,7 @@ static double rel_err(const void *d_out, lowp_out_type t, const double *ref, siz
     return bad ? -1.0 : sqrt(num / (den > 0 ? den : 1));
 }
 
-static void poison(void *d, size_t bytes) { CK(cudaMemset(d, 0xFF, bytes)); }
+static void poison(void *d, size_t bytes) { CK(__func__, cudaMemset(d, 0xFF, bytes)); }
 
 /* One GEMM with both operands quantised on the host. */
 static void case_gemm(lowp_fp8_gemm *g, int m, int n, int k, lowp_blk_kind ak, lowp_blk_kind bk,
@@ -212,7 +174,7 @@ static void case_gemm(lowp_fp8_gemm *g, int m, int n, int k, lowp_blk_kind ak, l
             }
             c[i] = v;
         }
-        CK(cudaMemcpy(d_out, hc, count * es, cudaMemcpyHostToDevice));
+        CK(__func__, cudaMemcpy(d_out, hc, count * es, cudaMemcpyHostToDevice));
         free(hc);
     } else {
         poison(d_out, count * es);
@@ -221,7 +183,7 @@ static void case_gemm(lowp_fp8_gemm *g, int m, int n, int k, lowp_blk_kind ak, l
     moe_err e = {{0}};
     int rc = lowp_fp8_gemm_run(g, 0, m, n, k, &ga, &gb, d_out, ot, 1.f, accumulate ? 1.f : 0.f, &e);
     if (!rc)
-        CK(cudaDeviceSynchronize());
+        CK(__func__, cudaDeviceSynchronize());
     const char *an = ak == LOWP_BLK_128X128 ? "128x128" : "1x128";
     const char *bn = bk == LOWP_BLK_128X128 ? "128x128" : "1x128";
     if (rc) {
@@ -298,7 +260,7 @@ static void case_linear(lowp_fp8_gemm *g, int T, int K, int N)
     if (rc) {
         result(0, "linear T=%d K=%d N=%d: %s", T, K, N, e.msg);
     } else {
-        CK(cudaDeviceSynchronize());
+        CK(__func__, cudaDeviceSynchronize());
         float *fx = widen(hx, (size_t)T * K), *fw = widen(hw, (size_t)N * K);
         float *fdy = widen(hdy, (size_t)T * N), *fwt = widen(hwt, (size_t)N * K);
         float *fxt = xmalloc((size_t)T * K * 4), *fdyt = xmalloc((size_t)T * N * 4);
@@ -365,19 +327,19 @@ static int bench_once(bench_case *c, moe_err *e)
 static float bench_ms(bench_case *c, moe_err *e)
 {
     cudaEvent_t t0, t1;
-    CK(cudaEventCreate(&t0));
-    CK(cudaEventCreate(&t1));
+    CK(__func__, cudaEventCreate(&t0));
+    CK(__func__, cudaEventCreate(&t1));
     float ms[9];
     for (int i = 0; i < 3; i++)
         if (bench_once(c, e))
             return -1;
     for (int i = 0; i < 9; i++) {
-        CK(cudaEventRecord(t0, 0));
+        CK(__func__, cudaEventRecord(t0, 0));
         if (bench_once(c, e))
             return -1;
-        CK(cudaEventRecord(t1, 0));
-        CK(cudaEventSynchronize(t1));
-        CK(cudaEventElapsedTime(&ms[i], t0, t1));
+        CK(__func__, cudaEventRecord(t1, 0));
+        CK(__func__, cudaEventSynchronize(t1));
+        CK(__func__, cudaEventElapsedTime(&ms[i], t0, t1));
     }
     cudaEventDestroy(t0);
     cudaEventDestroy(t1);
@@ -394,7 +356,7 @@ static void bench_shape(lowp_fp8_gemm *g, cublasHandle_t blas, const char *name,
     c.a16 = upload(ha, (size_t)m * k * 2);
     c.b16 = upload(hb, (size_t)n * k * 2);
     c.out = dmalloc((size_t)m * n * 4);
-    CK(cudaMemset(c.out, 0, (size_t)m * n * 4));
+    CK(__func__, cudaMemset(c.out, 0, (size_t)m * n * 4));
     moe_err e = {{0}};
     float f8 = bench_ms(&c, &e);
     c.fp8 = 0;
@@ -425,7 +387,7 @@ int main(int argc, char **argv)
         return summary();
     }
     struct cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
+    CK(__func__, cudaGetDeviceProperties(&prop, 0));
     printf("device %s (compute capability %d.%d), cuBLASLt %zu\n", prop.name, prop.major,
            prop.minor, cublasLtGetVersion());
     test_rng_seed_fresh();

@@ -27,51 +27,9 @@
 #include "../../trainer/lowp/fp8.h"
 #include "../../trainer/lowp/lowp_cuda.h"
 #include "../test_rng.h"
+#define GPU_CHECK_NAME "lowp_cuda"
+#include "gpu_check.h"
 
-static int passed, failed;
-
-static int summary(void)
-{
-    printf("lowp_cuda: %d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
-}
-
-/* A CUDA runtime failure ends the run (the device state is unknown). */
-#define CK(what, call)                                                                             \
-    do {                                                                                           \
-        cudaError_t err_ = (call);                                                                 \
-        if (err_ != cudaSuccess) {                                                                 \
-            printf("  FAIL %s: %s: %s\n", (what), #call, cudaGetErrorString(err_));                \
-            failed++;                                                                              \
-            exit(summary());                                                                       \
-        }                                                                                          \
-    } while (0)
-
-static void result(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void result(int ok, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    printf(ok ? "ok " : "not ok ");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    if (ok)
-        passed++;
-    else
-        failed++;
-}
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        printf("  FAIL out of host memory (%zu bytes)\n", n);
-        failed++;
-        exit(summary());
-    }
-    return p;
-}
 
 /* ---- random inputs ------------------------------------------------------------- */
 

@@ -55,6 +55,21 @@ static inline float lowp_load(const void *x, lowp_dtype t, size_t i)
     return t == LOWP_BF16 ? lowp_bf16_to_f32(((const uint16_t *)x)[i]) : ((const float *)x)[i];
 }
 
+/* The largest |x| of the n values x[first], x[first + stride], ... as an
+ * fp32 bit pattern: integers order non-negative floats, and a NaN (any
+ * sign) lands above infinity. Both block formats start from it. */
+static inline uint32_t lowp_amax_bits(const void *x, lowp_dtype t, size_t first, size_t stride,
+                                      size_t n)
+{
+    uint32_t amax = 0;
+    for (size_t k = 0; k < n; k++) {
+        uint32_t a = lowp_f32_bits(lowp_load(x, t, first + k * stride)) & 0x7FFFFFFFu;
+        if (a > amax)
+            amax = a;
+    }
+    return amax;
+}
+
 static inline size_t lowp_ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 static inline size_t lowp_round_up(size_t a, size_t b) { return lowp_ceil_div(a, b) * b; }
 

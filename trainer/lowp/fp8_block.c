@@ -24,44 +24,40 @@ size_t lowp_fp8blk_128x128_scales(size_t outer, size_t k)
 static float quant_run(const void *x, lowp_dtype t, size_t first, size_t stride, size_t n,
                        uint8_t *codes, size_t cstride)
 {
-    uint32_t amax = 0;
-    for (size_t m = 0; m < n; m++) {
-        uint32_t a = lowp_f32_bits(lowp_load(x, t, first + m * stride)) & 0x7FFFFFFFu;
-        if (a > amax)
-            amax = a;
-    }
+    uint32_t amax = lowp_amax_bits(x, t, first, stride, n);
     float s = lowp_fp8blk_scale(amax);
     for (size_t m = 0; m < n; m++)
         codes[m * cstride] = lowp_fp8blk_quant(lowp_load(x, t, first + m * stride), s, amax);
     return s;
 }
 
+/* 1x128 blocks along k of the operand [outer, k] whose element (o, j) is
+ * x[o * s_outer + j * s_k]: codes [outer, k], scales in the 1x128 layout. */
+static void blk_1x128(const void *x, lowp_dtype t, size_t outer, size_t k, size_t s_outer,
+                      size_t s_k, uint8_t *codes, float *scales)
+{
+    size_t ld = lowp_fp8blk_1x128_ld(outer), nkb = lowp_ceil_div(k, LOWP_FP8BLK);
+    memset(scales, 0, sizeof(float) * nkb * ld);
+    for (size_t o = 0; o < outer; o++)
+        for (size_t kb = 0; kb < nkb; kb++) {
+            size_t j0 = kb * LOWP_FP8BLK;
+            size_t n = k - j0 < LOWP_FP8BLK ? k - j0 : LOWP_FP8BLK;
+            scales[kb * ld + o] =
+                quant_run(x, t, o * s_outer + j0 * s_k, s_k, n, codes + o * k + j0, 1);
+        }
+}
+
 void lowp_fp8blk_1x128(const void *x, lowp_dtype t, size_t rows, size_t cols, uint8_t *codes,
                        float *scales)
 {
-    size_t ld = lowp_fp8blk_1x128_ld(rows), nkb = lowp_ceil_div(cols, LOWP_FP8BLK);
-    memset(scales, 0, sizeof(float) * nkb * ld);
-    for (size_t r = 0; r < rows; r++)
-        for (size_t kb = 0; kb < nkb; kb++) {
-            size_t c0 = kb * LOWP_FP8BLK;
-            size_t n = cols - c0 < LOWP_FP8BLK ? cols - c0 : LOWP_FP8BLK;
-            scales[kb * ld + r] = quant_run(x, t, r * cols + c0, 1, n, codes + r * cols + c0, 1);
-        }
+    blk_1x128(x, t, rows, cols, cols, 1, codes, scales);
 }
 
 void lowp_fp8blk_1x128_t(const void *x, lowp_dtype t, size_t rows, size_t cols, uint8_t *codes_t,
                          float *scales)
 {
     /* the operand is x^T [cols, rows]: outer = cols, K = rows */
-    size_t ld = lowp_fp8blk_1x128_ld(cols), nkb = lowp_ceil_div(rows, LOWP_FP8BLK);
-    memset(scales, 0, sizeof(float) * nkb * ld);
-    for (size_t c = 0; c < cols; c++)
-        for (size_t kb = 0; kb < nkb; kb++) {
-            size_t r0 = kb * LOWP_FP8BLK;
-            size_t n = rows - r0 < LOWP_FP8BLK ? rows - r0 : LOWP_FP8BLK;
-            scales[kb * ld + c] =
-                quant_run(x, t, r0 * cols + c, cols, n, codes_t + c * rows + r0, 1);
-        }
+    blk_1x128(x, t, cols, rows, 1, cols, codes_t, scales);
 }
 
 void lowp_fp8blk_dequant_1x128(const uint8_t *codes, const float *scales, size_t outer, size_t k,

@@ -43,6 +43,30 @@ static __host__ __device__ __forceinline__ size_t cdiv(size_t a, size_t b)
     return (a + b - 1) / b;
 }
 
+/* ---- staged tiles out -------------------------------------------------------------- */
+
+/* Write a tile of N rows x 128 bytes, staged in shared memory with row pitch
+ * `sld`, to dst (row pitch ld) by all NT threads: whole 16-byte rows when the
+ * tile is full and aligned (vec), else byte by byte within rows_left x
+ * cols_left. */
+template <int N, int NT>
+__device__ __forceinline__ void stage_out(uint8_t *dst, size_t ld, const uint8_t *stage, int sld,
+                                          size_t rows_left, size_t cols_left, bool vec)
+{
+    if (vec) {
+        for (int i = threadIdx.x; i < N * 128 / 16; i += NT) {
+            int r = i >> 3, v = i & 7;
+            *(uint4 *)(dst + r * ld + v * 16) = *(const uint4 *)(stage + r * sld + v * 16);
+        }
+    } else {
+        for (int i = threadIdx.x; i < N * 128; i += NT) {
+            int r = i >> 7, c = i & 127;
+            if (r < rows_left && c < cols_left)
+                dst[r * ld + c] = stage[r * sld + c];
+        }
+    }
+}
+
 /* ---- four codes at a time ------------------------------------------------------------ */
 
 /* Two fp32 -> two E4M3 codes (lo in the low byte): lowp_e4m3_from_f32 on
@@ -244,19 +268,8 @@ __device__ __forceinline__ void mx_tile(const mx_params p, const int swiglu)
     if (!p.cc)
         return;
     __syncthreads();
-    if (full && p.vec_out) {
-        for (int i = tid; i < MX_TR * MX_TC / 16; i += MX_THREADS) {
-            int r = i >> 3, v = i & 7;
-            *(uint4 *)(p.cc + (row0 + r) * cols + col0 + v * 16) =
-                *(const uint4 *)(stage + r * MX_CLD + v * 16);
-        }
-    } else {
-        for (int i = tid; i < MX_TR * MX_TC; i += MX_THREADS) {
-            int r = i >> 7, c = i & 127;
-            if (row0 + r < rows && col0 + c < cols)
-                p.cc[(row0 + r) * cols + col0 + c] = stage[r * MX_CLD + c];
-        }
-    }
+    stage_out<MX_TR, MX_THREADS>(p.cc + row0 * cols + col0, cols, stage, MX_CLD, rows - row0,
+                                 cols - col0, full && p.vec_out);
 }
 
 __global__ void __launch_bounds__(MX_THREADS) mxfp8_rowcol_kernel(const mx_params p)
@@ -430,19 +443,8 @@ __global__ void __launch_bounds__(BK_THREADS) fp8blk_1x128_kernel(const blk_para
             *(uint4 *)(stage + c * BK_SLD + h * 64 + j * 16) =
                 make_uint4(q[4 * j], q[4 * j + 1], q[4 * j + 2], q[4 * j + 3]);
         __syncthreads();
-        if (full && p.vec_tc) {
-            for (int i = tid; i < BK * BK / 16; i += BK_THREADS) {
-                int cc = i >> 3, v = i & 7;
-                *(uint4 *)(p.tc + (col0 + cc) * rows + row0 + v * 16) =
-                    *(const uint4 *)(stage + cc * BK_SLD + v * 16);
-            }
-        } else {
-            for (int i = tid; i < BK * BK; i += BK_THREADS) {
-                int cc = i >> 7, r = i & 127;
-                if (col0 + cc < cols && row0 + r < rows)
-                    p.tc[(col0 + cc) * rows + row0 + r] = stage[cc * BK_SLD + r];
-            }
-        }
+        stage_out<BK, BK_THREADS>(p.tc + col0 * rows + row0, rows, stage, BK_SLD, cols - col0,
+                                  rows - row0, full && p.vec_tc);
     }
 }
 

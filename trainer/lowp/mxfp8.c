@@ -3,23 +3,10 @@
  * are checked against byte for byte. */
 #include "fp8.h"
 
-/* The largest |x| of a block as an fp32 bit pattern: integers order
- * non-negative floats, and a NaN (any sign) lands above infinity. */
-static uint32_t block_amax_bits(const void *x, lowp_dtype t, size_t first, size_t stride, size_t n)
-{
-    uint32_t amax = 0;
-    for (size_t k = 0; k < n; k++) {
-        uint32_t a = lowp_f32_bits(lowp_load(x, t, first + k * stride)) & 0x7FFFFFFFu;
-        if (a > amax)
-            amax = a;
-    }
-    return amax;
-}
-
 uint8_t lowp_mxfp8_block(const void *x, lowp_dtype t, size_t first, size_t stride, size_t n,
                          uint8_t *codes, size_t cstride)
 {
-    uint32_t amax = block_amax_bits(x, t, first, stride, n);
+    uint32_t amax = lowp_amax_bits(x, t, first, stride, n);
     uint8_t s = lowp_mx_scale_from_amax_bits(amax);
     for (size_t k = 0; k < n; k++)
         codes[k * cstride] = lowp_mx_quant(lowp_load(x, t, first + k * stride), s, amax);
