@@ -35,13 +35,17 @@ final = {}
 for p in precs:
     path = os.path.join(out, p, "metrics.jsonl")
     pts = []
-    for line in open(path):
-        try:
-            r = json.loads(line)
-        except ValueError:
-            continue
-        if "val_loss" in r:
-            pts.append((r["step"], r["val_loss"]))
+    if os.path.exists(path):
+        for line in open(path):
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue
+            if "val_loss" in r:
+                pts.append((r["step"], r["val_loss"]))
+    else:  # a run kept as its .dat alone (step, held-out loss per line)
+        path = os.path.join(out, p + ".dat")
+        pts = [(int(a), float(b)) for a, b in (l.split() for l in open(path) if l.strip())]
     if not pts:
         sys.exit(f"{path}: no held-out losses")
     with open(os.path.join(out, p + ".dat"), "w") as f:
@@ -59,7 +63,7 @@ with open(os.path.join(out, "summary.txt"), "w") as f:
 PY
 
 if command -v gnuplot >/dev/null; then
-    title=$(basename "$OUT")
+    title=${MOE_ACCURACY_TITLE:-$(basename "$OUT")}
     plots=""
     for p in $PRECS; do plots="$plots${plots:+, }'$OUT/$p.dat' using 1:2 with linespoints lw 2 pt 7 title '$p'"; done
     gnuplot <<GP

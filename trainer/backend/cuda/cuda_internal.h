@@ -43,6 +43,7 @@ typedef struct {
     size_t loss_cap;
     /* precision of the expert FFN: 0 bf16, 1 fp8_block (cuda_set_expert_precision) */
     int expert_fp8;
+    int fp8_gemms; /* which of fprop / dgrad / wgrad (bits 1, 2, 4) run in FP8 */
     struct lowp_fp8_gemm *fp8_gemm;
 } cuda_ctx;
 

@@ -14,6 +14,10 @@
  * of the K-major transposed operands); an expert's last rows % 16 go through
  * the bf16 GEMMs, unquantised. The weights are quantised again at every use,
  * one expert at a time, so the extra memory is one expert's worth. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "../../lowp/fp8.h"
 #include "../../lowp/fp8_gemm.h"
 #include "../../lowp/lowp_cuda.h"
@@ -25,6 +29,9 @@
 #define U16(p) ((const uint16_t *)(p))
 
 /* scratch slots of this file (cuda_internal.h: CUDA_SCRATCH_SLOTS) */
+/* which GEMMs run in FP8 (MOE_FP8_GEMMS) */
+enum { FP8_FPROP = 1, FP8_DGRAD = 2, FP8_WGRAD = 4 };
+
 enum { S_W = 8, S_WS, S_WT, S_WTS, S_P, S_PS, S_PT, S_PTS, S_Q, S_QS, S_QT, S_QTS };
 
 /* A quantised matrix as the GEMMs take it: the operand itself [outer, k]
@@ -118,11 +125,13 @@ void cuda_experts_fwd_fp8(moe_backend *be, act *y_perm, act *h1, act *h3, act *a
 {
     static const char op[] = "experts_fwd (fp8_block)";
     size_t rows_all = plan->n_rows;
+    const int on = CTX(be)->fp8_gemms & FP8_FPROP;
     q8 xq = act_scratch(be, S_P, rows_all, C > I ? C : I, 1, 0);
     if (!q8_ok(&xq, 1, 0))
         return;
     for (int x = 0; x < plan->n_experts; x++) {
-        int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x], n8 = rows16(rows);
+        int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x];
+        int64_t n8 = on ? rows16(rows) : 0;
         if (rows == 0)
             continue;
         const bf16 *X = CB16(x_perm) + r0 * C;
@@ -146,7 +155,8 @@ void cuda_experts_fwd_fp8(moe_backend *be, act *y_perm, act *h1, act *h3, act *a
     }
     cuda_swiglu_prob(be, B16(a), CB16(h1), CB16(h3), p_perm, rows_all, I);
     for (int x = 0; x < plan->n_experts; x++) {
-        int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x], n8 = rows16(rows);
+        int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x];
+        int64_t n8 = on ? rows16(rows) : 0;
         if (rows == 0)
             continue;
         const bf16 *A = CB16(a) + r0 * I, *W2 = CB16(w2) + (size_t)x * C * I;
@@ -165,25 +175,26 @@ void cuda_experts_fwd_fp8(moe_backend *be, act *y_perm, act *h1, act *h3, act *a
 
 /* One projection's backward for one expert: dx (+)= dy w and dw += dy^T x,
  * with dy [rows, out], x [rows, in], w [out, in]; dyq holds dy's two 1x128
- * copies for the first n8 rows, xq x's transposed copy. */
+ * copies, xq x's transposed copy, for the first rows16(rows) rows. nd / nw:
+ * the rows the dgrad / wgrad GEMM takes in FP8 (0 or rows16), the rest bf16. */
 static void proj_bwd(moe_backend *be, const char *op, bf16 *dx, float dx_beta, float *dw,
                      const bf16 *dy, const bf16 *xin, const bf16 *w, const q8 *dyq, const q8 *xq,
-                     int64_t rows, int64_t n8, int in, int out)
+                     int64_t rows, int64_t nd, int64_t nw, int in, int out)
 {
-    if (n8) {
+    if (nd) {
         lowp_fp8_operand wt;
         if (quant_weight(be, op, w, out, in, 1, &wt))
             return;
-        gemm8(be, op, in, (int)n8, out, wt.codes, wt.scales, wt.kind, dyq->codes, dyq->scales, dx,
+        gemm8(be, op, in, (int)nd, out, wt.codes, wt.scales, wt.kind, dyq->codes, dyq->scales, dx,
               0, dx_beta);
-        gemm8(be, op, in, out, (int)n8, xq->codes_t, xq->scales_t, LOWP_BLK_1X128, dyq->codes_t,
+    }
+    if (nw)
+        gemm8(be, op, in, out, (int)nw, xq->codes_t, xq->scales_t, LOWP_BLK_1X128, dyq->codes_t,
               dyq->scales_t, dw, 1, 1.f);
-    }
-    if (rows > n8) {
-        int r = (int)(rows - n8);
-        cuda_gemm_dyw(be, dx + n8 * in, dy + n8 * out, w, r, in, out, dx_beta);
-        cuda_gemm_dyTx(be, dw, dy + n8 * out, xin + n8 * in, r, in, out);
-    }
+    if (rows > nd)
+        cuda_gemm_dyw(be, dx + nd * in, dy + nd * out, w, (int)(rows - nd), in, out, dx_beta);
+    if (rows > nw)
+        cuda_gemm_dyTx(be, dw, dy + nw * out, xin + nw * in, (int)(rows - nw), in, out);
 }
 
 void cuda_experts_bwd_fp8(moe_backend *be, act *dx_perm, real *dp_perm, real *dw1, real *dw3,
@@ -193,6 +204,7 @@ void cuda_experts_bwd_fp8(moe_backend *be, act *dx_perm, real *dp_perm, real *dw
 {
     static const char op[] = "experts_bwd (fp8_block)";
     size_t rows_all = plan->n_rows;
+    const int don = CTX(be)->fp8_gemms & FP8_DGRAD, won = CTX(be)->fp8_gemms & FP8_WGRAD;
     if (rows_all == 0)
         return;
     size_t bytes = rows_all * I * sizeof(bf16), wide = C > I ? C : I;
@@ -205,35 +217,43 @@ void cuda_experts_bwd_fp8(moe_backend *be, act *dx_perm, real *dp_perm, real *dw
     cuda_swiglu_prob(be, A, CB16(h1), CB16(h3), p_perm, rows_all, I);
     for (int x = 0; x < plan->n_experts; x++) {
         int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x], n8 = rows16(rows);
+        int64_t nd = don ? n8 : 0, nw = won ? n8 : 0;
         if (rows == 0)
             continue;
         const bf16 *DY = CB16(dy_perm) + r0 * C;
-        if (n8 && (quant_act(be, op, &gq, DY, n8, C) || quant_act(be, op, &iq, A + r0 * I, n8, I)))
+        if ((nd || nw) && quant_act(be, op, &gq, DY, n8, C))
+            return;
+        if (nw && quant_act(be, op, &iq, A + r0 * I, n8, I))
             return;
         proj_bwd(be, op, dA + r0 * I, 0.f, dw2 + (size_t)x * C * I, DY, A + r0 * I,
-                 CB16(w2) + (size_t)x * C * I, &gq, &iq, rows, n8, I, C);
+                 CB16(w2) + (size_t)x * C * I, &gq, &iq, rows, nd, nw, I, C);
     }
     cuda_swiglu_prob_bwd(be, dH1, dH3, dp_perm, dA, CB16(h1), CB16(h3), p_perm, rows_all, I);
     for (int x = 0; x < plan->n_experts; x++) {
         int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x], n8 = rows16(rows);
+        int64_t nd = don ? n8 : 0, nw = won ? n8 : 0;
         if (rows == 0)
             continue;
         const bf16 *X = CB16(x_perm) + r0 * C;
         bf16 *DX = B16(dx_perm) + r0 * C;
-        if (n8 && (quant_act(be, op, &iq, X, n8, C) || quant_act(be, op, &gq, dH1 + r0 * I, n8, I)))
+        if (nw && quant_act(be, op, &iq, X, n8, C))
+            return;
+        if ((nd || nw) && quant_act(be, op, &gq, dH1 + r0 * I, n8, I))
             return;
         proj_bwd(be, op, DX, 0.f, dw1 + (size_t)x * I * C, dH1 + r0 * I, X,
-                 CB16(w1) + (size_t)x * I * C, &gq, &iq, rows, n8, C, I);
-        if (n8 && quant_act(be, op, &gq, dH3 + r0 * I, n8, I))
+                 CB16(w1) + (size_t)x * I * C, &gq, &iq, rows, nd, nw, C, I);
+        if ((nd || nw) && quant_act(be, op, &gq, dH3 + r0 * I, n8, I))
             return;
         proj_bwd(be, op, DX, 1.f, dw3 + (size_t)x * I * C, dH3 + r0 * I, X,
-                 CB16(w3) + (size_t)x * I * C, &gq, &iq, rows, n8, C, I);
+                 CB16(w3) + (size_t)x * I * C, &gq, &iq, rows, nd, nw, C, I);
     }
 }
 
 /* Switch the expert FFN between bf16 and fp8_block; refuses what this GPU
  * or these sizes cannot run, before the first step. A tiny GEMM proves the
  * library has the block-scaled kernels. */
+static int fp8_gemms_from_env(moe_err *e);
+
 extern "C" int cuda_set_expert_precision(moe_backend *be, const char *precision, int C, int I,
                                          moe_err *e)
 {
@@ -276,6 +296,35 @@ extern "C" int cuda_set_expert_precision(moe_backend *be, const char *precision,
     cudaFree(buf);
     if (rc)
         return rc;
+    int mask = fp8_gemms_from_env(e);
+    if (mask < 0)
+        return -1;
+    c->fp8_gemms = mask;
     c->expert_fp8 = 1;
     return 0;
+}
+
+/* MOE_FP8_GEMMS: which expert GEMMs go FP8 under fp8_block, a comma list of
+ * fprop, dgrad, wgrad (default all): the knob of the precision study, to see
+ * what each costs in accuracy and buys in speed. */
+static int fp8_gemms_from_env(moe_err *e)
+{
+    const char *v = getenv("MOE_FP8_GEMMS");
+    if (!v || !*v)
+        return FP8_FPROP | FP8_DGRAD | FP8_WGRAD;
+    int mask = 0;
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", v);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (!strcmp(t, "fprop"))
+            mask |= FP8_FPROP;
+        else if (!strcmp(t, "dgrad"))
+            mask |= FP8_DGRAD;
+        else if (!strcmp(t, "wgrad"))
+            mask |= FP8_WGRAD;
+        else if (strcmp(t, "none"))
+            return moe_errf(e, "MOE_FP8_GEMMS=%s: '%s' is not one of fprop, dgrad, wgrad, none", v,
+                            t);
+    }
+    return mask;
 }
