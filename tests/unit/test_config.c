@@ -132,8 +132,9 @@ static void test_precision_names(void)
 static void test_shipped_configs(void)
 {
     moe_err e;
-    const char *names[] = {"defaults", "L0_sanity", "L1_8x7B_ep", "bench_8x7B_2L",
-                           "bench_8x7B_2L_genomic"};
+    const char *names[] = {"defaults",         "L0_sanity",     "L1_8x7B_ep",
+                           "bench_8x7B_2L",    "bench_8x7B_2L_genomic", "accuracy_mid",
+                           "accuracy_large"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         int rc = config_load(&cfg, names[i], MOE_CONFIG_DIR_DEFAULT, 0, NULL, &e);
         CHECK_MSG(rc == 0, "%s: %s", names[i], e.msg);
