@@ -315,18 +315,21 @@ static void test_attention(void)
 /* routing: 0 = random, 1 = only experts 0..3 of 8 (idle experts), 2 = all tokens to 0 and 1 */
 /* E4M3 keeps 3 mantissa bits (relative spacing 2^-3): a GEMM of two
  * quantised operands lands ~3-4% from the exact one (tests/gpu/test_fp8_gemm.c
- * measures it), two chained ones (h1 -> a -> y) a little more */
+ * measures it), two chained ones (h1 -> a -> y) a little more; the same for
+ * MXFP8's power-of-two scales, whose blocks of 32 follow the values closer */
 static const double TF8 = 8e-2;
 
-static void moe_case(int routing, int N, int C, int I, int fp8)
+/* prec: NULL for the bf16 experts, else "fp8_block" or "mxfp8_emulated" */
+static void moe_case(int routing, int N, int C, int I, const char *prec)
 {
+    int fp8 = prec != NULL;
     int E = 8, K = 2;
     const char *names[] = {"uneven counts", "idle experts", "one expert takes all"};
     fprintf(stderr, "  moe: %s, %d tokens, hidden %d, ffn %d, experts in %s\n", names[routing], N,
-            C, I, fp8 ? "fp8_block" : "bf16");
+            C, I, fp8 ? prec : "bf16");
     moe_err e = {{0}};
     const double TX = fp8 ? TF8 : TB; /* what the expert GEMMs feed */
-    if (fp8 && gpu->set_expert_precision(gpu, "fp8_block", C, I, &e)) {
+    if (fp8 && gpu->set_expert_precision(gpu, prec, C, I, &e)) {
         fprintf(stderr, "  FAIL set_expert_precision: %s\n", e.msg);
         CHECK(0);
         return;
@@ -427,9 +430,9 @@ static void moe_case(int routing, int N, int C, int I, int fp8)
 
 static void test_moe(void)
 {
-    moe_case(0, 160, 64, 96, 0);
-    moe_case(1, 160, 64, 96, 0);
-    moe_case(2, 160, 64, 96, 0);
+    moe_case(0, 160, 64, 96, NULL);
+    moe_case(1, 160, 64, 96, NULL);
+    moe_case(2, 160, 64, 96, NULL);
 }
 
 /* fp8_block experts: ~75 rows per expert (FP8 for 64, bf16 for the rest),
@@ -437,9 +440,17 @@ static void test_moe(void)
  * hidden 192 ends in a partial 128-block */
 static void test_moe_fp8(void)
 {
-    moe_case(0, 300, 192, 256, 1);
-    moe_case(2, 300, 128, 256, 1);
-    moe_case(0, 40, 64, 128, 1);
+    moe_case(0, 300, 192, 256, "fp8_block");
+    moe_case(2, 300, 128, 256, "fp8_block");
+    moe_case(0, 40, 64, 128, "fp8_block");
+}
+
+/* mxfp8_emulated experts: the same shapes; 32-blocks with partial ends (hidden 200) */
+static void test_moe_mxfp8_emulated(void)
+{
+    moe_case(0, 300, 200, 256, "mxfp8_emulated");
+    moe_case(2, 300, 128, 256, "mxfp8_emulated");
+    moe_case(1, 40, 64, 128, "mxfp8_emulated");
 }
 
 int main(int argc, char **argv)
@@ -455,6 +466,7 @@ int main(int argc, char **argv)
     RUN(test_attention);
     RUN(test_moe);
     RUN(test_moe_fp8);
+    RUN(test_moe_mxfp8_emulated);
     moe_err e2 = {{0}};
     if (gpu->sync(gpu, &e2)) {
         fprintf(stderr, "cuda: %s\n", e2.msg);

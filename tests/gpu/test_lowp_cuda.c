@@ -353,6 +353,32 @@ static void test_fp8blk(size_t rows, size_t cols, size_t skew)
     free(x), free(q), free(qt), free(qb), free(s), free(st), free(sb);
 }
 
+/* MXFP8 quantise-dequantise (the mxfp8_emulated precision), both directions */
+static void test_mx_fake(size_t rows, size_t cols)
+{
+    size_t n = rows * cols;
+    uint16_t *x = xmalloc(2 * n), *y = xmalloc(2 * n);
+    fill_bf16(x, rows, cols, 1.0f, 1);
+    dbuf dx = dupload(x, 2 * n, 0);
+    for (int colwise = 0; colwise < 2; colwise++) {
+        lowp_mxfp8_fake_bf16(x, rows, cols, colwise, y);
+        dbuf dy = dalloc(2 * n, 0);
+        moe_err e = {{0}};
+        char what[96];
+        snprintf(what, sizeof what, "lowp_cuda_mxfp8_fake_bf16 (mxfp8_fake_kernel) %zux%zu %s", rows,
+                 cols, colwise ? "columnwise" : "rowwise");
+        int ok = lowp_cuda_mxfp8_fake_bf16((const uint16_t *)dx.p, rows, cols, colwise,
+                                           (uint16_t *)dy.p, 0, &e) == 0;
+        if (!ok)
+            printf("  %s\n", e.msg);
+        ok = ok && sync_ok(what) && same_bytes("values", &dy, y, 2 * n);
+        result(ok, "%s", what);
+        dfree(&dy);
+    }
+    dfree(&dx);
+    free(x), free(y);
+}
+
 static void test_e4m3_hw(void)
 {
     unsigned long long bad = 0, bad_nan = 0;
@@ -550,6 +576,9 @@ int main(void)
     for (size_t i = 0; i < sizeof bk_shapes / sizeof bk_shapes[0]; i++)
         test_fp8blk(bk_shapes[i][0], bk_shapes[i][1], 0);
     test_fp8blk(256, 384, 1);
+    test_mx_fake(256, 384);
+    test_mx_fake(77, 130);
+    test_mx_fake(1000, 1056);
 
     test_e4m3_hw();
     timings();

@@ -811,6 +811,51 @@ static void test_bf16_rounding(void)
     CHECK(lowp_f32_to_bf16(bits_f(0x7F800001u)) == 0x7FC0);
 }
 
+/* MXFP8 emulation: the quantise-dequantise of lowp_mxfp8_fake_bf16 equals
+ * the two steps of the quantiser and its dequantiser (then bf16, exact),
+ * works in place, and stays within E4M3's half-step (2^-4 relative) of
+ * every value not in E4M3's subnormal range of its block. */
+static void test_mx_fake(void)
+{
+    const size_t rows = 70, cols = 100; /* partial blocks both ways */
+    uint16_t *x = xmalloc(2 * rows * cols), *y = xmalloc(2 * rows * cols);
+    uint16_t *z = xmalloc(2 * rows * cols);
+    float *xf = xmalloc(4 * rows * cols), *d = xmalloc(4 * rows * cols);
+    uint8_t *q = xmalloc(rows * cols), *sc = xmalloc(rows * cols);
+    for (size_t i = 0; i < rows * cols; i++) {
+        x[i] = lowp_f32_to_bf16((float)ldexp(test_rng_normal(), (int)(i / 37 % 9) - 4));
+        xf[i] = lowp_bf16_to_f32(x[i]);
+    }
+    for (int colwise = 0; colwise < 2; colwise++) {
+        lowp_mxfp8_fake_bf16(x, rows, cols, colwise, y);
+        if (colwise) {
+            lowp_mxfp8_colwise(x, LOWP_BF16, rows, cols, q, sc);
+            lowp_mxfp8_dequant_colwise(q, sc, rows, cols, d);
+        } else {
+            lowp_mxfp8_rowwise(x, LOWP_BF16, rows, cols, q, sc);
+            lowp_mxfp8_dequant_rowwise(q, sc, rows, cols, d);
+        }
+        size_t same = 0, bounded = 0, checked = 0;
+        for (size_t i = 0; i < rows * cols; i++) {
+            same += y[i] == lowp_f32_to_bf16(d[i]);
+            CHECK_MSG(lowp_bf16_to_f32(y[i]) == d[i], "not exact in bf16 at %zu", i);
+            /* the E8M0 scale of i's block: amax/scale in (224, 448] */
+            size_t r = i / cols, c = i % cols;
+            float s = lowp_e8m0_to_f32(colwise ? sc[(r / 32) * cols + c] : sc[r * ((cols + 31) / 32) + c / 32]);
+            if (fabsf(xf[i]) >= s * 0x1p-6f) { /* a normal E4M3 value */
+                checked++;
+                bounded += fabsf(lowp_bf16_to_f32(y[i]) - xf[i]) <= fabsf(xf[i]) * 0x1p-4f;
+            }
+        }
+        CHECK(same == rows * cols);
+        CHECK(checked > rows * cols / 2 && bounded == checked);
+        memcpy(z, x, 2 * rows * cols);
+        lowp_mxfp8_fake_bf16(z, rows, cols, colwise, z);
+        CHECK(memcmp(z, y, 2 * rows * cols) == 0);
+    }
+    free(x), free(y), free(z), free(xf), free(d), free(q), free(sc);
+}
+
 int main(void)
 {
     RUN(test_e4m3_all_codes);
@@ -831,5 +876,6 @@ int main(void)
     RUN(test_expf);
     RUN(test_swiglu);
     RUN(test_bf16_rounding);
+    RUN(test_mx_fake);
     return check_summary("test_lowp");
 }

@@ -95,6 +95,13 @@ void lowp_mxfp8_dequant_rowwise(const uint8_t *codes, const uint8_t *scales, siz
 void lowp_mxfp8_dequant_colwise(const uint8_t *codes, const uint8_t *scales, size_t rows,
                                 size_t cols, float *out);
 
+/* MXFP8 quantise-dequantise of bf16 x [rows, cols] into bf16 y (may be x):
+ * blocks of 32 along the rows (colwise 0, the rowwise copy) or down the
+ * columns (colwise 1). y holds exactly the values an MXFP8 GEMM multiplies
+ * (E4M3 code times its E8M0 scale; exact in bf16 but for results below
+ * bf16's normal range): the mxfp8_emulated precision. */
+void lowp_mxfp8_fake_bf16(const uint16_t *x, size_t rows, size_t cols, int colwise, uint16_t *y);
+
 /* ---- cuBLASLt VEC32_UE8M0 scale layout (mx_swizzle.c) ------------------------- */
 
 /* For an operand whose data is K-major with `outer` rows (M for A, N for B)

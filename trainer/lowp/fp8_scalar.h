@@ -235,6 +235,23 @@ LOWP_HD float lowp_mx_dequant(uint8_t code, uint8_t x)
     return LOWP_MUL(lowp_e4m3_to_f32(code), lowp_e8m0_to_f32(x));
 }
 
+/* One MX block of n <= 32 bf16 values x[0], x[stride], ... quantised and
+ * dequantised back to bf16 in place of y (the values an MXFP8 GEMM would
+ * see): the emulation of mxfp8 on GPUs without MXFP8 tensor cores. Shared by
+ * the C reference and the kernel, so both give the same bytes. */
+LOWP_HD void lowp_mx_fake_block(const uint16_t *x, size_t stride, size_t n, uint16_t *y)
+{
+    uint32_t amax = 0;
+    for (size_t k = 0; k < n; k++) {
+        uint32_t a = lowp_f32_bits(lowp_bf16_to_f32(x[k * stride])) & 0x7FFFFFFFu;
+        amax = a > amax ? a : amax;
+    }
+    uint8_t s = lowp_mx_scale_from_amax_bits(amax);
+    for (size_t k = 0; k < n; k++)
+        y[k * stride] = lowp_f32_to_bf16(
+            lowp_mx_dequant(lowp_mx_quant(lowp_bf16_to_f32(x[k * stride]), s, amax), s));
+}
+
 /* Position of scale (i, j) in cuBLASLt's VEC32_UE8M0 layout (128 x 4 tiles)
  * for an operand with `kblocks` scale columns; fp8.h explains it. */
 LOWP_HD size_t lowp_mx_swz(size_t i, size_t j, size_t kblocks)

@@ -545,6 +545,41 @@ extern "C" int lowp_cuda_fp8blk_128x128(const uint16_t *x, size_t rows, size_t c
     return launched(fn, "fp8blk_128x128_kernel", e);
 }
 
+/* ---- MXFP8 emulation ------------------------------------------------------------ */
+
+/* One thread per 32-value block (lowp_mx_fake_block): consecutive threads
+ * take consecutive columns in the columnwise case (coalesced), consecutive
+ * blocks of a row in the rowwise one. Not tuned: it feeds the emulated
+ * precision, whose job is accuracy, not speed. */
+__global__ void mxfp8_fake_kernel(const uint16_t *x, uint16_t *y, size_t rows, size_t cols,
+                                  int colwise)
+{
+    const size_t nbc = cdiv(cols, 32), total = colwise ? cdiv(rows, 32) * cols : rows * nbc;
+    for (size_t b = blockIdx.x * (size_t)blockDim.x + threadIdx.x; b < total;
+         b += (size_t)gridDim.x * blockDim.x) {
+        if (colwise) {
+            size_t r0 = b / cols * 32, c = b % cols, n = rows - r0 < 32 ? rows - r0 : 32;
+            lowp_mx_fake_block(x + r0 * cols + c, cols, n, y + r0 * cols + c);
+        } else {
+            size_t r = b / nbc, c0 = b % nbc * 32, n = cols - c0 < 32 ? cols - c0 : 32;
+            lowp_mx_fake_block(x + r * cols + c0, 1, n, y + r * cols + c0);
+        }
+    }
+}
+
+extern "C" int lowp_cuda_mxfp8_fake_bf16(const uint16_t *x, size_t rows, size_t cols, int colwise,
+                                         uint16_t *y, cudaStream_t stream, moe_err *e)
+{
+    static const char fn[] = "lowp_cuda_mxfp8_fake_bf16";
+    if (rows == 0 || cols == 0)
+        return 0;
+    size_t total = colwise ? cdiv(rows, 32) * cols : rows * cdiv(cols, 32);
+    size_t grid = cdiv(total, 256);
+    mxfp8_fake_kernel<<<(unsigned)(grid < 65536 ? grid : 65536), 256, 0, stream>>>(x, y, rows, cols,
+                                                                                colwise);
+    return launched(fn, "mxfp8_fake_kernel", e);
+}
+
 /* ---- 128x128 operands transposed ------------------------------------------------ */
 
 /* A 128x128 block's scale is that of the same block of the transpose, and

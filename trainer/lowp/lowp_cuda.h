@@ -68,6 +68,11 @@ int lowp_cuda_fp8blk_1x128(const uint16_t *x, size_t rows, size_t cols, uint8_t 
 int lowp_cuda_fp8blk_128x128(const uint16_t *x, size_t rows, size_t cols, uint8_t *codes,
                              float *scales, cudaStream_t stream, moe_err *e);
 
+/* MXFP8 quantise-dequantise, bf16 -> bf16 (lowp_mxfp8_fake_bf16); y may
+ * be x. */
+int lowp_cuda_mxfp8_fake_bf16(const uint16_t *x, size_t rows, size_t cols, int colwise,
+                              uint16_t *y, cudaStream_t stream, moe_err *e);
+
 /* The 128x128 operand x^T from that of x [rows, cols]: codes_t [cols, rows]
  * and scales_t (lowp_fp8blk_128x128_scales(cols, rows) floats), equal byte
  * for byte to lowp_fp8blk_128x128 of x^T. rows, cols multiples of 4. */

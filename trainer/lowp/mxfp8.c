@@ -57,3 +57,20 @@ void lowp_mxfp8_dequant_colwise(const uint8_t *codes, const uint8_t *scales, siz
             out[r * cols + c] =
                 lowp_mx_dequant(codes[r * cols + c], scales[(r / LOWP_MX_BLOCK) * cols + c]);
 }
+
+void lowp_mxfp8_fake_bf16(const uint16_t *x, size_t rows, size_t cols, int colwise, uint16_t *y)
+{
+    if (!colwise) {
+        for (size_t r = 0; r < rows; r++)
+            for (size_t c0 = 0; c0 < cols; c0 += LOWP_MX_BLOCK) {
+                size_t n = cols - c0 < LOWP_MX_BLOCK ? cols - c0 : LOWP_MX_BLOCK;
+                lowp_mx_fake_block(x + r * cols + c0, 1, n, y + r * cols + c0);
+            }
+    } else {
+        for (size_t r0 = 0; r0 < rows; r0 += LOWP_MX_BLOCK)
+            for (size_t c = 0; c < cols; c++) {
+                size_t n = rows - r0 < LOWP_MX_BLOCK ? rows - r0 : LOWP_MX_BLOCK;
+                lowp_mx_fake_block(x + r0 * cols + c, cols, n, y + r0 * cols + c);
+            }
+    }
+}

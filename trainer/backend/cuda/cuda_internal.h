@@ -20,6 +20,7 @@ typedef __nv_bfloat16 bf16;
 /* slots 0-7: the bf16 ops; 8-19: the fp8_block expert FFN (cuda_moe_fp8.cu) */
 #define CUDA_SCRATCH_SLOTS 20
 struct lowp_fp8_gemm;
+enum { CUDA_EXPERTS_BF16 = 0, CUDA_EXPERTS_FP8_BLOCK, CUDA_EXPERTS_MXFP8_EMULATED };
 
 typedef struct {
     cublasHandle_t blas;
@@ -41,8 +42,8 @@ typedef struct {
     float *d_loss, *h_loss;        /* per-row losses of one lm_head chunk */
     int *d_bad;                    /* first out-of-vocabulary target, 1-based */
     size_t loss_cap;
-    /* precision of the expert FFN: 0 bf16, 1 fp8_block (cuda_set_expert_precision) */
-    int expert_fp8;
+    /* precision of the expert FFN (cuda_set_expert_precision) */
+    int expert_lowp; /* CUDA_EXPERTS_BF16, _FP8_BLOCK or _MXFP8_EMULATED */
     int fp8_gemms; /* which of fprop / dgrad / wgrad (bits 1, 2, 4) run in FP8 */
     struct lowp_fp8_gemm *fp8_gemm;
 } cuda_ctx;
@@ -105,6 +106,14 @@ void cuda_experts_bwd_fp8(moe_backend *be, act *dx_perm, real *dp_perm, real *dw
                           real *dw2, const act *dy_perm, const act *x_perm, const act *h1,
                           const act *h3, const real *p_perm, const act *w1, const act *w3,
                           const act *w2, const moe_route_plan *plan, int C, int I);
+/* the expert FFN in emulated MXFP8 (cuda_moe_mxemu.cu) */
+void cuda_experts_fwd_mxemu(moe_backend *be, act *y_perm, act *h1, act *h3, act *a,
+                            const act *x_perm, const real *p_perm, const act *w1, const act *w3,
+                            const act *w2, const moe_route_plan *plan, int C, int I);
+void cuda_experts_bwd_mxemu(moe_backend *be, act *dx_perm, real *dp_perm, real *dw1, real *dw3,
+                            real *dw2, const act *dy_perm, const act *x_perm, const act *h1,
+                            const act *h3, const real *p_perm, const act *w1, const act *w3,
+                            const act *w2, const moe_route_plan *plan, int C, int I);
 extern "C" int cuda_set_expert_precision(moe_backend *be, const char *precision, int C, int I,
                                          moe_err *e);
 

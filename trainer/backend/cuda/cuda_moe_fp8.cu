@@ -249,7 +249,7 @@ void cuda_experts_bwd_fp8(moe_backend *be, act *dx_perm, real *dp_perm, real *dw
     }
 }
 
-/* Switch the expert FFN between bf16 and fp8_block; refuses what this GPU
+/* Switch the expert FFN between bf16, fp8_block and mxfp8_emulated; refuses what this GPU
  * or these sizes cannot run, before the first step. A tiny GEMM proves the
  * library has the block-scaled kernels. */
 static int fp8_gemms_from_env(moe_err *e);
@@ -259,7 +259,11 @@ extern "C" int cuda_set_expert_precision(moe_backend *be, const char *precision,
 {
     cuda_ctx *c = CTX(be);
     if (!strcmp(precision, "bf16")) {
-        c->expert_fp8 = 0;
+        c->expert_lowp = CUDA_EXPERTS_BF16;
+        return 0;
+    }
+    if (!strcmp(precision, "mxfp8_emulated")) {
+        c->expert_lowp = CUDA_EXPERTS_MXFP8_EMULATED; /* plain kernels and bf16 GEMMs: any GPU */
         return 0;
     }
     if (strcmp(precision, "fp8_block"))
@@ -300,7 +304,7 @@ extern "C" int cuda_set_expert_precision(moe_backend *be, const char *precision,
     if (mask < 0)
         return -1;
     c->fp8_gemms = mask;
-    c->expert_fp8 = 1;
+    c->expert_lowp = CUDA_EXPERTS_FP8_BLOCK;
     return 0;
 }
 

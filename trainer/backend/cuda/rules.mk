@@ -8,6 +8,7 @@ CUDA_SRCS := trainer/backend/cuda/cuda_backend.cu trainer/backend/cuda/cuda_dens
 	trainer/backend/cuda/cuda_attention.cu trainer/backend/cuda/cuda_attention_tc.cu \
 	trainer/backend/cuda/cuda_attention_mma.cu \
 	trainer/backend/cuda/cuda_moe.cu trainer/backend/cuda/cuda_moe_fp8.cu \
+	trainer/backend/cuda/cuda_moe_mxemu.cu \
 	trainer/backend/cuda/cuda_optim.cu
 # the host-side route plan builder is shared with the CPU backend (also in MODEL_LIB, so
 # either library links alone)
@@ -17,6 +18,7 @@ CUDA_OBJS := $(patsubst %.cu,$(B)/obj/%.o,$(CUDA_SRCS)) $(call obj,trainer/backe
 CUDA_OBJS += $(LOWP_CUDA_OBJS) $(call obj,trainer/lowp/fp8_block.c)
 $(B)/obj/trainer/backend/cuda/cuda_moe_fp8.o: trainer/lowp/fp8.h trainer/lowp/fp8_gemm.h \
 	trainer/lowp/lowp_cuda.h
+$(B)/obj/trainer/backend/cuda/cuda_moe_mxemu.o: trainer/lowp/lowp_cuda.h
 $(B)/obj/%.o: %.cu trainer/backend/cuda/cuda_internal.h trainer/backend/backend.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@

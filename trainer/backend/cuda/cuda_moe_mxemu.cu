@@ -1,0 +1,142 @@
+/* moekit CUDA backend: the expert FFN in emulated MXFP8 (precision
+ * mxfp8_emulated, any GPU). Every operand of every expert GEMM goes through
+ * the MXFP8 quantiser and back to bf16 (lowp_cuda_mxfp8_fake_bf16, byte for
+ * byte the C reference): exactly the values an MXFP8 GEMM multiplies on
+ * Blackwell, in blocks of 32 along that GEMM's contraction, then the bf16
+ * GEMMs of the bf16 path (fp32 accumulation). What MXFP8 training costs in
+ * accuracy, measured on a GPU without MXFP8 tensor cores.
+ *   fprop  y = x w^T     x rowwise (along in),  w rowwise (along in)
+ *   dgrad  dx = dy w     dy rowwise (along out), w columnwise (down out)
+ *   wgrad  dw += dy^T x  dy and x columnwise (down the expert's rows)
+ * Columnwise copies of activations are made per expert, so no 32-row block
+ * straddles two experts. Speed is not its purpose: each quantisation is one
+ * extra pass over its tensor. */
+#include "../../lowp/lowp_cuda.h"
+#include "../route_plan.h"
+#include "cuda_internal.h"
+
+#define B16(p) ((bf16 *)(p))
+#define CB16(p) ((const bf16 *)(p))
+
+/* scratch slots (shared with the fp8_block path: one precision at a time) */
+enum { S_ROW = 8, S_COL_A, S_COL_B, S_ROW_B, S_W };
+
+/* the emulated MXFP8 copy of x [rows, cols] in scratch slot `slot` */
+static const bf16 *fake(moe_backend *be, const char *op, int slot, const bf16 *x, size_t rows,
+                        size_t cols, int colwise)
+{
+    bf16 *y = (bf16 *)cuda_scratch(be, slot, rows * cols * sizeof(bf16));
+    moe_err e = {{0}};
+    if (!y)
+        return NULL;
+    if (lowp_cuda_mxfp8_fake_bf16((const uint16_t *)x, rows, cols, colwise, (uint16_t *)y,
+                                  CTX(be)->stream, &e)) {
+        cuda_note(be, op, e.msg);
+        return NULL;
+    }
+    return y;
+}
+
+/* grow the slots once to the layer's largest need: no reallocation between experts */
+static int reserve(moe_backend *be, size_t rows_all, int C, int I)
+{
+    size_t wide = (size_t)(C > I ? C : I) * sizeof(bf16);
+    for (int s = S_ROW; s <= S_ROW_B; s++)
+        if (!cuda_scratch(be, s, rows_all * wide))
+            return -1;
+    return cuda_scratch(be, S_W, (size_t)C * I * sizeof(bf16)) ? 0 : -1;
+}
+
+void cuda_experts_fwd_mxemu(moe_backend *be, act *y_perm, act *h1, act *h3, act *a,
+                            const act *x_perm, const real *p_perm, const act *w1, const act *w3,
+                            const act *w2, const moe_route_plan *plan, int C, int I)
+{
+    static const char op[] = "experts_fwd (mxfp8_emulated)";
+    size_t rows_all = plan->n_rows;
+    if (rows_all == 0 || reserve(be, rows_all, C, I))
+        return;
+    const bf16 *Xq = fake(be, op, S_ROW, CB16(x_perm), rows_all, C, 0);
+    for (int x = 0; Xq && x < plan->n_experts; x++) {
+        int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x];
+        if (rows == 0)
+            continue;
+        const bf16 *W = fake(be, op, S_W, CB16(w1) + (size_t)x * I * C, I, C, 0);
+        if (!W)
+            return;
+        cuda_gemm_xwT(be, B16(h1) + r0 * I, 0, Xq + r0 * C, W, (int)rows, C, I, 0.f);
+        if (!(W = fake(be, op, S_W, CB16(w3) + (size_t)x * I * C, I, C, 0)))
+            return;
+        cuda_gemm_xwT(be, B16(h3) + r0 * I, 0, Xq + r0 * C, W, (int)rows, C, I, 0.f);
+    }
+    cuda_swiglu_prob(be, B16(a), CB16(h1), CB16(h3), p_perm, rows_all, I);
+    const bf16 *Aq = fake(be, op, S_ROW, CB16(a), rows_all, I, 0);
+    for (int x = 0; Aq && x < plan->n_experts; x++) {
+        int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x];
+        if (rows == 0)
+            continue;
+        const bf16 *W = fake(be, op, S_W, CB16(w2) + (size_t)x * C * I, C, I, 0);
+        if (!W)
+            return;
+        cuda_gemm_xwT(be, B16(y_perm) + r0 * C, 0, Aq + r0 * I, W, (int)rows, I, C, 0.f);
+    }
+}
+
+/* one projection's backward for one expert, as in cuda_moe.cu with every
+ * operand emulated: dx (+)= dy w, dw += dy^T x (dy [rows, out], x [rows, in],
+ * w [out, in]; dy_row: dy's rowwise copy) */
+static int proj_bwd(moe_backend *be, const char *op, bf16 *dx, float dx_beta, float *dw,
+                    const bf16 *dy_row, const bf16 *dy, const bf16 *xin, const bf16 *w, int64_t rows,
+                    int in, int out)
+{
+    const bf16 *Wc = fake(be, op, S_W, w, out, in, 1);
+    if (!Wc)
+        return -1;
+    cuda_gemm_dyw(be, dx, dy_row, Wc, (int)rows, in, out, dx_beta);
+    const bf16 *DYc = fake(be, op, S_COL_A, dy, rows, out, 1);
+    const bf16 *Xc = fake(be, op, S_COL_B, xin, rows, in, 1);
+    if (!DYc || !Xc)
+        return -1;
+    cuda_gemm_dyTx(be, dw, DYc, Xc, (int)rows, in, out);
+    return 0;
+}
+
+void cuda_experts_bwd_mxemu(moe_backend *be, act *dx_perm, real *dp_perm, real *dw1, real *dw3,
+                            real *dw2, const act *dy_perm, const act *x_perm, const act *h1,
+                            const act *h3, const real *p_perm, const act *w1, const act *w3,
+                            const act *w2, const moe_route_plan *plan, int C, int I)
+{
+    static const char op[] = "experts_bwd (mxfp8_emulated)";
+    size_t rows_all = plan->n_rows;
+    if (rows_all == 0 || reserve(be, rows_all, C, I))
+        return;
+    size_t bytes = rows_all * I * sizeof(bf16);
+    bf16 *A = (bf16 *)cuda_scratch(be, 3, bytes), *dA = (bf16 *)cuda_scratch(be, 4, bytes);
+    bf16 *dH1 = (bf16 *)cuda_scratch(be, 5, bytes), *dH3 = (bf16 *)cuda_scratch(be, 6, bytes);
+    if (!A || !dA || !dH1 || !dH3)
+        return;
+    cuda_swiglu_prob(be, A, CB16(h1), CB16(h3), p_perm, rows_all, I);
+    const bf16 *DYr = fake(be, op, S_ROW, CB16(dy_perm), rows_all, C, 0);
+    for (int x = 0; DYr && x < plan->n_experts; x++) {
+        int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x];
+        if (rows == 0)
+            continue;
+        if (proj_bwd(be, op, dA + r0 * I, 0.f, dw2 + (size_t)x * C * I, DYr + r0 * C,
+                     CB16(dy_perm) + r0 * C, A + r0 * I, CB16(w2) + (size_t)x * C * I, rows, I, C))
+            return;
+    }
+    cuda_swiglu_prob_bwd(be, dH1, dH3, dp_perm, dA, CB16(h1), CB16(h3), p_perm, rows_all, I);
+    const bf16 *G1 = fake(be, op, S_ROW, dH1, rows_all, I, 0);
+    const bf16 *G3 = fake(be, op, S_ROW_B, dH3, rows_all, I, 0);
+    for (int x = 0; G1 && G3 && x < plan->n_experts; x++) {
+        int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x];
+        if (rows == 0)
+            continue;
+        const bf16 *X = CB16(x_perm) + r0 * C;
+        bf16 *DX = B16(dx_perm) + r0 * C;
+        if (proj_bwd(be, op, DX, 0.f, dw1 + (size_t)x * I * C, G1 + r0 * I, dH1 + r0 * I, X,
+                     CB16(w1) + (size_t)x * I * C, rows, C, I) ||
+            proj_bwd(be, op, DX, 1.f, dw3 + (size_t)x * I * C, G3 + r0 * I, dH3 + r0 * I, X,
+                     CB16(w3) + (size_t)x * I * C, rows, C, I))
+            return;
+    }
+}
