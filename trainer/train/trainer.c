@@ -104,27 +104,14 @@ static int resolve_precision(moe_trainer *t, moe_err *e)
             return -1;
         t->precision = "fp8_block (experts) + bf16";
         return 0;
-    case MOE_PREC_MXFP8_EMULATED:
-        if (!t->be->set_expert_precision ||
-            t->be->set_expert_precision(t->be, "mxfp8_emulated", mc->hidden_size,
-                                        mc->intermediate_size, e))
-            return t->be->set_expert_precision ? -1
-                                               : moe_errf(e, "precision.compute=mxfp8_emulated "
-                                                             "needs the cuda backend");
-        if (!experts_only)
-            return moe_errf(e, "precision.compute=mxfp8_emulated with precision.layers=all: the "
-                               "attention projections are not emulated in this build; set "
-                               "precision.layers=experts");
-        t->precision = "mxfp8_emulated (experts) + bf16";
-        return 0;
     case MOE_PREC_FP32:
         return moe_errf(e, "precision.compute=fp32 runs on the cpu backend only; on a GPU use "
                            "bf16 (or auto)");
     default:
         return moe_errf(e,
                         "precision.compute=%s is not available in this moe-train yet (it trains "
-                        "in bf16 or mxfp8_emulated on any GPU, fp8_block on Hopper): set "
-                        "precision.compute=auto, bf16, fp8_block or mxfp8_emulated",
+                        "in bf16 on any GPU, fp8_block on Hopper): set precision.compute=auto, "
+                        "bf16 or fp8_block",
                         precision_name(p));
     }
 }
