@@ -95,6 +95,14 @@ train ep2dp2_accum 4 train.micro_batch_size=1 train.grad_accum_steps=2 parallel.
     matches ep2dp2_accum ref4acc || [ -f "$T/ep2dp2_accum/metrics.jsonl" ] ||
     bad ep2dp2_accum "$(tail -5 "$T/ep2dp2_accum.out")"
 
+# activation recompute changes memory, not math: the same losses and weights, one rank and EP=2
+train ref4_recompute 1 train.micro_batch_size=4 train.activation_recompute=true &&
+    matches ref4_recompute ref4 || [ -f "$T/ref4_recompute/metrics.jsonl" ] ||
+    bad ref4_recompute "$(tail -5 "$T/ref4_recompute.out")"
+train ep2_recompute 2 train.micro_batch_size=2 parallel.ep=2 parallel.dp=1 train.activation_recompute=true &&
+    matches ep2_recompute ref4 || [ -f "$T/ep2_recompute/metrics.jsonl" ] ||
+    bad ep2_recompute "$(tail -5 "$T/ep2_recompute.out")"
+
 # sharded AdamW state: moments per rank fall as DP grows
 mom() { sed -nE 's/.* ([0-9.]+) MiB AdamW moments.*/\1/p' "$T/$1.out"; }
 if [ -n "$(mom ref4)" ] && [ -n "$(mom dp2)" ] &&

@@ -106,7 +106,7 @@ static int rig_open(rig *r, int ep_dispatcher, moe_comm *c, int with_moments)
     if (cpu_backend_create(&r->be, 1, &e) ||
         (ep_dispatcher ? dispatcher_ep_create(&r->disp, c, DIMS.E, &e)
                        : dispatcher_local_create(&r->disp, &e)) ||
-        model_create_parallel(&r->m, &DIMS, r->be, r->disp, B, T, 0, 1, with_moments, &e) ||
+        model_create_parallel(&r->m, &DIMS, r->be, r->disp, B, T, 0, 1, with_moments, 0, &e) ||
         model_init_random(r->m, 42, 0.2, &e)) {
         fprintf(stderr, "  rig: %s\n", e.msg);
         return -1;
@@ -289,7 +289,7 @@ static void test_layout_io(void)
     moe_dispatcher *d;
     moe_model *half;
     CHECK(cpu_backend_create(&be, 1, &e) == 0 && dispatcher_local_create(&d, &e) == 0);
-    CHECK(model_create_parallel(&half, &DIMS, be, d, B, T, 1, 2, 0, &e) == 0);
+    CHECK(model_create_parallel(&half, &DIMS, be, d, B, T, 1, 2, 0, 0, &e) == 0);
     if (half && r.m && layout_full_make(&full, half, &e) == 0) {
         CHECK(full.n_elems == r.m->n_elems && half->n_elems < full.n_elems);
         CHECK(half->e0 == 2 && half->E_local == 2);
@@ -302,7 +302,7 @@ static void test_layout_io(void)
         free(h);
         layout_full_free(&full);
     }
-    CHECK(model_create_parallel(&half, &DIMS, be, d, B, T, 0, 3, 0, &e) == -1);
+    CHECK(model_create_parallel(&half, &DIMS, be, d, B, T, 0, 3, 0, 0, &e) == -1);
     CHECK_MSG(strstr(e.msg, "rank 0 of 3 cannot hold an equal share of 4 experts"), "%s", e.msg);
     model_destroy(half);
     d->destroy(d);

@@ -80,7 +80,7 @@ static int rig_open(rig *r, moe_comm *ep, int with_moments)
     memset(r, 0, sizeof *r);
     if (cuda_backend_create(&r->be, 0, &e) ||
         (ep ? dispatcher_ep_create(&r->disp, ep, DIMS.E, &e) : dispatcher_local_create(&r->disp, &e)) ||
-        model_create_parallel(&r->m, &DIMS, r->be, r->disp, B, T, 0, 1, with_moments, &e) ||
+        model_create_parallel(&r->m, &DIMS, r->be, r->disp, B, T, 0, 1, with_moments, 0, &e) ||
         model_init_random(r->m, 7, 0.05, &e)) {
         fprintf(stderr, "  rig: %s\n", e.msg);
         return -1;

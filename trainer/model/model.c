@@ -60,12 +60,12 @@ static void *host_calloc(planner *pl, size_t n, size_t sz)
 int model_create(moe_model **out, const moe_dims *d, moe_backend *be, moe_dispatcher *disp, int B,
                  int T, moe_err *e)
 {
-    return model_create_parallel(out, d, be, disp, B, T, 0, 1, 1, e);
+    return model_create_parallel(out, d, be, disp, B, T, 0, 1, 1, 0, e);
 }
 
 int model_create_parallel(moe_model **out, const moe_dims *d, moe_backend *be,
                           moe_dispatcher *disp, int B, int T, int ep_rank, int ep_size,
-                          int with_moments, moe_err *e)
+                          int with_moments, int recompute, moe_err *e)
 {
     if (ep_size < 1 || ep_rank < 0 || ep_rank >= ep_size || d->E % ep_size)
         return moe_errf(e, "expert-parallel rank %d of %d cannot hold an equal share of %d "
@@ -86,6 +86,7 @@ int model_create_parallel(moe_model **out, const moe_dims *d, moe_backend *be,
     m->E_local = d->E / ep_size;
     m->e0 = ep_rank * m->E_local;
     m->disp = disp;
+    m->recompute = recompute != 0;
     if (params_layout(m, e)) {
         model_destroy(m);
         return -1;
@@ -105,9 +106,28 @@ int model_create_parallel(moe_model **out, const moe_dims *d, moe_backend *be,
     m->targets = plan_i32(&pl, N);
     m->embed_out = plan_act(&pl, N * C);
     m->layers = host_calloc(&pl, (size_t)d->L, sizeof *m->layers);
+    /* Layer 0 owns the buffers that layers share. Always shared: what only
+     * the forward reads (the SwiGLU output, the experts' output rows, the
+     * combined MoE output, each consumed before the next layer writes it).
+     * With recompute, every layer keeps only its input and router statistics;
+     * the rest is one layer's worth, rebuilt per layer in the backward. */
     for (int l = 0; l < d->L && !pl.failed; l++) {
         moe_layer_acts *a = &m->layers[l];
+        const moe_layer_acts *s0 = l > 0 ? &m->layers[0] : NULL;
         a->resid_in = l == 0 ? m->embed_out : plan_act(&pl, N * C);
+        a->prob_sum = plan_real(&pl, E);
+        a->route_count = host_calloc(&pl, E, sizeof(int64_t));
+        a->a = s0 ? s0->a : plan_act(&pl, rows * I);
+        a->y_perm = s0 ? s0->y_perm : plan_act(&pl, rows * C);
+        a->moe_out = s0 ? s0->moe_out : plan_act(&pl, N * C);
+        if (s0 && m->recompute) {
+            int64_t *rc = a->route_count;
+            real *ps = a->prob_sum;
+            act *in = a->resid_in;
+            *a = *s0;
+            a->resid_in = in, a->prob_sum = ps, a->route_count = rc;
+            continue;
+        }
         a->ln1 = plan_act(&pl, N * C);
         a->rstd1 = plan_real(&pl, N);
         a->q = plan_act(&pl, N * QD);
@@ -121,20 +141,19 @@ int model_create_parallel(moe_model **out, const moe_dims *d, moe_backend *be,
         a->probs = plan_real(&pl, N * E);
         a->topk_idx = plan_i32(&pl, N * K);
         a->topk_w = plan_real(&pl, N * K);
-        a->prob_sum = plan_real(&pl, E);
         a->plan.row_token = plan_i32(&pl, rows);
         a->plan.slot_row = plan_i32(&pl, N * K);
         a->plan.expert_offset_dev = plan_i32(&pl, (size_t)m->E_local + 1);
         a->plan.expert_count = host_calloc(&pl, (size_t)m->E_local, sizeof(int64_t));
         a->plan.expert_offset = host_calloc(&pl, (size_t)m->E_local + 1, sizeof(int64_t));
-        a->route_count = host_calloc(&pl, E, sizeof(int64_t));
         a->x_perm = plan_act(&pl, rows * C);
         a->p_perm = plan_real(&pl, rows);
         a->h1 = plan_act(&pl, rows * I);
         a->h3 = plan_act(&pl, rows * I);
-        a->a = plan_act(&pl, rows * I);
-        a->y_perm = plan_act(&pl, rows * C);
-        a->moe_out = plan_act(&pl, N * C);
+    }
+    if (m->recompute) {
+        m->prob_sum_scratch = plan_real(&pl, E);
+        m->route_count_scratch = host_calloc(&pl, E, sizeof(int64_t));
     }
     m->resid_final = plan_act(&pl, N * C);
     m->lnf = plan_act(&pl, N * C);
@@ -178,18 +197,25 @@ void model_destroy(moe_model *m)
             moe_layer_acts *a = &m->layers[l];
             if (l > 0)
                 FREE(a->resid_in);
+            FREE(a->prob_sum);
+            free(a->route_count);
+            if (l == 0) {
+                FREE(a->a); FREE(a->y_perm); FREE(a->moe_out);
+            }
+            if (l > 0 && m->recompute)
+                continue; /* the rest is layer 0's */
             FREE(a->ln1); FREE(a->rstd1); FREE(a->q); FREE(a->k); FREE(a->v); FREE(a->att);
             FREE(a->lse); FREE(a->resid_mid); FREE(a->ln2); FREE(a->rstd2); FREE(a->probs);
-            FREE(a->topk_idx); FREE(a->topk_w); FREE(a->prob_sum); FREE(a->plan.row_token);
+            FREE(a->topk_idx); FREE(a->topk_w); FREE(a->plan.row_token);
             FREE(a->plan.slot_row); FREE(a->plan.expert_offset_dev); FREE(a->x_perm);
-            FREE(a->p_perm); FREE(a->h1); FREE(a->h3); FREE(a->a); FREE(a->y_perm);
-            FREE(a->moe_out);
+            FREE(a->p_perm); FREE(a->h1); FREE(a->h3);
             free(a->plan.expert_count);
             free(a->plan.expert_offset);
-            free(a->route_count);
         }
         free(m->layers);
     }
+    FREE(m->prob_sum_scratch);
+    free(m->route_count_scratch);
     FREE(m->master); FREE(m->grad); FREE(m->m); FREE(m->v); FREE(m->wc); FREE(m->tokens);
     FREE(m->targets); FREE(m->embed_out); FREE(m->resid_final); FREE(m->lnf); FREE(m->rstdf);
     FREE(m->d_resid); FREE(m->d_a); FREE(m->d_b); FREE(m->d_q); FREE(m->d_k); FREE(m->d_v);
@@ -242,44 +268,61 @@ static int check_tokens(const moe_model *m, const int32_t *tokens, moe_err *e)
 }
 
 /* Everything up to the final norm; computes the aux loss of the batch. */
-static int forward_body(moe_model *m, const int32_t *tokens, moe_err *e)
+/* Decoder layer l forward. recomputing: the backward rebuilding layer l's
+ * activations from its kept input (train.activation_recompute): the input is
+ * normalised as stored (what add_rmsnorm normalises too, so the result is
+ * the same bits), the router statistics go to scratch (the aux loss was
+ * taken in the forward), and the combine is skipped (only the next layer's
+ * forward reads it). The experts' down projection is redone too, unused:
+ * the backend has no op for the up projections alone. */
+static int layer_forward(moe_model *m, int l, int recomputing, moe_err *e)
 {
     moe_backend *be = m->be;
     const moe_dims *d = &m->d;
     int B = m->B, T = m->T, N = B * T, C = d->C, QD = d->NH * d->HD, KVD = d->NKV * d->HD;
+    moe_layer_acts *a = &m->layers[l];
+    if (l == 0 || recomputing) {
+        be->rmsnorm_fwd(be, a->ln1, a->rstd1, a->resid_in, W(m, MOE_P_LN1, l), N, C, d->eps);
+    } else {
+        moe_layer_acts *p = &m->layers[l - 1];
+        be->add_rmsnorm_fwd(be, a->resid_in, a->ln1, a->rstd1, p->resid_mid, p->moe_out,
+                            W(m, MOE_P_LN1, l), N, C, d->eps);
+    }
+    be->matmul_fwd(be, a->q, a->ln1, W(m, MOE_P_Q, l), N, C, QD);
+    be->matmul_fwd(be, a->k, a->ln1, W(m, MOE_P_K, l), N, C, KVD);
+    be->matmul_fwd(be, a->v, a->ln1, W(m, MOE_P_V, l), N, C, KVD);
+    be->rope_fwd(be, a->q, a->k, B, T, d->NH, d->NKV, d->HD, d->theta);
+    be->attention_fwd(be, a->att, a->lse, a->q, a->k, a->v, B, T, d->NH, d->NKV, d->HD);
+    be->matmul_fwd(be, m->tmp_c, a->att, W(m, MOE_P_O, l), N, QD, C);
+    be->add_rmsnorm_fwd(be, a->resid_mid, a->ln2, a->rstd2, a->resid_in, m->tmp_c,
+                        W(m, MOE_P_LN2, l), N, C, d->eps);
+    be->router_fwd(be, a->probs, a->topk_idx, a->topk_w,
+                   recomputing ? m->prob_sum_scratch : a->prob_sum, a->ln2, W(m, MOE_P_GATE, l),
+                   N, C, d->E, d->K);
+    if (m->disp->dispatch(m->disp, be, &a->plan, recomputing ? m->route_count_scratch : a->route_count,
+                          a->x_perm, a->p_perm, a->ln2, a->topk_idx, a->topk_w, N, C, d->E, d->K,
+                          e))
+        return moe_err_prefix(e, "layer %d dispatch%s", l, recomputing ? " (recompute)" : "");
+    be->experts_fwd(be, a->y_perm, a->h1, a->h3, a->a, a->x_perm, a->p_perm, W(m, MOE_P_W1, l),
+                    W(m, MOE_P_W3, l), W(m, MOE_P_W2, l), &a->plan, C, d->I);
+    if (!recomputing && m->disp->combine(m->disp, be, a->moe_out, a->y_perm, &a->plan, C, e))
+        return moe_err_prefix(e, "layer %d combine", l);
+    return 0;
+}
+
+static int forward_body(moe_model *m, const int32_t *tokens, moe_err *e)
+{
+    moe_backend *be = m->be;
+    const moe_dims *d = &m->d;
+    int N = m->B * m->T, C = d->C;
     if (check_tokens(m, tokens, e))
         return -1;
     if (be->upload(be, m->tokens, tokens, sizeof(int32_t) * N, e))
         return -1;
     be->embedding_fwd(be, m->embed_out, m->tokens, W(m, MOE_P_EMBED, -1), N, C);
-    for (int l = 0; l < d->L; l++) {
-        moe_layer_acts *a = &m->layers[l];
-        if (l == 0) {
-            be->rmsnorm_fwd(be, a->ln1, a->rstd1, a->resid_in, W(m, MOE_P_LN1, l), N, C, d->eps);
-        } else {
-            moe_layer_acts *p = &m->layers[l - 1];
-            be->add_rmsnorm_fwd(be, a->resid_in, a->ln1, a->rstd1, p->resid_mid, p->moe_out,
-                                W(m, MOE_P_LN1, l), N, C, d->eps);
-        }
-        be->matmul_fwd(be, a->q, a->ln1, W(m, MOE_P_Q, l), N, C, QD);
-        be->matmul_fwd(be, a->k, a->ln1, W(m, MOE_P_K, l), N, C, KVD);
-        be->matmul_fwd(be, a->v, a->ln1, W(m, MOE_P_V, l), N, C, KVD);
-        be->rope_fwd(be, a->q, a->k, B, T, d->NH, d->NKV, d->HD, d->theta);
-        be->attention_fwd(be, a->att, a->lse, a->q, a->k, a->v, B, T, d->NH, d->NKV, d->HD);
-        be->matmul_fwd(be, m->tmp_c, a->att, W(m, MOE_P_O, l), N, QD, C);
-        be->add_rmsnorm_fwd(be, a->resid_mid, a->ln2, a->rstd2, a->resid_in, m->tmp_c,
-                            W(m, MOE_P_LN2, l), N, C, d->eps);
-        be->router_fwd(be, a->probs, a->topk_idx, a->topk_w, a->prob_sum, a->ln2,
-                       W(m, MOE_P_GATE, l), N, C, d->E, d->K);
-        if (m->disp->dispatch(m->disp, be, &a->plan, a->route_count, a->x_perm, a->p_perm, a->ln2,
-                              a->topk_idx, a->topk_w, N, C, d->E, d->K, e))
-            return moe_err_prefix(e, "layer %d dispatch", l);
-        be->experts_fwd(be, a->y_perm, a->h1, a->h3, a->a, a->x_perm, a->p_perm,
-                        W(m, MOE_P_W1, l), W(m, MOE_P_W3, l), W(m, MOE_P_W2, l), &a->plan, C,
-                        d->I);
-        if (m->disp->combine(m->disp, be, a->moe_out, a->y_perm, &a->plan, C, e))
-            return moe_err_prefix(e, "layer %d combine", l);
-    }
+    for (int l = 0; l < d->L; l++)
+        if (layer_forward(m, l, 0, e))
+            return -1;
     moe_layer_acts *last = &m->layers[d->L - 1];
     be->add_rmsnorm_fwd(be, m->resid_final, m->lnf, m->rstdf, last->resid_mid, last->moe_out,
                         W(m, MOE_P_NORM, -1), N, C, d->eps);
@@ -410,6 +453,9 @@ int model_forward_backward(moe_model *m, const int32_t *tokens, const int32_t *t
                     W(m, MOE_P_NORM, -1), m->rstdf, N, C, 0);
     for (int l = d->L - 1; l >= 0; l--) {
         moe_layer_acts *a = &m->layers[l];
+        /* the last layer's activations are still in place after the forward */
+        if (m->recompute && l < d->L - 1 && layer_forward(m, l, 1, e))
+            return -1;
         /* MoE branch: d_resid flows into moe_out */
         if (m->disp->combine_bwd(m->disp, be, m->d_rows_a, m->d_resid, &a->plan, C, e))
             return moe_err_prefix(e, "layer %d combine backward", l);

@@ -75,6 +75,11 @@ typedef struct {
     real *d_prows, *d_topk;
     real *aux_dprob_dev;      /* [E] */
     act *tmp_c;               /* [N, C] */
+    /* train.activation_recompute: layers keep only their input; the backward
+     * recomputes each layer's forward into layer 0's buffers */
+    int recompute;
+    real *prob_sum_scratch;     /* [E], the recompute's router statistics */
+    int64_t *route_count_scratch; /* [E] host */
 
     /* last forward's results */
     double lm_loss_sum;
@@ -100,10 +105,13 @@ int model_create(moe_model **out, const moe_dims *d, moe_backend *be, moe_dispat
 /* The same for one rank of an expert-parallel group of ep_size ranks: it
  * holds experts [ep_rank E / ep_size, ...) (disp must be an EP dispatcher
  * over the group). with_moments = 0 leaves m->m and m->v NULL for an
- * optimizer that keeps its own (sharded) moments. */
+ * optimizer that keeps its own (sharded) moments. recompute = 1 keeps only
+ * each layer's input and recomputes the layer in the backward (the same
+ * gradients, one layer's activations instead of all of them, one more
+ * forward of every layer but the last). */
 int model_create_parallel(moe_model **out, const moe_dims *d, moe_backend *be,
                           moe_dispatcher *disp, int B, int T, int ep_rank, int ep_size,
-                          int with_moments, moe_err *e);
+                          int with_moments, int recompute, moe_err *e);
 void model_destroy(moe_model *m);
 
 /* Hugging Face Mixtral initialisation: N(0, std) for linear and embedding

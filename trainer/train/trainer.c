@@ -166,6 +166,9 @@ static void print_summary(moe_trainer *t, const char *backend_why)
                "moments%s\n",
                P / mib, P / mib, mom / mib,
                t->zero ? " (sharded over the ranks that replicate each parameter)" : "");
+        if (t->model->recompute)
+            printf("            activations: each layer's input kept, the layer recomputed in the "
+                   "backward (train.activation_recompute)\n");
     }
     if (c->checkpoint.ckpt_dir[0])
         printf("  ckpt      %s (every %d steps, keep %d)\n", c->checkpoint.ckpt_dir,
@@ -217,7 +220,7 @@ int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, i
     moe_dims d = trainer_model_dims(&c->model);
     if (model_create_parallel(&t->model, &d, t->be, t->disp, c->train.micro_batch_size,
                               c->train.seq_length, t->par.ep_rank, t->par.ep_size,
-                              t->world == 1, e))
+                              t->world == 1, c->train.activation_recompute, e))
         goto fail;
     if (t->world > 1) {
         t->model->stats_sum = world_sum;
