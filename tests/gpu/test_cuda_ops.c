@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cuda_runtime_api.h>
 #include <time.h>
 
 #include "../../trainer/backend/backend.h"
@@ -445,6 +447,24 @@ static void test_moe_fp8(void)
     moe_case(0, 40, 64, 128, "fp8_block");
 }
 
+/* mxfp8 experts: on Blackwell the same cases (set_expert_precision runs its
+ * self-test first); elsewhere the precision must be refused, naming why */
+static void test_moe_mxfp8(void)
+{
+    struct cudaDeviceProp prop;
+    CHECK(cudaGetDeviceProperties(&prop, 0) == cudaSuccess);
+    if (prop.major == 10) {
+        moe_case(0, 300, 192, 256, "mxfp8");
+        moe_case(2, 300, 128, 256, "mxfp8");
+        return;
+    }
+    moe_err e = {{0}};
+    CHECK(gpu->set_expert_precision(gpu, "mxfp8", 128, 256, &e) == -1);
+    CHECK_MSG(strstr(e.msg, "Blackwell") && strstr(e.msg, "use bf16"), "%s", e.msg);
+    fprintf(stderr, "  mxfp8 on compute capability %d.%d: refused: %s\n", prop.major, prop.minor,
+            e.msg);
+}
+
 /* mxfp8_emulated experts: the same shapes; 32-blocks with partial ends (hidden 200) */
 static void test_moe_mxfp8_emulated(void)
 {
@@ -467,6 +487,7 @@ int main(int argc, char **argv)
     RUN(test_moe);
     RUN(test_moe_fp8);
     RUN(test_moe_mxfp8_emulated);
+    RUN(test_moe_mxfp8);
     moe_err e2 = {{0}};
     if (gpu->sync(gpu, &e2)) {
         fprintf(stderr, "cuda: %s\n", e2.msg);

@@ -227,6 +227,52 @@ static uint16_t *transpose16(const uint16_t *x, size_t rows, size_t cols)
     return t;
 }
 
+/* MXFP8 (E8M0 per 32 along k, cuBLASLt's swizzled tiles): on compute
+ * capability 10.x it must match float64 on the dequantised operands; below,
+ * cuBLASLt has no such kernels and the call must be refused by name. */
+static void case_mx_gemm(lowp_fp8_gemm *g, int cc_major, int m, int n, int k)
+{
+    uint16_t *ha = random_bf16(m, k), *hb = random_bf16(n, k);
+    size_t kb = lowp_ceil_div(k, LOWP_MX_BLOCK);
+    uint8_t *qa = xmalloc((size_t)m * k), *qb = xmalloc((size_t)n * k);
+    uint8_t *sa = xmalloc((size_t)m * kb), *sb = xmalloc((size_t)n * kb);
+    uint8_t *za = xmalloc(lowp_mx_swizzled_bytes(m, kb)), *zb = xmalloc(lowp_mx_swizzled_bytes(n, kb));
+    float *da = xmalloc(4 * (size_t)m * k), *db = xmalloc(4 * (size_t)n * k);
+    lowp_mxfp8_rowwise(ha, LOWP_BF16, m, k, qa, sa);
+    lowp_mxfp8_rowwise(hb, LOWP_BF16, n, k, qb, sb);
+    lowp_mx_swizzle_rowwise(sa, m, k, za);
+    lowp_mx_swizzle_rowwise(sb, n, k, zb);
+    lowp_mxfp8_dequant_rowwise(qa, sa, m, k, da);
+    lowp_mxfp8_dequant_rowwise(qb, sb, n, k, db);
+    uint8_t *d_qa = upload(qa, (size_t)m * k), *d_qb = upload(qb, (size_t)n * k);
+    uint8_t *d_za = upload(za, lowp_mx_swizzled_bytes(m, kb));
+    uint8_t *d_zb = upload(zb, lowp_mx_swizzled_bytes(n, kb));
+    uint16_t *d_out = dmalloc((size_t)m * n * 2);
+    poison(d_out, (size_t)m * n * 2);
+    lowp_fp8_operand a = {d_qa, d_za, LOWP_MX_1X32}, b = {d_qb, d_zb, LOWP_MX_1X32};
+    moe_err e = {{0}};
+    int rc = lowp_fp8_gemm_run(g, 0, m, n, k, &a, &b, d_out, LOWP_OUT_BF16, 1.f, 0.f, &e);
+    char named[64];
+    snprintf(named, sizeof named, "m=%d n=%d k=%d", m, n, k);
+    if (cc_major != 10) {
+        result(rc != 0 && strstr(e.msg, named), "mxfp8 gemm %s refused below compute capability "
+               "10.x: %s", named, rc ? e.msg : "it ran");
+    } else if (rc) {
+        result(0, "mxfp8 gemm %s: %s", named, e.msg);
+    } else {
+        CK(__func__, cudaDeviceSynchronize());
+        double *ref = ref_gemm(da, db, NULL, m, n, k);
+        double err = rel_err(d_out, LOWP_OUT_BF16, ref, (size_t)m * n);
+        result(err >= 0 && err <= 4e-3, "mxfp8 gemm %s: rel %.2e (tol 4e-03)", named, err);
+        free(ref);
+    }
+    void *dev[] = {d_qa, d_qb, d_za, d_zb, d_out};
+    for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
+        cudaFree(dev[i]);
+    free(ha), free(hb), free(qa), free(qb), free(sa), free(sb), free(za), free(zb), free(da),
+        free(db);
+}
+
 /* k off the 16-byte grid is refused before cuBLASLt, by name. */
 static void case_refused(lowp_fp8_gemm *g)
 {
@@ -459,6 +505,8 @@ int main(int argc, char **argv)
     case_linear(g, 384, 512, 640);
     case_linear(g, 208, 256, 384); /* tokens a multiple of 16, not of 128 */
     case_refused(g);
+    case_mx_gemm(g, prop.major, 256, 384, 512);
+    case_mx_gemm(g, prop.major, 384, 200, 320); /* partial 128-row scale tiles, k = 10 blocks */
     result(lowp_fp8_gemm_plans(g) > 0, "plans cached: %d", lowp_fp8_gemm_plans(g));
 
     if (bench) {

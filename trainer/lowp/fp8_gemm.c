@@ -32,7 +32,17 @@ struct lowp_fp8_gemm {
     plan plans[PLAN_SLOTS];
 };
 
-static const char *kind_name(int kind) { return kind == LOWP_BLK_128X128 ? "128x128" : "1x128"; }
+static const char *kind_name(int kind)
+{
+    return kind == LOWP_BLK_128X128 ? "128x128" : kind == LOWP_MX_1X32 ? "MXFP8 1x32" : "1x128";
+}
+
+static cublasLtMatmulMatrixScale_t scale_mode(int kind)
+{
+    return kind == LOWP_BLK_128X128 ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F
+           : kind == LOWP_MX_1X32   ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0
+                                    : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+}
 
 static int lt_fail(moe_err *e, const char *what, const char *step, cublasStatus_t st)
 {
@@ -98,7 +108,7 @@ static int same_problem(const plan *p, int m, int n, int k, int ak, int bk, int 
 /* Descriptor, layouts and algorithm for one problem; the slot is empty on
  * entry and stays empty on failure. */
 static int plan_build(lowp_fp8_gemm *g, plan *p, int m, int n, int k, int ak, int bk, int ot,
-                      int acc, const float *a_scales, const float *b_scales, moe_err *e)
+                      int acc, const void *a_scales, const void *b_scales, moe_err *e)
 {
     char what[160];
     snprintf(what, sizeof what, "m=%d n=%d k=%d, A %s / B %s scales, %s out%s", m, n, k,
@@ -106,10 +116,7 @@ static int plan_build(lowp_fp8_gemm *g, plan *p, int m, int n, int k, int ak, in
              acc ? " accumulated" : "");
     cudaDataType_t dt = ot == LOWP_OUT_F32 ? CUDA_R_32F : CUDA_R_16BF;
     cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    cublasLtMatmulMatrixScale_t am = ak == LOWP_BLK_128X128 ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F
-                                                            : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
-    cublasLtMatmulMatrixScale_t bm = bk == LOWP_BLK_128X128 ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F
-                                                            : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    cublasLtMatmulMatrixScale_t am = scale_mode(ak), bm = scale_mode(bk);
     /* each step named, so a refusal says which call and attribute it was */
     const char *step = "cublasLtMatmulDescCreate";
     cublasStatus_t st;
@@ -155,7 +162,8 @@ static int plan_build(lowp_fp8_gemm *g, plan *p, int m, int n, int k, int ak, in
         plan_free(p);
         if (!st)
             return moe_errf(e, "fp8 block GEMM: %s: cuBLASLt has no algorithm for it on this GPU "
-                               "(block-scaled FP8 needs compute capability 9.x and cuBLAS 12.9+)",
+                               "(1x128 / 128x128 scaling needs compute capability 9.x and cuBLAS "
+                               "12.9+, MXFP8 compute capability 10.x)",
                             what);
         return lt_fail(e, what, step, st);
     }
@@ -167,7 +175,7 @@ static int plan_build(lowp_fp8_gemm *g, plan *p, int m, int n, int k, int ak, in
 }
 
 static plan *plan_get(lowp_fp8_gemm *g, int m, int n, int k, int ak, int bk, int ot, int acc,
-                      const float *as, const float *bs, moe_err *e)
+                      const void *as, const void *bs, moe_err *e)
 {
     unsigned h = (unsigned)m * 2654435761u ^ (unsigned)n * 40503u ^ (unsigned)k * 97u ^
                  (unsigned)(ak | bk << 1 | ot << 2 | acc << 3) * 2246822519u;
@@ -189,6 +197,12 @@ int lowp_fp8_gemm_run(lowp_fp8_gemm *g, cudaStream_t stream, int m, int n, int k
                       lowp_out_type out_type, float alpha, float beta, moe_err *e)
 {
     int align = out_type == LOWP_OUT_F32 ? 4 : 8;
+    if ((a->kind == LOWP_MX_1X32) != (b->kind == LOWP_MX_1X32))
+        return moe_errf(e, "fp8 block GEMM: m=%d n=%d k=%d: MXFP8 scales on one operand only", m,
+                        n, k);
+    if (a->kind == LOWP_MX_1X32 && k % 32)
+        return moe_errf(e, "fp8 block GEMM: m=%d n=%d k=%d: MXFP8 needs k a multiple of 32", m, n,
+                        k);
     if (m < 1 || n < 1 || k < 16 || k % 16 || m % align)
         return moe_errf(e, "fp8 block GEMM: m=%d n=%d k=%d: needs k a multiple of 16 and m a "
                            "multiple of %d",

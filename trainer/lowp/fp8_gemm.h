@@ -13,6 +13,8 @@
  *   wgrad  dw[N, K] = dy^T x  : a = x^T (1x128), b = dy^T (1x128), m=K n=N k=T
  * out is bf16 or fp32 (beta != 0 accumulates, e.g. into fp32 gradients).
  *
+ * MXFP8 (both operands LOWP_MX_1X32, k a multiple of 32) is the same call.
+ *
  * A handle keeps the cuBLASLt context, one workspace and the chosen
  * algorithm per shape, so a step with recurring shapes asks cuBLASLt's
  * heuristic only once per shape. Not thread-safe: one handle per stream. */
@@ -30,11 +32,14 @@
 extern "C" {
 #endif
 
-typedef enum { LOWP_BLK_1X128 = 0, LOWP_BLK_128X128 = 1 } lowp_blk_kind;
+/* The scaling of an operand: Hopper's fp32 block scales (1x128 along k,
+ * 128x128), or MXFP8's E8M0 scale per 32 values along k in cuBLASLt's
+ * swizzled 128x4 tiles (lowp_mx_swizzle_index; compute capability 10.x). */
+typedef enum { LOWP_BLK_1X128 = 0, LOWP_BLK_128X128 = 1, LOWP_MX_1X32 = 2 } lowp_blk_kind;
 
 typedef struct {
     const uint8_t *codes; /* [outer, k] E4M3, 16-byte aligned, k % 16 == 0 */
-    const float *scales;  /* fp8.h layout for `kind` */
+    const void *scales;   /* fp8.h layout for `kind`: float, or E8M0 bytes for LOWP_MX_1X32 */
     lowp_blk_kind kind;
 } lowp_fp8_operand;
 

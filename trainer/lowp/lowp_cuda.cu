@@ -625,6 +625,23 @@ __global__ void fp8blk_scales_transpose_kernel(const float *s, float *st, size_t
     }
 }
 
+extern "C" int lowp_cuda_transpose_u8(const uint8_t *in, size_t rows, size_t cols, uint8_t *out,
+                                      cudaStream_t stream, moe_err *e)
+{
+    static const char fn[] = "lowp_cuda_transpose_u8";
+    if (rows == 0 || cols == 0)
+        return 0;
+    if (rows % 4 || cols % 4 || ((uintptr_t)in | (uintptr_t)out) % 4)
+        return moe_errf(e, "%s: %zu x %zu: rows and columns must be multiples of 4 and the bytes "
+                           "4-byte aligned",
+                        fn, rows, cols);
+    if (cdiv(rows, TT) > 65535)
+        return moe_errf(e, "%s: %zu rows are too many for one launch", fn, rows);
+    dim3 grid((unsigned)cdiv(cols, TT), (unsigned)cdiv(rows, TT));
+    fp8_transpose_kernel<<<grid, 256, 0, stream>>>(in, out, rows, cols);
+    return launched(fn, "fp8_transpose_kernel", e);
+}
+
 extern "C" int lowp_cuda_fp8blk_128x128_transpose(const uint8_t *codes, const float *scales,
                                                   size_t rows, size_t cols, uint8_t *codes_t,
                                                   float *scales_t, cudaStream_t stream, moe_err *e)
@@ -632,16 +649,8 @@ extern "C" int lowp_cuda_fp8blk_128x128_transpose(const uint8_t *codes, const fl
     static const char fn[] = "lowp_cuda_fp8blk_128x128_transpose";
     if (rows == 0 || cols == 0)
         return 0;
-    if (rows % 4 || cols % 4 || ((uintptr_t)codes | (uintptr_t)codes_t) % 4)
-        return moe_errf(e, "%s: %zu x %zu: rows and columns must be multiples of 4 and the codes "
-                           "4-byte aligned",
-                        fn, rows, cols);
-    if (cdiv(rows, TT) > 65535)
-        return moe_errf(e, "%s: %zu rows are too many for one launch", fn, rows);
-    dim3 grid((unsigned)cdiv(cols, TT), (unsigned)cdiv(rows, TT));
-    fp8_transpose_kernel<<<grid, 256, 0, stream>>>(codes, codes_t, rows, cols);
-    if (launched(fn, "fp8_transpose_kernel", e))
-        return -1;
+    if (lowp_cuda_transpose_u8(codes, rows, cols, codes_t, stream, e))
+        return moe_err_prefix(e, "%s", fn);
     fp8blk_scales_transpose_kernel<<<64, 256, 0, stream>>>(scales, scales_t, rows, cols);
     return launched(fn, "fp8blk_scales_transpose_kernel", e);
 }

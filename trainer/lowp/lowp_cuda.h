@@ -73,6 +73,11 @@ int lowp_cuda_fp8blk_128x128(const uint16_t *x, size_t rows, size_t cols, uint8_
 int lowp_cuda_mxfp8_fake_bf16(const uint16_t *x, size_t rows, size_t cols, int colwise,
                               uint16_t *y, cudaStream_t stream, moe_err *e);
 
+/* out [cols, rows] = in [rows, cols] transposed, bytes (E4M3 codes); rows
+ * and cols multiples of 4, pointers 4-byte aligned. */
+int lowp_cuda_transpose_u8(const uint8_t *in, size_t rows, size_t cols, uint8_t *out,
+                           cudaStream_t stream, moe_err *e);
+
 /* The 128x128 operand x^T from that of x [rows, cols]: codes_t [cols, rows]
  * and scales_t (lowp_fp8blk_128x128_scales(cols, rows) floats), equal byte
  * for byte to lowp_fp8blk_128x128 of x^T. rows, cols multiples of 4. */

@@ -72,46 +72,54 @@ static int resolve_precision(moe_trainer *t, moe_err *e)
         t->precision = sizeof(real) == 8 ? "fp64" : "fp32";
         return 0;
     }
-    /* cuda: bf16 runs everywhere; fp8_block (the expert FFN's GEMMs in E4M3
-     * with 1x128 / 128x128 block scales) on Hopper; the MXFP8 recipes are not
-     * in this build, so say so instead of silently training in bf16 */
+    /* cuda: bf16 runs everywhere; the expert FFN's GEMMs in E4M3 with
+     * fp8_block (1x128 / 128x128 block scales) on Hopper, mxfp8 on Blackwell;
+     * a precision the GPU cannot run is refused with the reason */
     const moe_model_cfg *mc = &t->cfg.model;
     int experts_only = strcmp(t->cfg.precision.layers, "all") != 0;
     switch (p) {
     case MOE_PREC_AUTO:
+        /* mxfp8 on Blackwell, fp8_block on Hopper when allowed, else bf16;
+         * the backend refuses what this GPU cannot run, and auto moves on */
         t->precision = "bf16";
-        if (t->cfg.precision.allow_fp8_block && t->be->set_expert_precision) {
+        if (t->be->set_expert_precision) {
             moe_err why = {{0}};
-            if (t->be->set_expert_precision(t->be, "fp8_block", mc->hidden_size,
+            if (t->be->set_expert_precision(t->be, "mxfp8", mc->hidden_size,
                                             mc->intermediate_size, &why) == 0)
+                t->precision = "mxfp8 (experts) + bf16";
+            else if (t->cfg.precision.allow_fp8_block &&
+                     t->be->set_expert_precision(t->be, "fp8_block", mc->hidden_size,
+                                                 mc->intermediate_size, &why) == 0)
                 t->precision = "fp8_block (experts) + bf16";
-            /* anything else (not Hopper, odd sizes) trains in bf16: auto's job */
         }
         return 0;
     case MOE_PREC_BF16:
         t->precision = "bf16";
         return 0;
     case MOE_PREC_FP8_BLOCK:
+    case MOE_PREC_MXFP8: {
+        const char *name = p == MOE_PREC_MXFP8 ? "mxfp8" : "fp8_block";
         if (!experts_only)
-            return moe_errf(e, "precision.compute=fp8_block with precision.layers=all: the "
-                               "attention projections in FP8 are not in this build; set "
-                               "precision.layers=experts");
+            return moe_errf(e, "precision.compute=%s with precision.layers=all: the attention "
+                               "projections in FP8 are not in this build; set "
+                               "precision.layers=experts",
+                            name);
         if (!t->be->set_expert_precision)
-            return moe_errf(e, "precision.compute=fp8_block: the %s backend has no FP8 GEMMs",
+            return moe_errf(e, "precision.compute=%s: the %s backend has no FP8 GEMMs", name,
                             t->be->name);
-        if (t->be->set_expert_precision(t->be, "fp8_block", mc->hidden_size,
-                                        mc->intermediate_size, e))
+        if (t->be->set_expert_precision(t->be, name, mc->hidden_size, mc->intermediate_size, e))
             return -1;
-        t->precision = "fp8_block (experts) + bf16";
+        t->precision = p == MOE_PREC_MXFP8 ? "mxfp8 (experts) + bf16" : "fp8_block (experts) + bf16";
         return 0;
+    }
     case MOE_PREC_FP32:
         return moe_errf(e, "precision.compute=fp32 runs on the cpu backend only; on a GPU use "
                            "bf16 (or auto)");
     default:
         return moe_errf(e,
                         "precision.compute=%s is not available in this moe-train yet (it trains "
-                        "in bf16 on any GPU, fp8_block on Hopper): set precision.compute=auto, "
-                        "bf16 or fp8_block",
+                        "in bf16 on any GPU, fp8_block on Hopper, mxfp8 on Blackwell): set "
+                        "precision.compute=auto, bf16, fp8_block or mxfp8",
                         precision_name(p));
     }
 }

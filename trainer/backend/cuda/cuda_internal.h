@@ -20,7 +20,9 @@ typedef __nv_bfloat16 bf16;
 /* slots 0-7: the bf16 ops; 8-19: the fp8_block expert FFN (cuda_moe_fp8.cu) */
 #define CUDA_SCRATCH_SLOTS 20
 struct lowp_fp8_gemm;
-enum { CUDA_EXPERTS_BF16 = 0, CUDA_EXPERTS_FP8_BLOCK, CUDA_EXPERTS_MXFP8_EMULATED };
+enum { CUDA_EXPERTS_BF16 = 0, CUDA_EXPERTS_FP8_BLOCK, CUDA_EXPERTS_MXFP8, CUDA_EXPERTS_MXFP8_EMULATED };
+/* which expert GEMMs run in FP8 under fp8_block / mxfp8 (MOE_FP8_GEMMS) */
+enum { FP8_FPROP = 1, FP8_DGRAD = 2, FP8_WGRAD = 4 };
 
 typedef struct {
     cublasHandle_t blas;
@@ -98,7 +100,7 @@ void cuda_swiglu_prob(moe_backend *be, bf16 *a, const bf16 *h1, const bf16 *h3, 
                       size_t rows, int I);
 void cuda_swiglu_prob_bwd(moe_backend *be, bf16 *dh1, bf16 *dh3, float *dp, const bf16 *da,
                           const bf16 *h1, const bf16 *h3, const float *p, size_t rows, int I);
-/* the expert FFN in FP8 block scaling (cuda_moe_fp8.cu) */
+/* the expert FFN in FP8: fp8_block or mxfp8 by expert_lowp (cuda_moe_fp8.cu) */
 void cuda_experts_fwd_fp8(moe_backend *be, act *y_perm, act *h1, act *h3, act *a,
                           const act *x_perm, const real *p_perm, const act *w1, const act *w3,
                           const act *w2, const moe_route_plan *plan, int C, int I);
@@ -114,6 +116,8 @@ void cuda_experts_bwd_mxemu(moe_backend *be, act *dx_perm, real *dp_perm, real *
                             real *dw2, const act *dy_perm, const act *x_perm, const act *h1,
                             const act *h3, const real *p_perm, const act *w1, const act *w3,
                             const act *w2, const moe_route_plan *plan, int C, int I);
+/* the expert FFN's precision: "bf16", "fp8_block", "mxfp8", "mxfp8_emulated"
+ * (cuda_lowp_select.cu) */
 extern "C" int cuda_set_expert_precision(moe_backend *be, const char *precision, int C, int I,
                                          moe_err *e);
 

@@ -161,7 +161,8 @@ static void experts_fwd(moe_backend *be, act *y_perm, act *h1, act *h3, act *a, 
                         const real *p_perm, const act *w1, const act *w3, const act *w2,
                         const moe_route_plan *plan, int C, int I)
 {
-    if (CTX(be)->expert_lowp == CUDA_EXPERTS_FP8_BLOCK) {
+    if (CTX(be)->expert_lowp == CUDA_EXPERTS_FP8_BLOCK ||
+        CTX(be)->expert_lowp == CUDA_EXPERTS_MXFP8) {
         cuda_experts_fwd_fp8(be, y_perm, h1, h3, a, x_perm, p_perm, w1, w3, w2, plan, C, I);
         return;
     }
@@ -267,7 +268,8 @@ static void experts_bwd(moe_backend *be, act *dx_perm, real *dp_perm, real *dw1,
                         const act *h3, const real *p_perm, const act *w1, const act *w3,
                         const act *w2, const moe_route_plan *plan, int C, int I)
 {
-    if (CTX(be)->expert_lowp == CUDA_EXPERTS_FP8_BLOCK) {
+    if (CTX(be)->expert_lowp == CUDA_EXPERTS_FP8_BLOCK ||
+        CTX(be)->expert_lowp == CUDA_EXPERTS_MXFP8) {
         cuda_experts_bwd_fp8(be, dx_perm, dp_perm, dw1, dw3, dw2, dy_perm, x_perm, h1, h3, p_perm,
                              w1, w3, w2, plan, C, I);
         return;

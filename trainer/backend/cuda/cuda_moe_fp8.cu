@@ -1,5 +1,6 @@
-/* moekit CUDA backend: the expert FFN in FP8 block scaling (precision
- * fp8_block, Hopper). Same loop over the local experts as the bf16 path
+/* moekit CUDA backend: the expert FFN in FP8 (precision fp8_block on Hopper,
+ * mxfp8 on Blackwell; the two differ in the quantisers, see is_mx below).
+ * For fp8_block: same loop over the local experts as the bf16 path
  * (cuda_moe.cu), with every expert GEMM an E4M3 GEMM through cuBLASLt
  * (trainer/lowp/fp8_gemm.h): weights in 128x128 blocks, activations and
  * gradients in 1x128 tiles along each GEMM's contraction, fp32 accumulation,
@@ -29,30 +30,47 @@
 #define U16(p) ((const uint16_t *)(p))
 
 /* scratch slots of this file (cuda_internal.h: CUDA_SCRATCH_SLOTS) */
-/* which GEMMs run in FP8 (MOE_FP8_GEMMS) */
-enum { FP8_FPROP = 1, FP8_DGRAD = 2, FP8_WGRAD = 4 };
-
 enum { S_W = 8, S_WS, S_WT, S_WTS, S_P, S_PS, S_PT, S_PTS, S_Q, S_QS, S_QT, S_QTS };
+
+/* The two recipes differ only in how an operand is quantised:
+ *   fp8_block (Hopper): fp32 scales, 1x128 for activations, 128x128 for
+ *     weights; the transposed copies straight from the quantisers.
+ *   mxfp8 (Blackwell): E8M0 scales per 32 along k, swizzled for cuBLASLt,
+ *     weights and activations alike; the copy blocked down the columns is
+ *     transposed afterwards, so every GEMM is K-major ("TN") as well. */
+static int is_mx(moe_backend *be) { return CTX(be)->expert_lowp == CUDA_EXPERTS_MXFP8; }
+
+/* rows a GEMM takes in FP8 (a multiple of the scale block along tokens) */
+static int64_t fp8_rows(moe_backend *be, int64_t rows)
+{
+    return rows & ~(int64_t)(is_mx(be) ? 31 : 15);
+}
+
+static size_t row_scale_bytes(moe_backend *be, size_t outer, size_t k)
+{
+    return is_mx(be) ? lowp_mx_swizzled_bytes(outer, lowp_ceil_div(k, LOWP_MX_BLOCK))
+                     : 4 * lowp_fp8blk_1x128_scales(outer, k);
+}
 
 /* A quantised matrix as the GEMMs take it: the operand itself [outer, k]
  * and/or the transposed one [k, outer]. */
 typedef struct {
     uint8_t *codes, *codes_t;
-    float *scales, *scales_t;
+    void *scales, *scales_t;
 } q8;
 
-/* scratch for the 1x128 copies of an activation of at most `rows` rows and
- * `cols` columns (either copy may be skipped) */
+/* scratch for the copies of an activation of at most `rows` rows and `cols`
+ * columns (either copy may be skipped); slot .. slot + 3 */
 static q8 act_scratch(moe_backend *be, int slot, size_t rows, size_t cols, int rowwise, int trans)
 {
     q8 q = {NULL, NULL, NULL, NULL};
     if (rowwise) {
         q.codes = (uint8_t *)cuda_scratch(be, slot, rows * cols);
-        q.scales = (float *)cuda_scratch(be, slot + 1, 4 * lowp_fp8blk_1x128_scales(rows, cols));
+        q.scales = cuda_scratch(be, slot + 1, row_scale_bytes(be, rows, cols));
     }
     if (trans) {
         q.codes_t = (uint8_t *)cuda_scratch(be, slot + 2, rows * cols);
-        q.scales_t = (float *)cuda_scratch(be, slot + 3, 4 * lowp_fp8blk_1x128_scales(cols, rows));
+        q.scales_t = cuda_scratch(be, slot + 3, row_scale_bytes(be, cols, rows));
     }
     return q;
 }
@@ -62,25 +80,66 @@ static int q8_ok(const q8 *q, int rowwise, int trans)
     return (!rowwise || (q->codes && q->scales)) && (!trans || (q->codes_t && q->scales_t));
 }
 
-/* 1x128 copies of x [rows, cols] bf16 into q (skipped copies NULL) */
-static int quant_act(moe_backend *be, const char *op, const q8 *q, const bf16 *x, size_t rows,
-                     size_t cols)
+/* MXFP8 copies of x [rows, cols] (either may be NULL in q): blocked along
+ * the rows into q->codes, down the columns then transposed into
+ * q->codes_t; `tmp` holds the untransposed column codes */
+static int mx_quant(moe_backend *be, const char *op, const q8 *q, uint8_t *tmp, const bf16 *x,
+                    size_t rows, size_t cols)
 {
     moe_err e = {{0}};
-    if (lowp_cuda_fp8blk_1x128(U16(x), rows, cols, q->codes, q->scales, q->codes_t, q->scales_t,
-                               CTX(be)->stream, &e)) {
+    lowp_mx_out o = {q->codes, NULL, (uint8_t *)q->scales, q->codes_t ? tmp : NULL, NULL,
+                     (uint8_t *)q->scales_t};
+    if (lowp_cuda_mxfp8(U16(x), rows, cols, &o, CTX(be)->stream, &e) ||
+        (q->codes_t && lowp_cuda_transpose_u8(tmp, rows, cols, q->codes_t, CTX(be)->stream, &e))) {
         cuda_note(be, op, e.msg);
         return -1;
     }
     return 0;
 }
 
-/* one expert's weight w [out, in] in 128x128 blocks (and w^T when asked) */
+/* the copies in q of x [rows, cols] bf16 (skipped copies NULL) */
+static int quant_act(moe_backend *be, const char *op, const q8 *q, const bf16 *x, size_t rows,
+                     size_t cols)
+{
+    moe_err e = {{0}};
+    if (is_mx(be)) {
+        uint8_t *tmp = q->codes_t ? (uint8_t *)cuda_scratch(be, S_WT, rows * cols) : NULL;
+        if (q->codes_t && !tmp)
+            return -1;
+        return mx_quant(be, op, q, tmp, x, rows, cols);
+    }
+    if (lowp_cuda_fp8blk_1x128(U16(x), rows, cols, q->codes, (float *)q->scales, q->codes_t,
+                               (float *)q->scales_t, CTX(be)->stream, &e)) {
+        cuda_note(be, op, e.msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* one expert's weight w [out, in] as the operand w (k = in) or, transposed,
+ * w^T (k = out) */
 static int quant_weight(moe_backend *be, const char *op, const bf16 *w, size_t out, size_t in,
                         int transposed, lowp_fp8_operand *o)
 {
     cuda_ctx *c = CTX(be);
     moe_err e = {{0}};
+    if (is_mx(be)) {
+        q8 q = {NULL, NULL, NULL, NULL};
+        uint8_t *codes = (uint8_t *)cuda_scratch(be, S_W, out * in);
+        void *scales = cuda_scratch(be, S_WS, transposed ? row_scale_bytes(be, in, out)
+                                                         : row_scale_bytes(be, out, in));
+        uint8_t *tmp = transposed ? (uint8_t *)cuda_scratch(be, S_WT, out * in) : NULL;
+        if (!codes || !scales || (transposed && !tmp))
+            return -1;
+        if (transposed)
+            q.codes_t = codes, q.scales_t = scales;
+        else
+            q.codes = codes, q.scales = scales;
+        if (mx_quant(be, op, &q, tmp, w, out, in))
+            return -1;
+        o->codes = codes, o->scales = scales, o->kind = LOWP_MX_1X32;
+        return 0;
+    }
     uint8_t *codes = (uint8_t *)cuda_scratch(be, S_W, out * in);
     float *scales = (float *)cuda_scratch(be, S_WS, 4 * lowp_fp8blk_128x128_scales(out, in));
     if (!codes || !scales)
@@ -105,25 +164,24 @@ static int quant_weight(moe_backend *be, const char *op, const bf16 *w, size_t o
     return 0;
 }
 
+/* out = b . a^T with a quantised as ak, b an activation copy of this recipe */
 static void gemm8(moe_backend *be, const char *op, int m, int n, int k, const uint8_t *ac,
-                  const float *as, lowp_blk_kind ak, const uint8_t *bc, const float *bs,
-                  void *out, int out_fp32, float beta)
+                  const void *as, lowp_blk_kind ak, const uint8_t *bc, const void *bs, void *out,
+                  int out_fp32, float beta)
 {
     cuda_ctx *c = CTX(be);
-    lowp_fp8_operand a = {ac, as, ak}, b = {bc, bs, LOWP_BLK_1X128};
+    lowp_fp8_operand a = {ac, as, ak}, b = {bc, bs, is_mx(be) ? LOWP_MX_1X32 : LOWP_BLK_1X128};
     moe_err e = {{0}};
     if (lowp_fp8_gemm_run(c->fp8_gemm, c->stream, m, n, k, &a, &b, out,
                           out_fp32 ? LOWP_OUT_F32 : LOWP_OUT_BF16, 1.f, beta, &e))
         cuda_note(be, op, e.msg);
 }
 
-static int64_t rows16(int64_t rows) { return rows & ~(int64_t)15; }
-
 void cuda_experts_fwd_fp8(moe_backend *be, act *y_perm, act *h1, act *h3, act *a,
                           const act *x_perm, const real *p_perm, const act *w1, const act *w3,
                           const act *w2, const moe_route_plan *plan, int C, int I)
 {
-    static const char op[] = "experts_fwd (fp8_block)";
+    const char *op = is_mx(be) ? "experts_fwd (mxfp8)" : "experts_fwd (fp8_block)";
     size_t rows_all = plan->n_rows;
     const int on = CTX(be)->fp8_gemms & FP8_FPROP;
     q8 xq = act_scratch(be, S_P, rows_all, C > I ? C : I, 1, 0);
@@ -131,7 +189,7 @@ void cuda_experts_fwd_fp8(moe_backend *be, act *y_perm, act *h1, act *h3, act *a
         return;
     for (int x = 0; x < plan->n_experts; x++) {
         int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x];
-        int64_t n8 = on ? rows16(rows) : 0;
+        int64_t n8 = on ? fp8_rows(be, rows) : 0;
         if (rows == 0)
             continue;
         const bf16 *X = CB16(x_perm) + r0 * C;
@@ -156,7 +214,7 @@ void cuda_experts_fwd_fp8(moe_backend *be, act *y_perm, act *h1, act *h3, act *a
     cuda_swiglu_prob(be, B16(a), CB16(h1), CB16(h3), p_perm, rows_all, I);
     for (int x = 0; x < plan->n_experts; x++) {
         int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x];
-        int64_t n8 = on ? rows16(rows) : 0;
+        int64_t n8 = on ? fp8_rows(be, rows) : 0;
         if (rows == 0)
             continue;
         const bf16 *A = CB16(a) + r0 * I, *W2 = CB16(w2) + (size_t)x * C * I;
@@ -175,7 +233,7 @@ void cuda_experts_fwd_fp8(moe_backend *be, act *y_perm, act *h1, act *h3, act *a
 
 /* One projection's backward for one expert: dx (+)= dy w and dw += dy^T x,
  * with dy [rows, out], x [rows, in], w [out, in]; dyq holds dy's two 1x128
- * copies, xq x's transposed copy, for the first rows16(rows) rows. nd / nw:
+ * copies, xq x's transposed copy, for the first fp8_rows(be, rows) rows. nd / nw:
  * the rows the dgrad / wgrad GEMM takes in FP8 (0 or rows16), the rest bf16. */
 static void proj_bwd(moe_backend *be, const char *op, bf16 *dx, float dx_beta, float *dw,
                      const bf16 *dy, const bf16 *xin, const bf16 *w, const q8 *dyq, const q8 *xq,
@@ -189,8 +247,8 @@ static void proj_bwd(moe_backend *be, const char *op, bf16 *dx, float dx_beta, f
               0, dx_beta);
     }
     if (nw)
-        gemm8(be, op, in, out, (int)nw, xq->codes_t, xq->scales_t, LOWP_BLK_1X128, dyq->codes_t,
-              dyq->scales_t, dw, 1, 1.f);
+        gemm8(be, op, in, out, (int)nw, xq->codes_t, xq->scales_t,
+              is_mx(be) ? LOWP_MX_1X32 : LOWP_BLK_1X128, dyq->codes_t, dyq->scales_t, dw, 1, 1.f);
     if (rows > nd)
         cuda_gemm_dyw(be, dx + nd * in, dy + nd * out, w, (int)(rows - nd), in, out, dx_beta);
     if (rows > nw)
@@ -202,7 +260,7 @@ void cuda_experts_bwd_fp8(moe_backend *be, act *dx_perm, real *dp_perm, real *dw
                           const act *h3, const real *p_perm, const act *w1, const act *w3,
                           const act *w2, const moe_route_plan *plan, int C, int I)
 {
-    static const char op[] = "experts_bwd (fp8_block)";
+    const char *op = is_mx(be) ? "experts_bwd (mxfp8)" : "experts_bwd (fp8_block)";
     size_t rows_all = plan->n_rows;
     const int don = CTX(be)->fp8_gemms & FP8_DGRAD, won = CTX(be)->fp8_gemms & FP8_WGRAD;
     if (rows_all == 0)
@@ -216,7 +274,7 @@ void cuda_experts_bwd_fp8(moe_backend *be, act *dx_perm, real *dp_perm, real *dw
         return;
     cuda_swiglu_prob(be, A, CB16(h1), CB16(h3), p_perm, rows_all, I);
     for (int x = 0; x < plan->n_experts; x++) {
-        int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x], n8 = rows16(rows);
+        int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x], n8 = fp8_rows(be, rows);
         int64_t nd = don ? n8 : 0, nw = won ? n8 : 0;
         if (rows == 0)
             continue;
@@ -230,7 +288,7 @@ void cuda_experts_bwd_fp8(moe_backend *be, act *dx_perm, real *dp_perm, real *dw
     }
     cuda_swiglu_prob_bwd(be, dH1, dH3, dp_perm, dA, CB16(h1), CB16(h3), p_perm, rows_all, I);
     for (int x = 0; x < plan->n_experts; x++) {
-        int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x], n8 = rows16(rows);
+        int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x], n8 = fp8_rows(be, rows);
         int64_t nd = don ? n8 : 0, nw = won ? n8 : 0;
         if (rows == 0)
             continue;
@@ -247,88 +305,4 @@ void cuda_experts_bwd_fp8(moe_backend *be, act *dx_perm, real *dp_perm, real *dw
         proj_bwd(be, op, DX, 1.f, dw3 + (size_t)x * I * C, dH3 + r0 * I, X,
                  CB16(w3) + (size_t)x * I * C, &gq, &iq, rows, nd, nw, C, I);
     }
-}
-
-/* Switch the expert FFN between bf16, fp8_block and mxfp8_emulated; refuses what this GPU
- * or these sizes cannot run, before the first step. A tiny GEMM proves the
- * library has the block-scaled kernels. */
-static int fp8_gemms_from_env(moe_err *e);
-
-extern "C" int cuda_set_expert_precision(moe_backend *be, const char *precision, int C, int I,
-                                         moe_err *e)
-{
-    cuda_ctx *c = CTX(be);
-    if (!strcmp(precision, "bf16")) {
-        c->expert_lowp = CUDA_EXPERTS_BF16;
-        return 0;
-    }
-    if (!strcmp(precision, "mxfp8_emulated")) {
-        c->expert_lowp = CUDA_EXPERTS_MXFP8_EMULATED; /* plain kernels and bf16 GEMMs: any GPU */
-        return 0;
-    }
-    if (strcmp(precision, "fp8_block"))
-        return moe_errf(e, "cuda: precision %s is not available for the experts", precision);
-    if (c->cc_major != 9)
-        return moe_errf(e,
-                        "precision.compute=fp8_block needs a Hopper GPU (compute capability 9.x); "
-                        "%s is %d.%d: use bf16%s",
-                        c->device_name, c->cc_major, c->cc_minor,
-                        c->cc_major >= 10 ? " (mxfp8 is the Blackwell recipe)" : "");
-    if (C % 16 || I % 16)
-        return moe_errf(e,
-                        "precision.compute=fp8_block needs model.hidden_size and "
-                        "model.intermediate_size to be multiples of 16 (they are %d and %d)",
-                        C, I);
-    if (!c->fp8_gemm && lowp_fp8_gemm_create(&c->fp8_gemm, 32u << 20, e))
-        return -1;
-    /* the probe: 128 x 16 x 128, zero codes and scales */
-    void *buf = NULL;
-    cudaError_t err = cudaMalloc(&buf, 65536);
-    if (err != cudaSuccess)
-        return moe_errf(e, "cuda: fp8_block probe: cudaMalloc: %s", cudaGetErrorString(err));
-    int rc = 0;
-    uint8_t *p = (uint8_t *)buf;
-    lowp_fp8_operand a = {p, (const float *)(p + 16384), LOWP_BLK_128X128};
-    lowp_fp8_operand b = {p + 20480, (const float *)(p + 24576), LOWP_BLK_1X128};
-    if ((err = cudaMemset(buf, 0, 65536)) != cudaSuccess)
-        rc = moe_errf(e, "cuda: fp8_block probe: cudaMemset: %s", cudaGetErrorString(err));
-    else if (lowp_fp8_gemm_run(c->fp8_gemm, c->stream, 128, 16, 128, &a, &b, p + 32768,
-                               LOWP_OUT_BF16, 1.f, 0.f, e))
-        rc = moe_err_prefix(e, "precision.compute=fp8_block on %s", c->device_name);
-    else if ((err = cudaDeviceSynchronize()) != cudaSuccess)
-        rc = moe_errf(e, "cuda: fp8_block probe GEMM: %s", cudaGetErrorString(err));
-    cudaFree(buf);
-    if (rc)
-        return rc;
-    int mask = fp8_gemms_from_env(e);
-    if (mask < 0)
-        return -1;
-    c->fp8_gemms = mask;
-    c->expert_lowp = CUDA_EXPERTS_FP8_BLOCK;
-    return 0;
-}
-
-/* MOE_FP8_GEMMS: which expert GEMMs go FP8 under fp8_block, a comma list of
- * fprop, dgrad, wgrad (default all): the knob of the precision study, to see
- * what each costs in accuracy and buys in speed. */
-static int fp8_gemms_from_env(moe_err *e)
-{
-    const char *v = getenv("MOE_FP8_GEMMS");
-    if (!v || !*v)
-        return FP8_FPROP | FP8_DGRAD | FP8_WGRAD;
-    int mask = 0;
-    char buf[64];
-    snprintf(buf, sizeof buf, "%s", v);
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (!strcmp(t, "fprop"))
-            mask |= FP8_FPROP;
-        else if (!strcmp(t, "dgrad"))
-            mask |= FP8_DGRAD;
-        else if (!strcmp(t, "wgrad"))
-            mask |= FP8_WGRAD;
-        else if (strcmp(t, "none"))
-            return moe_errf(e, "MOE_FP8_GEMMS=%s: '%s' is not one of fprop, dgrad, wgrad, none", v,
-                            t);
-    }
-    return mask;
 }

@@ -8,17 +8,18 @@ CUDA_SRCS := trainer/backend/cuda/cuda_backend.cu trainer/backend/cuda/cuda_dens
 	trainer/backend/cuda/cuda_attention.cu trainer/backend/cuda/cuda_attention_tc.cu \
 	trainer/backend/cuda/cuda_attention_mma.cu \
 	trainer/backend/cuda/cuda_moe.cu trainer/backend/cuda/cuda_moe_fp8.cu \
-	trainer/backend/cuda/cuda_moe_mxemu.cu \
+	trainer/backend/cuda/cuda_moe_mxemu.cu trainer/backend/cuda/cuda_lowp_select.cu \
 	trainer/backend/cuda/cuda_optim.cu
 # the host-side route plan builder is shared with the CPU backend (also in MODEL_LIB, so
 # either library links alone)
 CUDA_OBJS := $(patsubst %.cu,$(B)/obj/%.o,$(CUDA_SRCS)) $(call obj,trainer/backend/route_plan.c)
 # the fp8_block expert FFN: the quantiser kernels, the cuBLASLt GEMMs and the
 # scale-layout sizes of trainer/lowp
-CUDA_OBJS += $(LOWP_CUDA_OBJS) $(call obj,trainer/lowp/fp8_block.c)
+CUDA_OBJS += $(LOWP_CUDA_OBJS) $(call obj,trainer/lowp/fp8_block.c trainer/lowp/mx_swizzle.c)
 $(B)/obj/trainer/backend/cuda/cuda_moe_fp8.o: trainer/lowp/fp8.h trainer/lowp/fp8_gemm.h \
 	trainer/lowp/lowp_cuda.h
 $(B)/obj/trainer/backend/cuda/cuda_moe_mxemu.o: trainer/lowp/lowp_cuda.h
+$(B)/obj/trainer/backend/cuda/cuda_lowp_select.o: trainer/lowp/fp8_gemm.h
 $(B)/obj/%.o: %.cu trainer/backend/cuda/cuda_internal.h trainer/backend/backend.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
