@@ -232,9 +232,9 @@ void cuda_experts_fwd_fp8(moe_backend *be, act *y_perm, act *h1, act *h3, act *a
 }
 
 /* One projection's backward for one expert: dx (+)= dy w and dw += dy^T x,
- * with dy [rows, out], x [rows, in], w [out, in]; dyq holds dy's two 1x128
- * copies, xq x's transposed copy, for the first fp8_rows(be, rows) rows. nd / nw:
- * the rows the dgrad / wgrad GEMM takes in FP8 (0 or rows16), the rest bf16. */
+ * with dy [rows, out], x [rows, in], w [out, in]; dyq holds dy's two copies,
+ * xq x's transposed copy, of the first fp8_rows(rows) rows. nd / nw: the rows
+ * the dgrad / wgrad GEMM takes in FP8 (0 or fp8_rows), the rest in bf16. */
 static void proj_bwd(moe_backend *be, const char *op, bf16 *dx, float dx_beta, float *dw,
                      const bf16 *dy, const bf16 *xin, const bf16 *w, const q8 *dyq, const q8 *xq,
                      int64_t rows, int64_t nd, int64_t nw, int in, int out)
