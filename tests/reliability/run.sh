@@ -121,6 +121,9 @@ for ((i = 1; i <= KILLS; i++)); do
         problem="kill $i (after ${ms} ms): newest checkpoint went back from step $latest to $now"; break
     fi
     latest=$now
+    # a run that got to the end: start over, so the next kills land in a running trainer
+    # again however fast this machine trains
+    if [ $rc -eq 0 ] && [ $i -lt $KILLS ]; then rm -rf "$K/ck" "$K/run"; latest=-1; fi
 done
 if [ -n "$problem" ]; then
     bad sigkill_checkpoints_stay_valid "$problem" "replay with MOE_RELIABILITY_SEED=$SEED"
