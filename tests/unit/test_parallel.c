@@ -19,6 +19,7 @@
 #include "../../trainer/parallel/watchdog.h"
 #include "../../trainer/parallel/zero.h"
 #include "../check.h"
+#include "../model_rig.h"
 
 static const moe_dims DIMS = {.C = 16, .L = 2, .NH = 2, .NKV = 1, .HD = 8, .E = 4, .K = 2,
                               .I = 12, .V = 256, .eps = 1e-5, .theta = 10000, .aux_coef = 0.01};
@@ -93,12 +94,6 @@ static void test_launch_detection(void)
 
 /* ---- a model on the CPU backend with a given dispatcher ---- */
 
-typedef struct {
-    moe_backend *be;
-    moe_dispatcher *disp;
-    moe_model *m;
-} rig;
-
 static int rig_open(rig *r, int ep_dispatcher, moe_comm *c, int with_moments)
 {
     moe_err e = {{0}};
@@ -112,16 +107,6 @@ static int rig_open(rig *r, int ep_dispatcher, moe_comm *c, int with_moments)
         return -1;
     }
     return 0;
-}
-
-static void rig_close(rig *r)
-{
-    if (r->m)
-        model_destroy(r->m);
-    if (r->disp)
-        r->disp->destroy(r->disp);
-    if (r->be)
-        r->be->destroy(r->be);
 }
 
 static void batch(int32_t *tok, int32_t *tgt, int salt)

@@ -15,6 +15,7 @@
 #include "../../trainer/parallel/dispatch_ep.h"
 #include "../../trainer/parallel/zero.h"
 #include "../check.h"
+#include "../model_rig.h"
 
 static const moe_dims DIMS = {.C = 64, .L = 2, .NH = 4, .NKV = 2, .HD = 16, .E = 4, .K = 2,
                               .I = 96, .V = 256, .eps = 1e-5, .theta = 10000, .aux_coef = 0.01};
@@ -68,12 +69,6 @@ static void test_bootstrap_errors(void)
     CHECK_MSG(strstr(e.msg, "bootstrap over a group of 1 ranks"), "%s", e.msg);
 }
 
-typedef struct {
-    moe_backend *be;
-    moe_dispatcher *disp;
-    moe_model *m;
-} rig;
-
 static int rig_open(rig *r, moe_comm *ep, int with_moments)
 {
     moe_err e = {{0}};
@@ -86,16 +81,6 @@ static int rig_open(rig *r, moe_comm *ep, int with_moments)
         return -1;
     }
     return 0;
-}
-
-static void rig_close(rig *r)
-{
-    if (r->m)
-        model_destroy(r->m);
-    if (r->disp)
-        r->disp->destroy(r->disp);
-    if (r->be)
-        r->be->destroy(r->be);
 }
 
 static void batch(int32_t *tok, int32_t *tgt, int salt)

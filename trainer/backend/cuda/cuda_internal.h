@@ -100,6 +100,13 @@ void cuda_swiglu_prob(moe_backend *be, bf16 *a, const bf16 *h1, const bf16 *h3, 
                       size_t rows, int I);
 void cuda_swiglu_prob_bwd(moe_backend *be, bf16 *dh1, bf16 *dh3, float *dp, const bf16 *da,
                           const bf16 *h1, const bf16 *h3, const float *p, size_t rows, int I);
+/* the backward's scratch of every expert path (slots 3-6): a recomputed
+ * from h1, h3 and the probabilities, and room for da, dh1, dh3 */
+typedef struct {
+    bf16 *a, *da, *dh1, *dh3;
+} cuda_expert_bwd_bufs;
+int cuda_expert_bwd_prepare(moe_backend *be, cuda_expert_bwd_bufs *b, const act *h1,
+                            const act *h3, const real *p_perm, size_t rows, int I);
 /* the expert FFN in FP8: fp8_block or mxfp8 by expert_lowp (cuda_moe_fp8.cu) */
 void cuda_experts_fwd_fp8(moe_backend *be, act *y_perm, act *h1, act *h3, act *a,
                           const act *x_perm, const real *p_perm, const act *w1, const act *w3,

@@ -263,6 +263,20 @@ void cuda_swiglu_prob_bwd(moe_backend *be, bf16 *dh1, bf16 *dh3, float *dp, cons
     LAUNCHED(be, "swiglu_prob_bwd");
 }
 
+/* The backward's [rows, I] scratch of every expert path, and a = p silu(h1)
+ * h3 recomputed into it rather than kept from the forward. */
+int cuda_expert_bwd_prepare(moe_backend *be, cuda_expert_bwd_bufs *b, const act *h1,
+                            const act *h3, const real *p_perm, size_t rows, int I)
+{
+    size_t bytes = rows * I * sizeof(bf16);
+    b->a = (bf16 *)cuda_scratch(be, 3, bytes), b->da = (bf16 *)cuda_scratch(be, 4, bytes);
+    b->dh1 = (bf16 *)cuda_scratch(be, 5, bytes), b->dh3 = (bf16 *)cuda_scratch(be, 6, bytes);
+    if (!b->a || !b->da || !b->dh1 || !b->dh3)
+        return -1;
+    cuda_swiglu_prob(be, b->a, CB16(h1), CB16(h3), p_perm, rows, I);
+    return 0;
+}
+
 static void experts_bwd(moe_backend *be, act *dx_perm, real *dp_perm, real *dw1, real *dw3,
                         real *dw2, const act *dy_perm, const act *x_perm, const act *h1,
                         const act *h3, const real *p_perm, const act *w1, const act *w3,
@@ -280,15 +294,10 @@ static void experts_bwd(moe_backend *be, act *dx_perm, real *dp_perm, real *dw1,
         return;
     }
     size_t rows_all = plan->n_rows;
-    if (rows_all == 0)
+    cuda_expert_bwd_bufs b;
+    if (rows_all == 0 || cuda_expert_bwd_prepare(be, &b, h1, h3, p_perm, rows_all, I))
         return;
-    size_t bytes = rows_all * I * sizeof(bf16);
-    bf16 *A = (bf16 *)cuda_scratch(be, 3, bytes), *dA = (bf16 *)cuda_scratch(be, 4, bytes);
-    bf16 *dH1 = (bf16 *)cuda_scratch(be, 5, bytes), *dH3 = (bf16 *)cuda_scratch(be, 6, bytes);
-    if (!A || !dA || !dH1 || !dH3)
-        return;
-    /* recompute a = p silu(h1) h3 rather than keep it from the forward */
-    cuda_swiglu_prob(be, A, CB16(h1), CB16(h3), p_perm, rows_all, I);
+    bf16 *A = b.a, *dA = b.da, *dH1 = b.dh1, *dH3 = b.dh3;
     for (int x = 0; x < plan->n_experts; x++) {
         int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x];
         if (rows == 0)

@@ -263,16 +263,15 @@ void cuda_experts_bwd_fp8(moe_backend *be, act *dx_perm, real *dp_perm, real *dw
     const char *op = is_mx(be) ? "experts_bwd (mxfp8)" : "experts_bwd (fp8_block)";
     size_t rows_all = plan->n_rows;
     const int don = CTX(be)->fp8_gemms & FP8_DGRAD, won = CTX(be)->fp8_gemms & FP8_WGRAD;
-    if (rows_all == 0)
+    size_t wide = C > I ? C : I;
+    cuda_expert_bwd_bufs b;
+    if (rows_all == 0 || cuda_expert_bwd_prepare(be, &b, h1, h3, p_perm, rows_all, I))
         return;
-    size_t bytes = rows_all * I * sizeof(bf16), wide = C > I ? C : I;
-    bf16 *A = (bf16 *)cuda_scratch(be, 3, bytes), *dA = (bf16 *)cuda_scratch(be, 4, bytes);
-    bf16 *dH1 = (bf16 *)cuda_scratch(be, 5, bytes), *dH3 = (bf16 *)cuda_scratch(be, 6, bytes);
-    q8 gq = act_scratch(be, S_P, rows_all, wide, 1, 1);  /* the gradient: both copies */
-    q8 iq = act_scratch(be, S_Q, rows_all, wide, 0, 1);  /* the GEMM input: transposed only */
-    if (!A || !dA || !dH1 || !dH3 || !q8_ok(&gq, 1, 1) || !q8_ok(&iq, 0, 1))
+    bf16 *A = b.a, *dA = b.da, *dH1 = b.dh1, *dH3 = b.dh3;
+    q8 gq = act_scratch(be, S_P, rows_all, wide, 1, 1); /* the gradient: both copies */
+    q8 iq = act_scratch(be, S_Q, rows_all, wide, 0, 1); /* the GEMM input: transposed only */
+    if (!q8_ok(&gq, 1, 1) || !q8_ok(&iq, 0, 1))
         return;
-    cuda_swiglu_prob(be, A, CB16(h1), CB16(h3), p_perm, rows_all, I);
     for (int x = 0; x < plan->n_experts; x++) {
         int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x], n8 = fp8_rows(be, rows);
         int64_t nd = don ? n8 : 0, nw = won ? n8 : 0;

@@ -84,21 +84,20 @@ void cuda_experts_fwd_mxemu(moe_backend *be, act *y_perm, act *h1, act *h3, act 
 }
 
 /* one projection's backward for one expert, as in cuda_moe.cu with every
- * operand emulated: dx (+)= dy w, dw += dy^T x (dy [rows, out], x [rows, in],
- * w [out, in]; dy_row: dy's rowwise copy) */
+ * operand emulated: dx (+)= dy w, dw += dy^T x (dy [rows, out], w [out, in];
+ * dy_row: dy's rowwise copy, x_col: x's columnwise copy [rows, in]) */
 static int proj_bwd(moe_backend *be, const char *op, bf16 *dx, float dx_beta, float *dw,
-                    const bf16 *dy_row, const bf16 *dy, const bf16 *xin, const bf16 *w, int64_t rows,
-                    int in, int out)
+                    const bf16 *dy_row, const bf16 *dy, const bf16 *x_col, const bf16 *w,
+                    int64_t rows, int in, int out)
 {
     const bf16 *Wc = fake(be, op, S_W, w, out, in, 1);
     if (!Wc)
         return -1;
     cuda_gemm_dyw(be, dx, dy_row, Wc, (int)rows, in, out, dx_beta);
     const bf16 *DYc = fake(be, op, S_COL_A, dy, rows, out, 1);
-    const bf16 *Xc = fake(be, op, S_COL_B, xin, rows, in, 1);
-    if (!DYc || !Xc)
+    if (!DYc)
         return -1;
-    cuda_gemm_dyTx(be, dw, DYc, Xc, (int)rows, in, out);
+    cuda_gemm_dyTx(be, dw, DYc, x_col, (int)rows, in, out);
     return 0;
 }
 
@@ -111,19 +110,18 @@ void cuda_experts_bwd_mxemu(moe_backend *be, act *dx_perm, real *dp_perm, real *
     size_t rows_all = plan->n_rows;
     if (rows_all == 0 || reserve(be, rows_all, C, I))
         return;
-    size_t bytes = rows_all * I * sizeof(bf16);
-    bf16 *A = (bf16 *)cuda_scratch(be, 3, bytes), *dA = (bf16 *)cuda_scratch(be, 4, bytes);
-    bf16 *dH1 = (bf16 *)cuda_scratch(be, 5, bytes), *dH3 = (bf16 *)cuda_scratch(be, 6, bytes);
-    if (!A || !dA || !dH1 || !dH3)
+    cuda_expert_bwd_bufs b;
+    if (cuda_expert_bwd_prepare(be, &b, h1, h3, p_perm, rows_all, I))
         return;
-    cuda_swiglu_prob(be, A, CB16(h1), CB16(h3), p_perm, rows_all, I);
+    bf16 *A = b.a, *dA = b.da, *dH1 = b.dh1, *dH3 = b.dh3;
     const bf16 *DYr = fake(be, op, S_ROW, CB16(dy_perm), rows_all, C, 0);
     for (int x = 0; DYr && x < plan->n_experts; x++) {
         int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x];
         if (rows == 0)
             continue;
-        if (proj_bwd(be, op, dA + r0 * I, 0.f, dw2 + (size_t)x * C * I, DYr + r0 * C,
-                     CB16(dy_perm) + r0 * C, A + r0 * I, CB16(w2) + (size_t)x * C * I, rows, I, C))
+        const bf16 *Ac = fake(be, op, S_COL_B, A + r0 * I, rows, I, 1);
+        if (!Ac || proj_bwd(be, op, dA + r0 * I, 0.f, dw2 + (size_t)x * C * I, DYr + r0 * C,
+                            CB16(dy_perm) + r0 * C, Ac, CB16(w2) + (size_t)x * C * I, rows, I, C))
             return;
     }
     cuda_swiglu_prob_bwd(be, dH1, dH3, dp_perm, dA, CB16(h1), CB16(h3), p_perm, rows_all, I);
@@ -133,11 +131,12 @@ void cuda_experts_bwd_mxemu(moe_backend *be, act *dx_perm, real *dp_perm, real *
         int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x];
         if (rows == 0)
             continue;
-        const bf16 *X = CB16(x_perm) + r0 * C;
+        const bf16 *Xc = fake(be, op, S_COL_B, CB16(x_perm) + r0 * C, rows, C, 1);
         bf16 *DX = B16(dx_perm) + r0 * C;
-        if (proj_bwd(be, op, DX, 0.f, dw1 + (size_t)x * I * C, G1 + r0 * I, dH1 + r0 * I, X,
+        if (!Xc ||
+            proj_bwd(be, op, DX, 0.f, dw1 + (size_t)x * I * C, G1 + r0 * I, dH1 + r0 * I, Xc,
                      CB16(w1) + (size_t)x * I * C, rows, C, I) ||
-            proj_bwd(be, op, DX, 1.f, dw3 + (size_t)x * I * C, G3 + r0 * I, dH3 + r0 * I, X,
+            proj_bwd(be, op, DX, 1.f, dw3 + (size_t)x * I * C, G3 + r0 * I, dH3 + r0 * I, Xc,
                      CB16(w3) + (size_t)x * I * C, rows, C, I))
             return;
     }
