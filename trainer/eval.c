@@ -128,9 +128,8 @@ static int run_eval(const char *dir, const char *tokfile, const char *backend, m
         goto out;
     }
     if (weights_read(m, weights_source_hf(hd, dir), "", 1, host, e) ||
-        model_set_host(m, m->master, host, e))
+        model_set_masters(m, host, e))
         goto out;
-    model_sync_weights(m);
     double ls;
     int64_t nv;
     if (model_forward(m, in, tg, &ls, &nv, NULL, e))

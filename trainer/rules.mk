@@ -20,6 +20,11 @@ $(B)/tests/test_gradcheck: $(call obj64,tests/unit/test_gradcheck.c) $(MODEL64_L
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
 
 
+UNIT_TESTS += $(B)/tests/test_split_master
+$(B)/tests/test_split_master: $(call obj,tests/unit/test_split_master.c)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
+
 UNIT_TESTS += $(B)/tests/test_recompute
 $(B)/tests/test_recompute: $(call obj,tests/unit/test_recompute.c) $(MODEL_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)

@@ -72,7 +72,9 @@ static void f_attn_bwd(void *c) { be->attention_bwd(be, dq, dk, dv, dout, q, k, 
 static void f_qproj(void *c) { be->matmul_fwd(be, y, x, wq, N, C, NH * HD); }
 static void f_qproj_bwd(void *c) { be->matmul_bwd(be, dx, dwq, y, x, wq, N, C, NH * HD, 0); }
 static void f_exp_fwd(void *c) { be->experts_fwd(be, yp, h1, h3, aa, xp, pp, w1, w3, w2, &plan, C, I); }
-static void f_exp_bwd(void *c) { be->experts_bwd(be, dxp, dpp, dw1, dw3, dw2, yp, xp, h1, h3, pp, w1, w3, w2, &plan, C, I); }
+static void f_exp_bwd(void *c) { be->experts_bwd(be, dxp, dpp, dw1, dw3, dw2, yp, xp, h1, h3, pp, w1, w3, w2, &plan, C, I, 0); }
+/* the first micro-batch of a step: the expert gradients written, not accumulated */
+static void f_exp_bwd_first(void *c) { be->experts_bwd(be, dxp, dpp, dw1, dw3, dw2, yp, xp, h1, h3, pp, w1, w3, w2, &plan, C, I, 1); }
 static void f_head(void *c)
 {
     double ls;
@@ -84,6 +86,13 @@ static void f_adamw(void *c)
     moe_adamw_hyper h = {1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.1f, 0.05f, 1.f};
     be->adamw(be, master, wc, grad, mm, vv, &span, 1, &h);
 }
+/* split masters: the low halves in the first half of the fp32 buffer */
+static void f_adamw_split(void *c)
+{
+    moe_adamw_hyper h = {1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.1f, 0.05f, 1.f};
+    be->adamw_split(be, (uint16_t *)master, wc, grad, mm, vv, &span, 1, &h);
+}
+static void f_sumsq(void *c) { (void)be->sum_squares(be, grad, span.n); }
 static void f_zero(void *c) { be->memset0(be, grad, span.n * sizeof(real)); }
 
 int main(void)
@@ -154,9 +163,12 @@ int main(void)
         {"q_proj fwd (1 of 4 projections)", f_qproj, gemm_q, 0, 2},
         {"q_proj bwd", f_qproj_bwd, 2 * gemm_q, 0, 2},
         {"experts fwd (per layer)", f_exp_fwd, gemm_e, 0, 2},
-        {"experts bwd (per layer)", f_exp_bwd, 2 * gemm_e, 0, 2},
+        {"experts bwd (per layer)", f_exp_bwd, 2 * gemm_e, 0, 0},
+        {"experts bwd, dw overwritten", f_exp_bwd_first, 2 * gemm_e, 0, 2},
         {"lm head + loss, fwd+bwd", f_head, 3 * gemm_h, 0, 1},
-        {"adamw, 3.16B params", f_adamw, 0, 30.0 * span.n, 1},
+        {"adamw, 3.16B params", f_adamw, 0, 30.0 * span.n, 0},
+        {"adamw on split masters", f_adamw_split, 0, 28.0 * span.n, 1},
+        {"gradient sum of squares", f_sumsq, 0, 4.0 * span.n, 1},
         {"zero grads", f_zero, 0, 4.0 * span.n, 1},
     };
     printf("%-34s %9s %10s %10s\n", "op", "ms", "TFLOP/s", "GB/s");

@@ -4,7 +4,8 @@
 #   2. moe-train eval on the transformers fixtures with the cuda backend (bf16) against
 #      transformers' float64 losses, within 2%;
 #   3. L0_sanity trained on the GPU against the same run on the CPU: final train and held-out
-#      losses within 2% in bf16, within 3% with the experts in fp8_block (Hopper);
+#      losses within 2% in bf16, within 3% with the experts in fp8_block (Hopper) and in
+#      mxfp8_emulated (MXFP8 values through bf16 GEMMs, any GPU);
 #   4. the quantiser kernels byte for byte against the C reference, and the FP8 GEMMs against
 #      float64 (tests/gpu/test_lowp_cuda.c, tests/gpu/test_fp8_gemm.c).
 # Usage: tests/gpu/run.sh [BUILD_DIR]; last line "gpu: N passed, N failed".
@@ -46,7 +47,7 @@ run_l0() { "$BIN" --config L0_sanity --backend "$1" logger.run_dir="$T/$2" logge
 final() { grep "moe-train: done" "$T/$1.log" | sed -E 's/.*final loss ([0-9.]+), held-out loss ([0-9.]+).*/\1 \2/'; }
 run_l0 cpu cpu >/dev/null
 c=$(final cpu)
-for prec in bf16:0.02 fp8_block:0.03; do
+for prec in bf16:0.02 fp8_block:0.03 mxfp8_emulated:0.03; do
     p=${prec%:*} tol=${prec#*:}
     run_l0 cuda "cuda_$p" "$p"
     g=$(final "cuda_$p")

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "../../trainer/backend/backend.h"
+#include <stdint.h>
 #include "../check.h"
 
 static moe_backend *cpu, *gpu;
@@ -246,7 +247,8 @@ static void test_dense(void)
         mh[i] = fabsf(mh[i]);
     rm(&v1);
     v1 = mk(P, 0, mh);
-    moe_param_span spans[3] = {{0, 1000, 1}, {1000, 50000, 0}, {51000, P - 51000, 1}};
+    /* offsets and lengths that are and are not multiples of 4: both kernel paths */
+    moe_param_span spans[3] = {{0, 1000, 1}, {1000, 50001, 0}, {51001, P - 51001, 1}};
     moe_adamw_hyper h = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
                          .bias_corr1 = 0.19f, .bias_corr2 = 0.0975f, .grad_scale = 0.7f};
     poison(&wc);
@@ -264,6 +266,87 @@ static void test_dense(void)
     free(zv);
     free(tok);
     free(tg);
+}
+
+/* Split masters: upload / download rebuild every fp32 pattern exactly
+ * (edge cases among random fp32 values), and AdamW on split masters gives
+ * the CPU's fp32 AdamW result. */
+static void test_split_masters(void)
+{
+    CHECK(gpu->masters_upload && gpu->masters_download && gpu->adamw_split);
+    moe_err e = {{0}};
+    size_t P = 70001;
+    float *host = malloc(sizeof(float) * P), *back = malloc(sizeof(float) * P);
+    for (size_t i = 0; i < P; i++)
+        host[i] = 0.05f * nrand(); /* full fp32 mantissas, not bf16-rounded */
+    const unsigned edge[] = {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7f7fffffu,
+                             0xff7fffffu, 0x7f7f8000u, 0x00000001u, 0x80008000u, 0x3f808000u,
+                             0x3f818000u, 0x3f807fffu, 0x3f80ffffu, 0xbf80ffffu, 0x0000ffffu};
+    for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++)
+        memcpy(&host[1000 + 13 * i], &edge[i], 4);
+    uint16_t *lo = gpu->alloc(gpu, sizeof(uint16_t) * P, &e);
+    void *wc = gpu->alloc(gpu, gpu->act_bytes(gpu, P), &e);
+    memset(back, 0xff, sizeof(float) * P); /* NaN: unwritten values fail */
+    CHECK(gpu->masters_upload(gpu, lo, wc, host, P, &e) == 0);
+    CHECK(gpu->masters_download(gpu, back, lo, wc, P, &e) == 0);
+    size_t bad = 0;
+    for (size_t i = 0; i < P; i++)
+        bad += memcmp(&host[i], &back[i], 4) != 0;
+    fprintf(stderr, "  %-34s %zu of %zu patterns differ\n", "split masters round trip", bad, P);
+    CHECK(bad == 0);
+    /* the compute copy is the master rounded to nearest */
+    float *cc = malloc(sizeof(float) * P);
+    CHECK(gpu->act_to_real(gpu, cc, wc, P, &e) == 0);
+    size_t far = 0;
+    for (size_t i = 0; i < P; i++)
+        if (isfinite(host[i]) && fabsf(host[i]) < 1e38f)
+            far += fabs((double)cc[i] - host[i]) > fabs((double)host[i]) * 0x1p-8; /* half an ulp at most */
+    CHECK_MSG(far == 0, "%zu compute-copy values farther than half a bf16 ulp", far);
+    free(cc);
+
+    /* AdamW, finite masters only */
+    for (size_t i = 0; i < P; i++)
+        host[i] = 0.05f * nrand();
+    float *gh = malloc(sizeof(float) * P), *vh = malloc(sizeof(float) * P);
+    for (size_t i = 0; i < P; i++) {
+        gh[i] = nrand();
+        vh[i] = fabsf(nrand());
+    }
+    pair ma = mk(P, 0, host), gr = mk(P, 0, gh), m1 = mk(P, 0, gh), v1 = mk(P, 0, vh), wcp = mk(P, 1, NULL);
+    CHECK(gpu->masters_upload(gpu, lo, wc, host, P, &e) == 0);
+    moe_param_span spans[3] = {{0, 20000, 1}, {20000, 30001, 0}, {50001, P - 50001, 1}};
+    moe_adamw_hyper h = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
+                         .bias_corr1 = 0.19f, .bias_corr2 = 0.0975f, .grad_scale = 0.7f};
+    cpu->adamw(cpu, C(ma), C(wcp), C(gr), C(m1), C(v1), spans, 3, &h);
+    gpu->adamw_split(gpu, lo, wc, G(gr), G(m1), G(v1), spans, 3, &h);
+    memset(back, 0xff, sizeof(float) * P);
+    CHECK(gpu->masters_download(gpu, back, lo, wc, P, &e) == 0);
+    float *ref = malloc(sizeof(float) * P);
+    cpu->download(cpu, ref, C(ma), sizeof(float) * P, &e);
+    double num = 0, den = 0;
+    size_t nonfinite = 0;
+    for (size_t i = 0; i < P; i++) {
+        nonfinite += !isfinite(back[i]);
+        num += ((double)back[i] - ref[i]) * ((double)back[i] - ref[i]);
+        den += (double)ref[i] * ref[i];
+    }
+    double rel = sqrt(num / den);
+    fprintf(stderr, "  %-34s rel %.2e (tol 1e-06)\n", "adamw_split master", rel);
+    CHECK(nonfinite == 0 && rel <= 1e-6);
+    cmp("adamw_split exp_avg", &m1, 1e-6);
+    cmp("adamw_split exp_avg_sq", &v1, 1e-6);
+    gpu->free(gpu, lo);
+    gpu->free(gpu, wc);
+    rm(&ma);
+    rm(&gr);
+    rm(&m1);
+    rm(&v1);
+    rm(&wcp);
+    free(host);
+    free(back);
+    free(gh);
+    free(vh);
+    free(ref);
 }
 
 /* qscale > 1 makes the softmax peaky (tests the running max and its rescaling) */
@@ -394,17 +477,21 @@ static void moe_case(int routing, int N, int C, int I, const char *prec)
     BOTH(cpu->combine_bwd(cpu, C(dyp), C(dout), &pc, C), gpu->combine_bwd(gpu, G(dyp), G(dout), &pg, C));
     cmp("combine_bwd", &dyp, 1e-6);
     float *z = calloc((size_t)E * I * C, sizeof(float));
-    pair dw1 = mk((size_t)E * I * C, 0, z), dw3 = mk((size_t)E * I * C, 0, z), dw2 = mk((size_t)E * C * I, 0, z);
+    /* the weight gradients start as NaN: the first call overwrites them (idle
+     * experts' too), the second accumulates onto the first */
+    pair dw1 = mk((size_t)E * I * C, 0, NULL), dw3 = mk((size_t)E * I * C, 0, NULL), dw2 = mk((size_t)E * C * I, 0, NULL);
     pair dxp = mk((size_t)rows * C, 1, NULL), dpp = mk(rows, 0, NULL);
-    poison(&dxp);
-    poison(&dpp);
-    BOTH(cpu->experts_bwd(cpu, C(dxp), C(dpp), C(dw1), C(dw3), C(dw2), C(dyp), C(xp), C(h1), C(h3), C(pp), C(w1), C(w3), C(w2), &pc, C, I),
-         gpu->experts_bwd(gpu, G(dxp), G(dpp), G(dw1), G(dw3), G(dw2), G(dyp), G(xp), G(h1), G(h3), G(pp), G(w1), G(w3), G(w2), &pg, C, I));
-    cmp("experts_bwd dx", &dxp, TX);
-    cmp("experts_bwd dp", &dpp, TX);
-    cmp("experts_bwd dw1", &dw1, TX);
-    cmp("experts_bwd dw3", &dw3, TX);
-    cmp("experts_bwd dw2", &dw2, TX);
+    for (int pass = 0; pass < 2; pass++) {
+        poison(&dxp);
+        poison(&dpp);
+        BOTH(cpu->experts_bwd(cpu, C(dxp), C(dpp), C(dw1), C(dw3), C(dw2), C(dyp), C(xp), C(h1), C(h3), C(pp), C(w1), C(w3), C(w2), &pc, C, I, !pass),
+             gpu->experts_bwd(gpu, G(dxp), G(dpp), G(dw1), G(dw3), G(dw2), G(dyp), G(xp), G(h1), G(h3), G(pp), G(w1), G(w3), G(w2), &pg, C, I, !pass));
+        cmp("experts_bwd dx", &dxp, TX);
+        cmp("experts_bwd dp", &dpp, TX);
+        cmp(pass ? "experts_bwd dw1 (accumulated)" : "experts_bwd dw1 (overwritten)", &dw1, TX);
+        cmp(pass ? "experts_bwd dw3 (accumulated)" : "experts_bwd dw3 (overwritten)", &dw3, TX);
+        cmp(pass ? "experts_bwd dw2 (accumulated)" : "experts_bwd dw2 (overwritten)", &dw2, TX);
+    }
     pair dx = mk((size_t)N * C, 1, NULL), dtw = mk((size_t)N * K, 0, NULL);
     poison(&dx);
     poison(&dtw);
@@ -483,6 +570,7 @@ int main(int argc, char **argv)
         return 1;
     }
     RUN(test_dense);
+    RUN(test_split_masters);
     RUN(test_attention);
     RUN(test_moe);
     RUN(test_moe_fp8);

@@ -46,15 +46,14 @@ static void run_case(const gc_case *c)
     /* norms away from 1 so their gradients are not special */
     real *theta = malloc(sizeof(real) * m->n_elems);
     real *grad = malloc(sizeof(real) * m->n_elems);
-    model_get_host(m, m->master, theta, &e);
+    model_get_masters(m, theta, &e);
     moe_rng r;
     rng_seed(&r, 99);
     for (int i = 0; i < m->n_params; i++)
         if (m->params[i].ndim == 1)
             for (size_t j = 0; j < m->params[i].n; j++)
                 theta[m->params[i].offset + j] = (real)(1 + 0.3 * rng_normal(&r));
-    model_set_host(m, m->master, theta, &e);
-    model_sync_weights(m);
+    model_set_masters(m, theta, &e);
 
     int N = c->B * c->T;
     int32_t *tok = malloc(sizeof(int32_t) * N), *tgt = malloc(sizeof(int32_t) * N);
@@ -77,12 +76,10 @@ static void run_case(const gc_case *c)
     for (size_t i = 0; i < m->n_elems; i++) {
         real keep = theta[i];
         theta[i] = keep + h;
-        model_set_host(m, m->master, theta, &e);
-        model_sync_weights(m);
+        model_set_masters(m, theta, &e);
         double lp = total_loss(m, tok, tgt, c->d.aux_coef);
         theta[i] = keep - h;
-        model_set_host(m, m->master, theta, &e);
-        model_sync_weights(m);
+        model_set_masters(m, theta, &e);
         double lm = total_loss(m, tok, tgt, c->d.aux_coef);
         theta[i] = keep;
         double num = (lp - lm) / (2 * h), ana = grad[i];

@@ -76,8 +76,7 @@ static void check_fixture(const char *name)
     real *host = malloc(sizeof(real) * m->n_elems);
     CHECK(weights_read(m, weights_source_hf(hd, dir), "", 1, host, &e) == 0);
     hf_dir_close(hd);
-    model_set_host(m, m->master, host, &e);
-    model_sync_weights(m);
+    model_set_masters(m, host, &e);
 
     st_file *ref;
     snprintf(path, sizeof path, "%s/reference.safetensors", dir);

@@ -15,8 +15,8 @@
  * - Matrices are row-major; a linear layer's weight is [out, in] as Hugging
  *   Face stores it, so y = x W^T.
  * - Backward ops ACCUMULATE into weight gradients (+=) so gradient
- *   accumulation over micro-batches is free; input gradients are written
- *   (=) unless the op says `accumulate`.
+ *   accumulation over micro-batches is free (experts_bwd may overwrite
+ *   instead); input gradients are written (=) unless the op says `accumulate`.
  * - Every op may be asynchronous; `download` and the ops returning host
  *   values synchronise.
  */
@@ -86,6 +86,14 @@ struct moe_backend {
     int (*act_to_real)(moe_backend *be, real *dst_host, const act *src, size_t n, moe_err *e);
     /* refresh the compute copy of the weights from the masters */
     void (*weights_from_master)(moe_backend *be, act *wc, const real *master, size_t n);
+    /* Split masters (split_master.h), NULL where a backend keeps whole fp32
+     * masters (cpu): `lo` holds the low 16 bits of each master, the compute
+     * copy `wc` is its high half. Upload writes both from host fp32 masters;
+     * download rebuilds them exactly. */
+    int (*masters_upload)(moe_backend *be, uint16_t *lo, act *wc, const real *host, size_t n,
+                          moe_err *e);
+    int (*masters_download)(moe_backend *be, real *host, const uint16_t *lo, const act *wc,
+                            size_t n, moe_err *e);
     int (*sync)(moe_backend *be, moe_err *e);
     void (*destroy)(moe_backend *be);
 
@@ -161,11 +169,14 @@ struct moe_backend {
     /* dy_perm[row] = dout[row_token[row]] */
     void (*combine_bwd)(moe_backend *be, act *dy_perm, const act *dout, const moe_route_plan *plan,
                         int C);
-    /* expert FFN backward: dx_perm written, dp_perm written, dW1/dW3/dW2 accumulated */
+    /* expert FFN backward: dx_perm written, dp_perm written, dW1/dW3/dW2 accumulated,
+     * or written (idle experts' zeroed) with dw_overwrite: the first micro-batch of a
+     * step then neither zeroes nor reads the expert gradients, ~90% of all of them */
     void (*experts_bwd)(moe_backend *be, act *dx_perm, real *dp_perm, real *dw1, real *dw3,
                         real *dw2, const act *dy_perm, const act *x_perm, const act *h1,
                         const act *h3, const real *p_perm, const act *w1, const act *w3,
-                        const act *w2, const moe_route_plan *plan, int C, int I);
+                        const act *w2, const moe_route_plan *plan, int C, int I,
+                        int dw_overwrite);
     /* dx[t] += sum_j dx_perm[slot_row[t,j]]; dtopk_w[t,j] = dp_perm[slot_row[t,j]] */
     void (*permute_bwd)(moe_backend *be, act *dx, real *dtopk_w, const act *dx_perm,
                         const real *dp_perm, const moe_route_plan *plan, int C);
@@ -183,6 +194,9 @@ struct moe_backend {
      * updates the masters and writes the compute copy. */
     void (*adamw)(moe_backend *be, real *master, act *wc, const real *grad, real *m, real *v,
                   const moe_param_span *spans, int n_spans, const moe_adamw_hyper *h);
+    /* The same update on split masters (lo, wc); NULL with masters_upload. */
+    void (*adamw_split)(moe_backend *be, uint16_t *lo, act *wc, const real *grad, real *m, real *v,
+                        const moe_param_span *spans, int n_spans, const moe_adamw_hyper *h);
 
     /* ---- precision ---- */
     /* The expert FFN's GEMMs: "bf16" or "fp8_block" (hidden size C, expert

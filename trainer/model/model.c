@@ -95,7 +95,9 @@ int model_create_parallel(moe_model **out, const moe_dims *d, moe_backend *be,
     size_t P = m->n_elems, N = (size_t)B * T, C = d->C, E = d->E, K = d->K, I = d->I;
     size_t QD = (size_t)d->NH * d->HD, KVD = (size_t)d->NKV * d->HD;
     size_t rows = (size_t)disp->max_rows(disp, (int)N, (int)K);
-    m->master = plan_real(&pl, P);
+    /* split masters where the backend offers them: the compute copy is the high half */
+    m->split_master = be->masters_upload && be->masters_download && be->adamw_split;
+    m->master = plan_bytes(&pl, (m->split_master ? sizeof(uint16_t) : sizeof(real)) * P);
     m->grad = plan_real(&pl, P);
     if (with_moments) {
         m->m = plan_real(&pl, P);
@@ -106,6 +108,7 @@ int model_create_parallel(moe_model **out, const moe_dims *d, moe_backend *be,
     m->targets = plan_i32(&pl, N);
     m->embed_out = plan_act(&pl, N * C);
     m->layers = host_calloc(&pl, (size_t)d->L, sizeof *m->layers);
+    m->expert_dw_fresh = host_calloc(&pl, (size_t)d->L, 1);
     /* Layer 0 owns the buffers that layers share. Always shared: what only
      * the forward reads (the SwiGLU output, the experts' output rows, the
      * combined MoE output, each consumed before the next layer writes it).
@@ -181,7 +184,7 @@ int model_create_parallel(moe_model **out, const moe_dims *d, moe_backend *be,
         be->memset0(be, m->m, sizeof(real) * P);
         be->memset0(be, m->v, sizeof(real) * P);
     }
-    be->memset0(be, m->master, sizeof(real) * P);
+    be->memset0(be, m->master, (m->split_master ? sizeof(uint16_t) : sizeof(real)) * P);
     *out = m;
     return 0;
 }
@@ -223,6 +226,7 @@ void model_destroy(moe_model *m)
     FREE(m->aux_dprob_dev); FREE(m->tmp_c);
 #undef FREE
     free(m->route_frac);
+    free(m->expert_dw_fresh);
     free(m->params);
     free(m->spans);
     free(m);
@@ -241,7 +245,44 @@ static real *G(const moe_model *m, moe_param_kind kind, int layer)
     return m->grad + params_find(m, kind, layer)->offset;
 }
 
-void model_zero_grad(moe_model *m) { m->be->memset0(m->be, m->grad, sizeof(real) * m->n_elems); }
+static int is_expert_weight(moe_param_kind k) { return k == MOE_P_W1 || k == MOE_P_W3 || k == MOE_P_W2; }
+
+/* Zero every gradient but the experts' weights (~90% of them at Mixtral
+ * sizes): the next backward writes those instead of accumulating, so they are
+ * neither zeroed nor read back. Contiguous tensors go in one memset. */
+void model_zero_grad(moe_model *m)
+{
+    moe_backend *be = m->be;
+    size_t run0 = 0, run_n = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        const moe_param *p = &m->params[i];
+        if (is_expert_weight(p->kind))
+            continue;
+        if (run_n && run0 + run_n == p->offset) {
+            run_n += p->n;
+            continue;
+        }
+        if (run_n)
+            be->memset0(be, m->grad + run0, sizeof(real) * run_n);
+        run0 = p->offset, run_n = p->n;
+    }
+    if (run_n)
+        be->memset0(be, m->grad + run0, sizeof(real) * run_n);
+    memset(m->expert_dw_fresh, 1, (size_t)m->d.L);
+}
+
+/* A layer whose experts' backward did not run this step still needs zeros. */
+static void zero_fresh_expert_grads(moe_model *m)
+{
+    for (int l = 0; l < m->d.L; l++) {
+        if (!m->expert_dw_fresh[l])
+            continue;
+        for (int i = 0; i < m->n_params; i++)
+            if (m->params[i].layer == l && is_expert_weight(m->params[i].kind))
+                m->be->memset0(m->be, m->grad + m->params[i].offset, sizeof(real) * m->params[i].n);
+        m->expert_dw_fresh[l] = 0;
+    }
+}
 
 int model_get_host(moe_model *m, const real *dev, real *host, moe_err *e)
 {
@@ -253,7 +294,33 @@ int model_set_host(moe_model *m, real *dev, const real *host, moe_err *e)
     return m->be->upload(m->be, dev, host, sizeof(real) * m->n_elems, e);
 }
 
-void model_sync_weights(moe_model *m) { m->be->weights_from_master(m->be, m->wc, m->master, m->n_elems); }
+int model_get_masters(moe_model *m, real *host, moe_err *e)
+{
+    moe_backend *be = m->be;
+    if (m->split_master)
+        return be->masters_download(be, host, m->master, m->wc, m->n_elems, e);
+    return be->download(be, host, m->master, sizeof(real) * m->n_elems, e);
+}
+
+int model_set_masters(moe_model *m, const real *host, moe_err *e)
+{
+    moe_backend *be = m->be;
+    if (m->split_master)
+        return be->masters_upload(be, m->master, m->wc, host, m->n_elems, e);
+    if (be->upload(be, m->master, host, sizeof(real) * m->n_elems, e))
+        return -1;
+    be->weights_from_master(be, m->wc, m->master, m->n_elems);
+    return 0;
+}
+
+void model_adamw(moe_model *m, const moe_adamw_hyper *h)
+{
+    moe_backend *be = m->be;
+    if (m->split_master)
+        be->adamw_split(be, m->master, m->wc, m->grad, m->m, m->v, m->spans, m->n_params, h);
+    else
+        be->adamw(be, m->master, m->wc, m->grad, m->m, m->v, m->spans, m->n_params, h);
+}
 
 /* ---- forward ---- */
 
@@ -462,7 +529,8 @@ int model_forward_backward(moe_model *m, const int32_t *tokens, const int32_t *t
         be->experts_bwd(be, m->d_rows_b, m->d_prows, G(m, MOE_P_W1, l), G(m, MOE_P_W3, l),
                         G(m, MOE_P_W2, l), m->d_rows_a, a->x_perm, a->h1, a->h3, a->p_perm,
                         W(m, MOE_P_W1, l), W(m, MOE_P_W3, l), W(m, MOE_P_W2, l), &a->plan, C,
-                        d->I);
+                        d->I, m->expert_dw_fresh[l]);
+        m->expert_dw_fresh[l] = 0;
         if (m->disp->dispatch_bwd(m->disp, be, m->d_a, m->d_topk, m->d_rows_b, m->d_prows,
                                   &a->plan, C, e))
             return moe_err_prefix(e, "layer %d dispatch backward", l);
@@ -485,5 +553,6 @@ int model_forward_backward(moe_model *m, const int32_t *tokens, const int32_t *t
                         W(m, MOE_P_LN1, l), a->rstd1, N, C, 1);
     }
     be->embedding_bwd(be, G(m, MOE_P_EMBED, -1), m->d_resid, m->tokens, N, C);
+    zero_fresh_expert_grads(m);
     return 0;
 }

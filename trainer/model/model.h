@@ -60,8 +60,16 @@ typedef struct {
     moe_param *params;
     size_t n_elems;           /* flat parameter count on this rank */
     moe_param_span *spans;    /* decay spans for AdamW (one per tensor) */
-    real *master, *grad, *m, *v;
+    /* fp32 masters, or with split_master only their low halves (uint16_t,
+     * split_master.h): the high halves are the compute copy wc. Reach them
+     * through model_get_masters / model_set_masters. */
+    void *master;
+    int split_master;
+    real *grad, *m, *v;
     act *wc;                  /* compute copy */
+    /* per layer: its expert weight gradients hold stale values that the next
+     * backward overwrites (model_zero_grad leaves them alone) */
+    unsigned char *expert_dw_fresh;
 
     /* activations */
     int32_t *tokens, *targets; /* [B*T] backend memory */
@@ -135,12 +143,18 @@ int model_forward_backward(moe_model *m, const int32_t *tokens, const int32_t *t
                            double dloss, double aux_scale, double *loss_sum, int64_t *n_valid,
                            moe_err *e);
 
+/* Start a step's gradients: zeroed, or (the experts' weights) marked to be
+ * overwritten by the first backward. */
 void model_zero_grad(moe_model *m);
 
-/* Host copies of the masters / grads / moments, for checkpoints and tests. */
+/* Host copies of the grads / moments (n_elems reals), for checkpoints and tests. */
 int model_get_host(moe_model *m, const real *dev, real *host, moe_err *e);
 int model_set_host(moe_model *m, real *dev, const real *host, moe_err *e);
-/* After changing masters: refresh the compute copy. */
-void model_sync_weights(moe_model *m);
+/* The fp32 masters to and from the host, whatever their storage; setting
+ * them refreshes the compute copy. */
+int model_get_masters(moe_model *m, real *host, moe_err *e);
+int model_set_masters(moe_model *m, const real *host, moe_err *e);
+/* One AdamW step over every parameter from the accumulated gradients. */
+void model_adamw(moe_model *m, const moe_adamw_hyper *h);
 
 #endif

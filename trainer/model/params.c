@@ -137,10 +137,7 @@ int model_init_random(moe_model *m, uint64_t seed, double std, moe_err *e)
             }
         }
     }
-    int rc = model_set_host(m, m->master, host, e);
+    int rc = model_set_masters(m, host, e);
     free(host);
-    if (rc)
-        return rc;
-    model_sync_weights(m);
-    return 0;
+    return rc;
 }

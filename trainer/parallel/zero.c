@@ -155,7 +155,7 @@ int zero_step(moe_zero *z, moe_adamw_hyper h, double clip, double *norm_out, moe
 {
     moe_model *m = z->model;
     moe_backend *be = m->be;
-    if (model_get_host(m, m->grad, z->flat_g, e) || model_get_host(m, m->master, z->flat_w, e))
+    if (model_get_host(m, m->grad, z->flat_g, e) || model_get_masters(m, z->flat_w, e))
         return -1;
     /* 1. each rank ends with the reduced gradient of its shards */
     double sq = 0;
@@ -196,10 +196,7 @@ int zero_step(moe_zero *z, moe_adamw_hyper h, double clip, double *norm_out, moe
             return moe_err_prefix(e, "gathering updated %s weights", i ? "expert" : "dense");
         unpack(g, z->pack, z->flat_w);
     }
-    if (model_set_host(m, m->master, z->flat_w, e))
-        return -1;
-    model_sync_weights(m);
-    return 0;
+    return model_set_masters(m, z->flat_w, e);
 }
 
 size_t zero_moment_bytes(const moe_zero *z)

@@ -98,7 +98,7 @@ static int full_state_gather(moe_trainer *t, full_state *fs, int with_optimizer,
         moe_errf(e, "out of memory gathering the model for a checkpoint");
         goto out;
     }
-    if (model_get_host(m, m->master, local, e) ||
+    if (model_get_masters(m, local, e) ||
         layout_gather_full(&t->par, m, &fs->full, local, fs->w, e))
         goto out;
     if (with_optimizer) {
@@ -348,9 +348,7 @@ int trainer_load_checkpoint(moe_trainer *t, const char *dir, int weights_only, m
              comm_broadcast(t->par.world, &st, sizeof st, 0, e);
     if (!rc) {
         layout_slice_local(m, &fs.full, fs.w, local);
-        rc = model_set_host(m, m->master, local, e);
-        if (!rc)
-            model_sync_weights(m);
+        rc = model_set_masters(m, local, e);
     }
     if (!rc && !weights_only) {
         real *lm = local + m->n_elems, *lv = local + 2 * m->n_elems;

@@ -97,19 +97,24 @@ static int resolve_precision(moe_trainer *t, moe_err *e)
         t->precision = "bf16";
         return 0;
     case MOE_PREC_FP8_BLOCK:
-    case MOE_PREC_MXFP8: {
-        const char *name = p == MOE_PREC_MXFP8 ? "mxfp8" : "fp8_block";
+    case MOE_PREC_MXFP8:
+    case MOE_PREC_MXFP8_EMULATED: {
+        /* mxfp8_emulated: the MXFP8 values through bf16 GEMMs, on any GPU, to
+         * measure what MXFP8 training costs in accuracy */
+        const char *name = precision_name(p);
         if (!experts_only)
             return moe_errf(e, "precision.compute=%s with precision.layers=all: the attention "
                                "projections in FP8 are not in this build; set "
                                "precision.layers=experts",
                             name);
         if (!t->be->set_expert_precision)
-            return moe_errf(e, "precision.compute=%s: the %s backend has no FP8 GEMMs", name,
-                            t->be->name);
+            return moe_errf(e, "precision.compute=%s: the %s backend has no low-precision experts",
+                            name, t->be->name);
         if (t->be->set_expert_precision(t->be, name, mc->hidden_size, mc->intermediate_size, e))
             return -1;
-        t->precision = p == MOE_PREC_MXFP8 ? "mxfp8 (experts) + bf16" : "fp8_block (experts) + bf16";
+        t->precision = p == MOE_PREC_MXFP8           ? "mxfp8 (experts) + bf16"
+                       : p == MOE_PREC_FP8_BLOCK     ? "fp8_block (experts) + bf16"
+                                                     : "mxfp8_emulated (experts) + bf16";
         return 0;
     }
     case MOE_PREC_FP32:
@@ -117,9 +122,10 @@ static int resolve_precision(moe_trainer *t, moe_err *e)
                            "bf16 (or auto)");
     default:
         return moe_errf(e,
-                        "precision.compute=%s is not available in this moe-train yet (it trains "
-                        "in bf16 on any GPU, fp8_block on Hopper, mxfp8 on Blackwell): set "
-                        "precision.compute=auto, bf16, fp8_block or mxfp8",
+                        "precision.compute=%s is not available in this moe-train (it trains "
+                        "in bf16 or mxfp8_emulated on any GPU, fp8_block on Hopper, mxfp8 on "
+                        "Blackwell): set precision.compute=auto, bf16, fp8_block, mxfp8 or "
+                        "mxfp8_emulated",
                         precision_name(p));
     }
 }
@@ -164,15 +170,17 @@ static void print_summary(moe_trainer *t, const char *backend_why)
            "clip %.3g\n",
            c->optimizer.lr, c->scheduler.warmup_steps, c->optimizer.lr * c->scheduler.min_lr_ratio,
            c->optimizer.beta1, c->optimizer.beta2, c->optimizer.weight_decay, c->train.grad_clip);
-    printf("  backend   %s, %d thread(s); precision %s compute, fp32 master weights\n",
-           backend_why, threads, t->precision);
+    printf("  backend   %s, %d thread(s); precision %s compute, fp32 master weights%s\n",
+           backend_why, threads, t->precision,
+           t->model->split_master ? " (split: the bf16 compute copy + the low 16 bits)" : "");
     printf("  parallel  %s\n", t->par.layout);
     {
         double mib = 1024.0 * 1024.0, P = (double)t->model->n_elems * sizeof(real);
         double mom = t->zero ? (double)zero_moment_bytes(t->zero) : 2 * P;
+        double mst = t->model->split_master ? P / 2 : P; /* the high halves are the compute copy */
         printf("  memory    per rank: %.2f MiB fp32 masters + %.2f MiB grads, %.2f MiB AdamW "
                "moments%s\n",
-               P / mib, P / mib, mom / mib,
+               mst / mib, P / mib, mom / mib,
                t->zero ? " (sharded over the ranks that replicate each parameter)" : "");
         if (t->model->recompute)
             printf("            activations: each layer's input kept, the layer recomputed in the "
@@ -421,7 +429,7 @@ static int train_step(moe_trainer *t, double lr, double *loss, double *aux, doub
     if (!t->zero) {
         if (c->train.grad_clip > 0 && norm > c->train.grad_clip)
             h.grad_scale = (real)(c->train.grad_clip / (norm + 1e-6));
-        be->adamw(be, m->master, m->wc, m->grad, m->m, m->v, m->spans, m->n_params, &h);
+        model_adamw(m, &h);
     }
     t->tokens_seen += (uint64_t)valid;
     *loss = loss_sum / valid;

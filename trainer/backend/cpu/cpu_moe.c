@@ -135,8 +135,15 @@ static void combine_bwd(moe_backend *be, act *dy_perm, const act *dout, const mo
 static void experts_bwd(moe_backend *be, act *dx_perm, real *dp_perm, real *dw1, real *dw3,
                         real *dw2, const act *dy_perm, const act *x_perm, const act *h1,
                         const act *h3, const real *p_perm, const act *w1, const act *w3,
-                        const act *w2, const moe_route_plan *plan, int C, int I)
+                        const act *w2, const moe_route_plan *plan, int C, int I,
+                        int dw_overwrite)
 {
+    if (dw_overwrite) { /* the reference: zero, then the same accumulation */
+        size_t per = (size_t)plan->n_experts * I * C;
+        memset(dw1, 0, sizeof(real) * per);
+        memset(dw3, 0, sizeof(real) * per);
+        memset(dw2, 0, sizeof(real) * per);
+    }
     int64_t max_rows = 0;
     for (int x = 0; x < plan->n_experts; x++)
         max_rows = plan->expert_count[x] > max_rows ? plan->expert_count[x] : max_rows;

@@ -76,12 +76,15 @@ void cuda_gemm_dyw(moe_backend *be, bf16 *dx, const bf16 *dy, const bf16 *w, int
 }
 
 void cuda_gemm_dyTx(moe_backend *be, float *dw, const bf16 *dy, const bf16 *x, int rows, int in,
-                    int out)
+                    int out, float beta)
 {
-    if (rows == 0)
+    if (rows == 0) {
+        if (beta == 0.f) /* an empty sum overwrites with zeros */
+            CU(be, "gemm dY^T X", cudaMemsetAsync(dw, 0, sizeof(float) * in * out, CTX(be)->stream));
         return;
-    float alpha = 1, beta = 1;
-    /* DW^T[in, out] += X^T[in, rows] DY[rows, out] */
+    }
+    float alpha = 1;
+    /* DW^T[in, out] = beta DW^T + X^T[in, rows] DY[rows, out] */
     CUBLAS(be, "gemm dY^T X",
            cublasGemmEx(CTX(be)->blas, CUBLAS_OP_N, CUBLAS_OP_T, in, out, rows, &alpha, x,
                         CUDA_R_16BF, in, dy, CUDA_R_16BF, out, &beta, dw, CUDA_R_32F, in,
@@ -188,8 +191,11 @@ static void cu_destroy(moe_backend *be)
         if (c->scratch[i])
             cudaFree(c->scratch[i]);
     lowp_fp8_gemm_destroy(c->fp8_gemm);
-    if (c->adam_chunks)
-        cudaFree(c->adam_chunks);
+    for (int i = 0; i < CUDA_ADAM_LAYOUTS; i++) {
+        if (c->adam[i].chunks)
+            cudaFree(c->adam[i].chunks);
+        free(c->adam[i].spans);
+    }
     if (c->d_partial)
         cudaFree(c->d_partial);
     if (c->d_loss)

@@ -190,7 +190,7 @@ static void matmul_bwd(moe_backend *be, act *din, real *dw, const act *dout, con
 {
     if (din)
         cuda_gemm_dyw(be, B16(din), CB16(dout), CB16(w), N, IC, OC, accumulate ? 1.f : 0.f);
-    cuda_gemm_dyTx(be, dw, CB16(dout), CB16(in), N, IC, OC);
+    cuda_gemm_dyTx(be, dw, CB16(dout), CB16(in), N, IC, OC, 1.f);
 }
 
 /* ---- RoPE (angles in fp32 as Hugging Face computes them) ---- */
@@ -303,7 +303,7 @@ static int lm_head_loss(moe_backend *be, double *loss_sum_out, int64_t *n_valid_
         LAUNCHED(be, "cross_entropy");
         if (dx) {
             cuda_gemm_dyw(be, B16(dx) + (size_t)r0 * C, logits, CB16(w), rows, C, V, 0.f);
-            cuda_gemm_dyTx(be, dw, logits, xr, rows, C, V);
+            cuda_gemm_dyTx(be, dw, logits, xr, rows, C, V, 1.f);
         }
     }
     int bad = 0;

@@ -19,6 +19,7 @@ typedef __nv_bfloat16 bf16;
 
 /* slots 0-7: the bf16 ops; 8-19: the fp8_block expert FFN (cuda_moe_fp8.cu) */
 #define CUDA_SCRATCH_SLOTS 20
+#define CUDA_ADAM_LAYOUTS 4
 struct lowp_fp8_gemm;
 enum { CUDA_EXPERTS_BF16 = 0, CUDA_EXPERTS_FP8_BLOCK, CUDA_EXPERTS_MXFP8, CUDA_EXPERTS_MXFP8_EMULATED };
 /* which expert GEMMs run in FP8 under fp8_block / mxfp8 (MOE_FP8_GEMMS) */
@@ -36,10 +37,14 @@ typedef struct {
     /* route plan staging on the host (pinned) */
     int32_t *h_idx, *h_rows, *h_slots;
     size_t h_cap;
-    /* AdamW chunk table, built once for a span layout */
-    void *adam_chunks;
-    int adam_n_chunks;
-    const moe_param_span *adam_spans_key;
+    /* AdamW chunk tables, built once per span layout (the model's, ZeRO's two
+     * shard groups), found by the layout's contents, not its address */
+    struct {
+        moe_param_span *spans; /* host copy of the layout */
+        int n_spans, n_chunks;
+        void *chunks; /* device */
+    } adam[CUDA_ADAM_LAYOUTS];
+    int adam_next; /* the slot the next new layout replaces */
     double *d_partial, *h_partial; /* sum of squares */
     float *d_loss, *h_loss;        /* per-row losses of one lm_head chunk */
     int *d_bad;                    /* first out-of-vocabulary target, 1-based */
@@ -79,13 +84,16 @@ void *cuda_scratch(moe_backend *be, int i, size_t bytes);
 /* Row-major GEMMs on bf16 operands with fp32 accumulation:
  *   xwT: Y[rows, out] = beta Y + X[rows, in] W[out, in]^T       (Y bf16 or fp32)
  *   dyw: DX[rows, in] = beta DX + DY[rows, out] W[out, in]      (bf16)
- *   dyTx: DW[out, in] += DY[rows, out]^T X[rows, in]            (DW fp32) */
+ *   dyTx: DW[out, in] = beta DW + DY[rows, out]^T X[rows, in]   (DW fp32; rows 0, beta 0: zeros) */
 void cuda_gemm_xwT(moe_backend *be, void *y, int y_fp32, const bf16 *x, const bf16 *w, int rows,
                    int in, int out, float beta);
 void cuda_gemm_dyw(moe_backend *be, bf16 *dx, const bf16 *dy, const bf16 *w, int rows, int in,
                    int out, float beta);
 void cuda_gemm_dyTx(moe_backend *be, float *dw, const bf16 *dy, const bf16 *x, int rows, int in,
-                    int out);
+                    int out, float beta);
+/* experts_bwd's dw_overwrite: the gradients of the experts that got no rows are zero */
+void cuda_zero_idle_expert_dw(moe_backend *be, float *dw1, float *dw3, float *dw2,
+                              const moe_route_plan *plan, int C, int I);
 
 #define CUDA_THREADS 256
 static inline unsigned cuda_blocks(size_t n, int per_block)
@@ -114,7 +122,8 @@ void cuda_experts_fwd_fp8(moe_backend *be, act *y_perm, act *h1, act *h3, act *a
 void cuda_experts_bwd_fp8(moe_backend *be, act *dx_perm, real *dp_perm, real *dw1, real *dw3,
                           real *dw2, const act *dy_perm, const act *x_perm, const act *h1,
                           const act *h3, const real *p_perm, const act *w1, const act *w3,
-                          const act *w2, const moe_route_plan *plan, int C, int I);
+                          const act *w2, const moe_route_plan *plan, int C, int I,
+                          int dw_overwrite);
 /* the expert FFN in emulated MXFP8 (cuda_moe_mxemu.cu) */
 void cuda_experts_fwd_mxemu(moe_backend *be, act *y_perm, act *h1, act *h3, act *a,
                             const act *x_perm, const real *p_perm, const act *w1, const act *w3,
@@ -122,7 +131,8 @@ void cuda_experts_fwd_mxemu(moe_backend *be, act *y_perm, act *h1, act *h3, act 
 void cuda_experts_bwd_mxemu(moe_backend *be, act *dx_perm, real *dp_perm, real *dw1, real *dw3,
                             real *dw2, const act *dy_perm, const act *x_perm, const act *h1,
                             const act *h3, const real *p_perm, const act *w1, const act *w3,
-                            const act *w2, const moe_route_plan *plan, int C, int I);
+                            const act *w2, const moe_route_plan *plan, int C, int I,
+                            int dw_overwrite);
 /* the expert FFN's precision: "bf16", "fp8_block", "mxfp8", "mxfp8_emulated"
  * (cuda_lowp_select.cu) */
 extern "C" int cuda_set_expert_precision(moe_backend *be, const char *precision, int C, int I,

@@ -159,7 +159,7 @@ static int mxfp8_self_test(moe_backend *be, moe_err *e)
             be->experts_fwd(be, o[k].y, o[k].h1, o[k].h3, o[k].a, x, p_perm, w1, w3, w2, &plan,
                             ST_C, ST_I);
             be->experts_bwd(be, o[k].dx, o[k].dp, o[k].dw1, o[k].dw3, o[k].dw2, dy, x, o[k].h1,
-                            o[k].h3, p_perm, w1, w3, w2, &plan, ST_C, ST_I);
+                            o[k].h3, p_perm, w1, w3, w2, &plan, ST_C, ST_I, 1);
         }
         c->expert_lowp = CUDA_EXPERTS_BF16;
         if (cuda_check(be, e) || cudaDeviceSynchronize() != cudaSuccess) {

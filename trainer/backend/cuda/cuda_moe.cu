@@ -277,22 +277,37 @@ int cuda_expert_bwd_prepare(moe_backend *be, cuda_expert_bwd_bufs *b, const act 
     return 0;
 }
 
+void cuda_zero_idle_expert_dw(moe_backend *be, float *dw1, float *dw3, float *dw2,
+                              const moe_route_plan *plan, int C, int I)
+{
+    size_t per = (size_t)I * C;
+    for (int x = 0; x < plan->n_experts; x++)
+        if (plan->expert_count[x] == 0)
+            for (int k = 0; k < 3; k++)
+                CU(be, "experts_bwd", cudaMemsetAsync((k == 0 ? dw1 : k == 1 ? dw3 : dw2) + x * per, 0,
+                                                      sizeof(float) * per, CTX(be)->stream));
+}
+
 static void experts_bwd(moe_backend *be, act *dx_perm, real *dp_perm, real *dw1, real *dw3,
                         real *dw2, const act *dy_perm, const act *x_perm, const act *h1,
                         const act *h3, const real *p_perm, const act *w1, const act *w3,
-                        const act *w2, const moe_route_plan *plan, int C, int I)
+                        const act *w2, const moe_route_plan *plan, int C, int I,
+                        int dw_overwrite)
 {
+    if (dw_overwrite)
+        cuda_zero_idle_expert_dw(be, dw1, dw3, dw2, plan, C, I);
     if (CTX(be)->expert_lowp == CUDA_EXPERTS_FP8_BLOCK ||
         CTX(be)->expert_lowp == CUDA_EXPERTS_MXFP8) {
         cuda_experts_bwd_fp8(be, dx_perm, dp_perm, dw1, dw3, dw2, dy_perm, x_perm, h1, h3, p_perm,
-                             w1, w3, w2, plan, C, I);
+                             w1, w3, w2, plan, C, I, dw_overwrite);
         return;
     }
     if (CTX(be)->expert_lowp == CUDA_EXPERTS_MXFP8_EMULATED) {
         cuda_experts_bwd_mxemu(be, dx_perm, dp_perm, dw1, dw3, dw2, dy_perm, x_perm, h1, h3,
-                               p_perm, w1, w3, w2, plan, C, I);
+                               p_perm, w1, w3, w2, plan, C, I, dw_overwrite);
         return;
     }
+    const float wb = dw_overwrite ? 0.f : 1.f; /* each expert's dw gets one GEMM */
     size_t rows_all = plan->n_rows;
     cuda_expert_bwd_bufs b;
     if (rows_all == 0 || cuda_expert_bwd_prepare(be, &b, h1, h3, p_perm, rows_all, I))
@@ -303,7 +318,7 @@ static void experts_bwd(moe_backend *be, act *dx_perm, real *dp_perm, real *dw1,
         if (rows == 0)
             continue;
         const bf16 *DY = CB16(dy_perm) + r0 * C;
-        cuda_gemm_dyTx(be, dw2 + (size_t)x * C * I, DY, A + r0 * I, (int)rows, I, C);
+        cuda_gemm_dyTx(be, dw2 + (size_t)x * C * I, DY, A + r0 * I, (int)rows, I, C, wb);
         cuda_gemm_dyw(be, dA + r0 * I, DY, CB16(w2) + (size_t)x * C * I, (int)rows, I, C, 0.f);
     }
     cuda_swiglu_prob_bwd(be, dH1, dH3, dp_perm, dA, CB16(h1), CB16(h3), p_perm, rows_all, I);
@@ -312,8 +327,8 @@ static void experts_bwd(moe_backend *be, act *dx_perm, real *dp_perm, real *dw1,
         if (rows == 0)
             continue;
         const bf16 *X = CB16(x_perm) + r0 * C;
-        cuda_gemm_dyTx(be, dw1 + (size_t)x * I * C, dH1 + r0 * I, X, (int)rows, C, I);
-        cuda_gemm_dyTx(be, dw3 + (size_t)x * I * C, dH3 + r0 * I, X, (int)rows, C, I);
+        cuda_gemm_dyTx(be, dw1 + (size_t)x * I * C, dH1 + r0 * I, X, (int)rows, C, I, wb);
+        cuda_gemm_dyTx(be, dw3 + (size_t)x * I * C, dH3 + r0 * I, X, (int)rows, C, I, wb);
         bf16 *DX = B16(dx_perm) + r0 * C;
         cuda_gemm_dyw(be, DX, dH1 + r0 * I, CB16(w1) + (size_t)x * I * C, (int)rows, C, I, 0.f);
         cuda_gemm_dyw(be, DX, dH3 + r0 * I, CB16(w3) + (size_t)x * I * C, (int)rows, C, I, 1.f);
@@ -380,7 +395,7 @@ static void router_bwd(moe_backend *be, act *dx, real *dwg, const real *dtopk_w,
         dlogits, dtopk_w, aux_dprob, probs, topk_idx, topk_w, N, E, K);
     LAUNCHED(be, "router_bwd");
     cuda_gemm_dyw(be, B16(dx), dlogits, CB16(wg), N, C, E, 1.f);
-    cuda_gemm_dyTx(be, dwg, dlogits, CB16(x), N, C, E);
+    cuda_gemm_dyTx(be, dwg, dlogits, CB16(x), N, C, E, 1.f);
 }
 
 void cuda_fill_moe_ops(moe_backend *be)

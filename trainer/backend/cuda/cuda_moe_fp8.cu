@@ -236,8 +236,8 @@ void cuda_experts_fwd_fp8(moe_backend *be, act *y_perm, act *h1, act *h3, act *a
  * xq x's transposed copy, of the first fp8_rows(rows) rows. nd / nw: the rows
  * the dgrad / wgrad GEMM takes in FP8 (0 or fp8_rows), the rest in bf16. */
 static void proj_bwd(moe_backend *be, const char *op, bf16 *dx, float dx_beta, float *dw,
-                     const bf16 *dy, const bf16 *xin, const bf16 *w, const q8 *dyq, const q8 *xq,
-                     int64_t rows, int64_t nd, int64_t nw, int in, int out)
+                     float dw_beta, const bf16 *dy, const bf16 *xin, const bf16 *w, const q8 *dyq,
+                     const q8 *xq, int64_t rows, int64_t nd, int64_t nw, int in, int out)
 {
     if (nd) {
         lowp_fp8_operand wt;
@@ -248,19 +248,22 @@ static void proj_bwd(moe_backend *be, const char *op, bf16 *dx, float dx_beta, f
     }
     if (nw)
         gemm8(be, op, in, out, (int)nw, xq->codes_t, xq->scales_t,
-              is_mx(be) ? LOWP_MX_1X32 : LOWP_BLK_1X128, dyq->codes_t, dyq->scales_t, dw, 1, 1.f);
+              is_mx(be) ? LOWP_MX_1X32 : LOWP_BLK_1X128, dyq->codes_t, dyq->scales_t, dw, 1, dw_beta);
     if (rows > nd)
         cuda_gemm_dyw(be, dx + nd * in, dy + nd * out, w, (int)(rows - nd), in, out, dx_beta);
     if (rows > nw)
-        cuda_gemm_dyTx(be, dw, dy + nw * out, xin + nw * in, (int)(rows - nw), in, out);
+        cuda_gemm_dyTx(be, dw, dy + nw * out, xin + nw * in, (int)(rows - nw), in, out,
+                       nw ? 1.f : dw_beta);
 }
 
 void cuda_experts_bwd_fp8(moe_backend *be, act *dx_perm, real *dp_perm, real *dw1, real *dw3,
                           real *dw2, const act *dy_perm, const act *x_perm, const act *h1,
                           const act *h3, const real *p_perm, const act *w1, const act *w3,
-                          const act *w2, const moe_route_plan *plan, int C, int I)
+                          const act *w2, const moe_route_plan *plan, int C, int I,
+                          int dw_overwrite)
 {
     const char *op = is_mx(be) ? "experts_bwd (mxfp8)" : "experts_bwd (fp8_block)";
+    const float wb = dw_overwrite ? 0.f : 1.f;
     size_t rows_all = plan->n_rows;
     const int don = CTX(be)->fp8_gemms & FP8_DGRAD, won = CTX(be)->fp8_gemms & FP8_WGRAD;
     size_t wide = C > I ? C : I;
@@ -282,7 +285,7 @@ void cuda_experts_bwd_fp8(moe_backend *be, act *dx_perm, real *dp_perm, real *dw
             return;
         if (nw && quant_act(be, op, &iq, A + r0 * I, n8, I))
             return;
-        proj_bwd(be, op, dA + r0 * I, 0.f, dw2 + (size_t)x * C * I, DY, A + r0 * I,
+        proj_bwd(be, op, dA + r0 * I, 0.f, dw2 + (size_t)x * C * I, wb, DY, A + r0 * I,
                  CB16(w2) + (size_t)x * C * I, &gq, &iq, rows, nd, nw, I, C);
     }
     cuda_swiglu_prob_bwd(be, dH1, dH3, dp_perm, dA, CB16(h1), CB16(h3), p_perm, rows_all, I);
@@ -297,11 +300,11 @@ void cuda_experts_bwd_fp8(moe_backend *be, act *dx_perm, real *dp_perm, real *dw
             return;
         if ((nd || nw) && quant_act(be, op, &gq, dH1 + r0 * I, n8, I))
             return;
-        proj_bwd(be, op, DX, 0.f, dw1 + (size_t)x * I * C, dH1 + r0 * I, X,
+        proj_bwd(be, op, DX, 0.f, dw1 + (size_t)x * I * C, wb, dH1 + r0 * I, X,
                  CB16(w1) + (size_t)x * I * C, &gq, &iq, rows, nd, nw, C, I);
         if ((nd || nw) && quant_act(be, op, &gq, dH3 + r0 * I, n8, I))
             return;
-        proj_bwd(be, op, DX, 1.f, dw3 + (size_t)x * I * C, dH3 + r0 * I, X,
+        proj_bwd(be, op, DX, 1.f, dw3 + (size_t)x * I * C, wb, dH3 + r0 * I, X,
                  CB16(w3) + (size_t)x * I * C, &gq, &iq, rows, nd, nw, C, I);
     }
 }

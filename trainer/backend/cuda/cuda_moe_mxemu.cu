@@ -87,7 +87,7 @@ void cuda_experts_fwd_mxemu(moe_backend *be, act *y_perm, act *h1, act *h3, act 
  * operand emulated: dx (+)= dy w, dw += dy^T x (dy [rows, out], w [out, in];
  * dy_row: dy's rowwise copy, x_col: x's columnwise copy [rows, in]) */
 static int proj_bwd(moe_backend *be, const char *op, bf16 *dx, float dx_beta, float *dw,
-                    const bf16 *dy_row, const bf16 *dy, const bf16 *x_col, const bf16 *w,
+                    float dw_beta, const bf16 *dy_row, const bf16 *dy, const bf16 *x_col, const bf16 *w,
                     int64_t rows, int in, int out)
 {
     const bf16 *Wc = fake(be, op, S_W, w, out, in, 1);
@@ -97,16 +97,18 @@ static int proj_bwd(moe_backend *be, const char *op, bf16 *dx, float dx_beta, fl
     const bf16 *DYc = fake(be, op, S_COL_A, dy, rows, out, 1);
     if (!DYc)
         return -1;
-    cuda_gemm_dyTx(be, dw, DYc, x_col, (int)rows, in, out);
+    cuda_gemm_dyTx(be, dw, DYc, x_col, (int)rows, in, out, dw_beta);
     return 0;
 }
 
 void cuda_experts_bwd_mxemu(moe_backend *be, act *dx_perm, real *dp_perm, real *dw1, real *dw3,
                             real *dw2, const act *dy_perm, const act *x_perm, const act *h1,
                             const act *h3, const real *p_perm, const act *w1, const act *w3,
-                            const act *w2, const moe_route_plan *plan, int C, int I)
+                            const act *w2, const moe_route_plan *plan, int C, int I,
+                            int dw_overwrite)
 {
     static const char op[] = "experts_bwd (mxfp8_emulated)";
+    const float wb = dw_overwrite ? 0.f : 1.f;
     size_t rows_all = plan->n_rows;
     if (rows_all == 0 || reserve(be, rows_all, C, I))
         return;
@@ -120,7 +122,7 @@ void cuda_experts_bwd_mxemu(moe_backend *be, act *dx_perm, real *dp_perm, real *
         if (rows == 0)
             continue;
         const bf16 *Ac = fake(be, op, S_COL_B, A + r0 * I, rows, I, 1);
-        if (!Ac || proj_bwd(be, op, dA + r0 * I, 0.f, dw2 + (size_t)x * C * I, DYr + r0 * C,
+        if (!Ac || proj_bwd(be, op, dA + r0 * I, 0.f, dw2 + (size_t)x * C * I, wb, DYr + r0 * C,
                             CB16(dy_perm) + r0 * C, Ac, CB16(w2) + (size_t)x * C * I, rows, I, C))
             return;
     }
@@ -134,9 +136,9 @@ void cuda_experts_bwd_mxemu(moe_backend *be, act *dx_perm, real *dp_perm, real *
         const bf16 *Xc = fake(be, op, S_COL_B, CB16(x_perm) + r0 * C, rows, C, 1);
         bf16 *DX = B16(dx_perm) + r0 * C;
         if (!Xc ||
-            proj_bwd(be, op, DX, 0.f, dw1 + (size_t)x * I * C, G1 + r0 * I, dH1 + r0 * I, Xc,
+            proj_bwd(be, op, DX, 0.f, dw1 + (size_t)x * I * C, wb, G1 + r0 * I, dH1 + r0 * I, Xc,
                      CB16(w1) + (size_t)x * I * C, rows, C, I) ||
-            proj_bwd(be, op, DX, 1.f, dw3 + (size_t)x * I * C, G3 + r0 * I, dH3 + r0 * I, Xc,
+            proj_bwd(be, op, DX, 1.f, dw3 + (size_t)x * I * C, wb, G3 + r0 * I, dH3 + r0 * I, Xc,
                      CB16(w3) + (size_t)x * I * C, rows, C, I))
             return;
     }
