@@ -403,6 +403,11 @@ static void test_attention(void)
  * measures it), two chained ones (h1 -> a -> y) a little more; the same for
  * MXFP8's power-of-two scales, whose blocks of 32 follow the values closer */
 static const double TF8 = 8e-2;
+/* The router-probability gradient is a row sum of dA silu(h1) h3 with dA from
+ * one FP8 GEMM and h1, h3 from two others: its terms cancel, so its relative
+ * error spreads wider over seeds (6.8e-2 to 8.6e-2 measured; the router's
+ * gradients inherit it, up to 1.2e-1). A wrong kernel lands at O(1). */
+static const double TF8_ROWSUM = 1.5e-1;
 
 /* prec: NULL for the bf16 experts, else "fp8_block" or "mxfp8_emulated" */
 static void moe_case(int routing, int N, int C, int I, const char *prec)
@@ -414,6 +419,7 @@ static void moe_case(int routing, int N, int C, int I, const char *prec)
             C, I, fp8 ? prec : "bf16");
     moe_err e = {{0}};
     const double TX = fp8 ? TF8 : TB; /* what the expert GEMMs feed */
+    const double TXS = fp8 ? TF8_ROWSUM : TB; /* the probability gradient and what it feeds */
     if (fp8 && gpu->set_expert_precision(gpu, prec, C, I, &e)) {
         fprintf(stderr, "  FAIL set_expert_precision: %s\n", e.msg);
         CHECK(0);
@@ -487,7 +493,7 @@ static void moe_case(int routing, int N, int C, int I, const char *prec)
         BOTH(cpu->experts_bwd(cpu, C(dxp), C(dpp), C(dw1), C(dw3), C(dw2), C(dyp), C(xp), C(h1), C(h3), C(pp), C(w1), C(w3), C(w2), &pc, C, I, !pass),
              gpu->experts_bwd(gpu, G(dxp), G(dpp), G(dw1), G(dw3), G(dw2), G(dyp), G(xp), G(h1), G(h3), G(pp), G(w1), G(w3), G(w2), &pg, C, I, !pass));
         cmp("experts_bwd dx", &dxp, TX);
-        cmp("experts_bwd dp", &dpp, TX);
+        cmp("experts_bwd dp", &dpp, TXS);
         cmp(pass ? "experts_bwd dw1 (accumulated)" : "experts_bwd dw1 (overwritten)", &dw1, TX);
         cmp(pass ? "experts_bwd dw3 (accumulated)" : "experts_bwd dw3 (overwritten)", &dw3, TX);
         cmp(pass ? "experts_bwd dw2 (accumulated)" : "experts_bwd dw2 (overwritten)", &dw2, TX);
@@ -497,7 +503,7 @@ static void moe_case(int routing, int N, int C, int I, const char *prec)
     poison(&dtw);
     BOTH(cpu->permute_bwd(cpu, C(dx), C(dtw), C(dxp), C(dpp), &pc, C), gpu->permute_bwd(gpu, G(dx), G(dtw), G(dxp), G(dpp), &pg, C));
     cmp("permute_bwd dx", &dx, TX);
-    cmp("permute_bwd dtopk_w", &dtw, TX);
+    cmp("permute_bwd dtopk_w", &dtw, TXS);
     float auxh[8];
     for (int i = 0; i < E; i++)
         auxh[i] = 0.01f * (i + 1);
@@ -508,8 +514,8 @@ static void moe_case(int routing, int N, int C, int I, const char *prec)
     pair pr = mk((size_t)N * E, 0, ph);
     BOTH(cpu->router_bwd(cpu, C(dx), C(dwg), C(dtw), C(aux), C(x), C(wg), C(pr), C(tix), C(twx), N, C, E, K),
          gpu->router_bwd(gpu, G(dx), G(dwg), G(dtw), G(aux), G(x), G(wg), G(pr), G(tix), G(twx), N, C, E, K));
-    cmp("router_bwd dx (accumulate)", &dx, TX);
-    cmp("router_bwd dwg", &dwg, TX);
+    cmp("router_bwd dx (accumulate)", &dx, TXS);
+    cmp("router_bwd dwg", &dwg, TXS);
     free(idx); free(w); free(z); free(ph);
     if (fp8 && gpu->set_expert_precision(gpu, "bf16", C, I, &e)) {
         fprintf(stderr, "  FAIL set_expert_precision bf16: %s\n", e.msg);
