@@ -136,24 +136,50 @@ static void permute(moe_backend *be, act *x_perm, real *p_perm, const act *x, co
 
 __device__ __forceinline__ float sigm(float x) { return 1.f / (1.f + __expf(-x)); }
 
-__global__ void swiglu_prob_kernel(bf16 *a, const bf16 *h1, const bf16 *h3, const float *p_perm,
-                                   size_t n, int I)
+/* The SwiGLU kernels are memory-bound: a block per row (its probability read
+ * once), eight bf16 a load where the row allows (I a multiple of 8 and the
+ * buffers 16-byte aligned: every real model), one at a time otherwise. */
+typedef struct {
+    __nv_bfloat162 v[4];
+} bf16x8;
+
+__device__ __forceinline__ int rows_vec8(int I, const void *a, const void *b, const void *c,
+                                         const void *d)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        float g = __bfloat162float(h1[i]), u = __bfloat162float(h3[i]);
-        a[i] = __float2bfloat16(p_perm[i / I] * (g * sigm(g)) * u);
+    return (I % 8) == 0 && (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d) & 15) == 0;
+}
+
+__device__ __forceinline__ float swiglu_prob_elem(float g, float u, float p) { return p * (g * sigm(g)) * u; }
+
+__global__ void swiglu_prob_kernel(bf16 *a, const bf16 *h1, const bf16 *h3, const float *p_perm, int I)
+{
+    size_t base = (size_t)blockIdx.x * I;
+    float p = p_perm[blockIdx.x];
+    if (rows_vec8(I, a, h1, h3, h1)) {
+        const bf16x8 *g8 = (const bf16x8 *)(h1 + base), *u8 = (const bf16x8 *)(h3 + base);
+        bf16x8 *a8 = (bf16x8 *)(a + base);
+        for (int i = threadIdx.x; i < I / 8; i += blockDim.x) {
+            bf16x8 g = g8[i], u = u8[i], o;
+            for (int k = 0; k < 4; k++) {
+                float2 gf = __bfloat1622float2(g.v[k]), uf = __bfloat1622float2(u.v[k]);
+                o.v[k] = __floats2bfloat162_rn(swiglu_prob_elem(gf.x, uf.x, p),
+                                               swiglu_prob_elem(gf.y, uf.y, p));
+            }
+            a8[i] = o;
+        }
+        return;
     }
+    for (int i = threadIdx.x; i < I; i += blockDim.x)
+        a[base + i] = __float2bfloat16(
+            swiglu_prob_elem(__bfloat162float(h1[base + i]), __bfloat162float(h3[base + i]), p));
 }
 
 void cuda_swiglu_prob(moe_backend *be, bf16 *a, const bf16 *h1, const bf16 *h3, const float *p,
                       size_t rows, int I)
 {
-    size_t n = rows * I;
-    if (n == 0)
+    if (rows == 0 || I == 0)
         return;
-    unsigned g = cuda_blocks(n, CUDA_THREADS);
-    swiglu_prob_kernel<<<g > 65536 ? 65536 : g, CUDA_THREADS, 0, CTX(be)->stream>>>(a, h1, h3, p, n, I);
+    swiglu_prob_kernel<<<(unsigned)rows, CUDA_THREADS, 0, CTX(be)->stream>>>(a, h1, h3, p, I);
     LAUNCHED(be, "swiglu_prob");
 }
 
@@ -227,17 +253,46 @@ static void combine_bwd(moe_backend *be, act *dy_perm, const act *dout, const mo
 }
 
 /* per row: dp = sum_i dA * silu(h1) * h3; dh3 = dA p silu(h1); dh1 = dA p h3 silu'(h1) */
+__device__ __forceinline__ void swiglu_prob_bwd_elem(float g, float u, float da, float p,
+                                                     float *dp, float *dh1, float *dh3)
+{
+    float s = sigm(g), silu = g * s;
+    *dp += da * silu * u;
+    *dh3 = da * p * silu;
+    *dh1 = da * p * u * (s * (1.f + g * (1.f - s)));
+}
+
 __global__ void swiglu_prob_bwd_kernel(bf16 *dh1, bf16 *dh3, float *dp_perm, const bf16 *dA,
                                        const bf16 *h1, const bf16 *h3, const float *p_perm, int I)
 {
     size_t row = blockIdx.x, base = row * I;
     float p = p_perm[row], dp = 0;
-    for (int i = threadIdx.x; i < I; i += blockDim.x) {
-        float g = __bfloat162float(h1[base + i]), u = __bfloat162float(h3[base + i]);
-        float s = sigm(g), silu = g * s, da = __bfloat162float(dA[base + i]);
-        dp += da * silu * u;
-        dh3[base + i] = __float2bfloat16(da * p * silu);
-        dh1[base + i] = __float2bfloat16(da * p * u * (s * (1.f + g * (1.f - s))));
+    if (rows_vec8(I, dh1, dh3, dA, h1) && rows_vec8(I, h3, h3, h3, h3)) {
+        const bf16x8 *g8 = (const bf16x8 *)(h1 + base), *u8 = (const bf16x8 *)(h3 + base);
+        const bf16x8 *d8 = (const bf16x8 *)(dA + base);
+        bf16x8 *o1 = (bf16x8 *)(dh1 + base), *o3 = (bf16x8 *)(dh3 + base);
+        for (int i = threadIdx.x; i < I / 8; i += blockDim.x) {
+            bf16x8 g = g8[i], u = u8[i], d = d8[i], r1, r3;
+            for (int k = 0; k < 4; k++) {
+                float2 gf = __bfloat1622float2(g.v[k]), uf = __bfloat1622float2(u.v[k]);
+                float2 df = __bfloat1622float2(d.v[k]);
+                float a1, a3, b1, b3;
+                swiglu_prob_bwd_elem(gf.x, uf.x, df.x, p, &dp, &a1, &a3);
+                swiglu_prob_bwd_elem(gf.y, uf.y, df.y, p, &dp, &b1, &b3);
+                r1.v[k] = __floats2bfloat162_rn(a1, b1);
+                r3.v[k] = __floats2bfloat162_rn(a3, b3);
+            }
+            o1[i] = r1;
+            o3[i] = r3;
+        }
+    } else {
+        for (int i = threadIdx.x; i < I; i += blockDim.x) {
+            float d1, d3;
+            swiglu_prob_bwd_elem(__bfloat162float(h1[base + i]), __bfloat162float(h3[base + i]),
+                                 __bfloat162float(dA[base + i]), p, &dp, &d1, &d3);
+            dh3[base + i] = __float2bfloat16(d3);
+            dh1[base + i] = __float2bfloat16(d1);
+        }
     }
     __shared__ float part[32];
     for (int o = 16; o > 0; o >>= 1)
@@ -258,8 +313,8 @@ void cuda_swiglu_prob_bwd(moe_backend *be, bf16 *dh1, bf16 *dh3, float *dp, cons
 {
     if (rows == 0)
         return;
-    swiglu_prob_bwd_kernel<<<(unsigned)rows, 128, 0, CTX(be)->stream>>>(dh1, dh3, dp, da, h1, h3,
-                                                                       p, I);
+    swiglu_prob_bwd_kernel<<<(unsigned)rows, CUDA_THREADS, 0, CTX(be)->stream>>>(dh1, dh3, dp, da,
+                                                                               h1, h3, p, I);
     LAUNCHED(be, "swiglu_prob_bwd");
 }
 
