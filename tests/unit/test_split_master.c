@@ -2,6 +2,7 @@
  * rebuilds exactly from its two halves, and the high half is the master
  * rounded to nearest (ties away from zero). The GPU kernels share this code;
  * tests/gpu/test_cuda_ops checks them against it. */
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -10,12 +11,23 @@
 
 static int is_nan(uint32_t b) { return (b & 0x7fffffffu) > 0x7f800000u; }
 
-/* The reference rounding, on the value: the bf16 neighbour nearest to x,
- * the one of larger magnitude on a tie. */
+/* The reference rounding, on values rather than bits: of the two bf16
+ * neighbours of x (truncation and the next one out), the nearer, the one of
+ * larger magnitude on a tie. */
+static double f32_value(uint32_t b)
+{
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
+}
+
 static uint16_t round_half_away(uint32_t b)
 {
-    uint32_t down = b & 0xffff0000u, rem = b & 0xffffu;
-    return (uint16_t)((rem >= 0x8000u ? down + 0x10000u : down) >> 16);
+    uint32_t toward = b & 0xffff0000u, away = toward + 0x10000u;
+    double x = f32_value(b), t = f32_value(toward), a = f32_value(away);
+    if (isinf(a) && !isinf(t)) /* past the largest finite bf16: the next step would be 2^128 */
+        a = copysign(ldexp(1.0, 128), x);
+    return (uint16_t)((fabs(x - a) <= fabs(x - t) ? away : toward) >> 16);
 }
 
 /* Every high half with the low halves where the rounding turns (and a few

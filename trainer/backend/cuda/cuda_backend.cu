@@ -146,7 +146,6 @@ __global__ void bf16_to_f32_kernel(float *dst, const bf16 *src, size_t n)
         dst[i] = __bfloat162float(src[i]);
 }
 
-static unsigned grid_for(size_t n) { return cuda_blocks(n, CUDA_THREADS) > 65536 ? 65536 : cuda_blocks(n, CUDA_THREADS); }
 
 static int cu_act_from_real(moe_backend *be, act *dst, const real *src, size_t n, moe_err *e)
 {
@@ -155,7 +154,7 @@ static int cu_act_from_real(moe_backend *be, act *dst, const real *src, size_t n
         return cuda_check(be, e);
     if (cu_upload(be, tmp, src, n * sizeof(float), e))
         return -1;
-    f32_to_bf16_kernel<<<grid_for(n), CUDA_THREADS, 0, CTX(be)->stream>>>((bf16 *)dst, tmp, n);
+    f32_to_bf16_kernel<<<cuda_grid(n), CUDA_THREADS, 0, CTX(be)->stream>>>((bf16 *)dst, tmp, n);
     LAUNCHED(be, "act_from_real");
     return cuda_check(be, e);
 }
@@ -165,14 +164,14 @@ static int cu_act_to_real(moe_backend *be, real *dst, const act *src, size_t n, 
     float *tmp = (float *)cuda_scratch(be, 7, n * sizeof(float));
     if (!tmp)
         return cuda_check(be, e);
-    bf16_to_f32_kernel<<<grid_for(n), CUDA_THREADS, 0, CTX(be)->stream>>>(tmp, (const bf16 *)src, n);
+    bf16_to_f32_kernel<<<cuda_grid(n), CUDA_THREADS, 0, CTX(be)->stream>>>(tmp, (const bf16 *)src, n);
     LAUNCHED(be, "act_to_real");
     return cu_download(be, dst, tmp, n * sizeof(float), e);
 }
 
 static void cu_weights_from_master(moe_backend *be, act *wc, const real *master, size_t n)
 {
-    f32_to_bf16_kernel<<<grid_for(n), CUDA_THREADS, 0, CTX(be)->stream>>>((bf16 *)wc, master, n);
+    f32_to_bf16_kernel<<<cuda_grid(n), CUDA_THREADS, 0, CTX(be)->stream>>>((bf16 *)wc, master, n);
     LAUNCHED(be, "weights_from_master");
 }
 

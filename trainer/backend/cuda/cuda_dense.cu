@@ -131,8 +131,7 @@ __global__ void add_kernel(bf16 *out, const bf16 *a, const bf16 *b, size_t n)
 
 static void add(moe_backend *be, act *out, const act *a, const act *b, size_t n)
 {
-    unsigned g = cuda_blocks(n, CUDA_THREADS);
-    add_kernel<<<g > 65536 ? 65536 : g, CUDA_THREADS, 0, CTX(be)->stream>>>(B16(out), CB16(a), CB16(b), n);
+    add_kernel<<<cuda_grid(n), CUDA_THREADS, 0, CTX(be)->stream>>>(B16(out), CB16(a), CB16(b), n);
     LAUNCHED(be, "add");
 }
 

@@ -101,6 +101,12 @@ static inline unsigned cuda_blocks(size_t n, int per_block)
     size_t b = (n + per_block - 1) / per_block;
     return (unsigned)(b > 0x7fffffff ? 0x7fffffff : (b ? b : 1));
 }
+/* blocks for a grid-stride elementwise kernel of n items: capped, the loop does the rest */
+static inline unsigned cuda_grid(size_t n)
+{
+    unsigned b = cuda_blocks(n, CUDA_THREADS);
+    return b > 65536 ? 65536 : b;
+}
 
 /* SwiGLU x router probability over all permuted rows, and its backward
  * (cuda_moe.cu; the fp8 expert path shares them) */

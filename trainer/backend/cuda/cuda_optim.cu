@@ -184,46 +184,42 @@ __global__ void split_to_f32_kernel(float *dst, const unsigned short *lo, const 
  * staging buffer, so a 3.2B-parameter model needs 64 MiB, not 12.6 GB. */
 #define SPLIT_STAGE_ELEMS ((size_t)16 << 20)
 
-static unsigned elementwise_grid(size_t n)
+/* One direction per call: host fp32 -> (lo, wc), or back. */
+static int masters_move(moe_backend *be, uint16_t *lo, act *wc, real *host, size_t n, int up,
+                        moe_err *e)
 {
-    unsigned b = cuda_blocks(n, CUDA_THREADS);
-    return b > 65536 ? 65536 : b;
+    size_t piece = n < SPLIT_STAGE_ELEMS ? n : SPLIT_STAGE_ELEMS;
+    float *stage = (float *)cuda_scratch(be, 7, (piece ? piece : 1) * sizeof(float));
+    if (!stage)
+        return cuda_check(be, e);
+    for (size_t o = 0; o < n; o += piece) {
+        size_t k = n - o < piece ? n - o : piece;
+        unsigned short *l = (unsigned short *)lo + o, *h = (unsigned short *)wc + o;
+        if (up) {
+            if (be->upload(be, stage, host + o, k * sizeof(float), e))
+                return moe_err_prefix(e, "uploading the master weights");
+            split_from_f32_kernel<<<cuda_grid(k), CUDA_THREADS, 0, CTX(be)->stream>>>(l, h, stage, k);
+            LAUNCHED(be, "masters_upload");
+        } else {
+            split_to_f32_kernel<<<cuda_grid(k), CUDA_THREADS, 0, CTX(be)->stream>>>(stage, l, h, k);
+            LAUNCHED(be, "masters_download");
+            if (be->download(be, host + o, stage, k * sizeof(float), e))
+                return moe_err_prefix(e, "downloading the master weights");
+        }
+    }
+    return cuda_check(be, e);
 }
 
 static int masters_upload(moe_backend *be, uint16_t *lo, act *wc, const real *host, size_t n,
                           moe_err *e)
 {
-    size_t piece = n < SPLIT_STAGE_ELEMS ? n : SPLIT_STAGE_ELEMS;
-    float *stage = (float *)cuda_scratch(be, 7, (piece ? piece : 1) * sizeof(float));
-    if (!stage)
-        return cuda_check(be, e);
-    for (size_t o = 0; o < n; o += piece) {
-        size_t k = n - o < piece ? n - o : piece;
-        if (be->upload(be, stage, host + o, k * sizeof(float), e))
-            return moe_err_prefix(e, "uploading the master weights");
-        split_from_f32_kernel<<<elementwise_grid(k), CUDA_THREADS, 0, CTX(be)->stream>>>(
-            (unsigned short *)lo + o, (unsigned short *)wc + o, stage, k);
-        LAUNCHED(be, "masters_upload");
-    }
-    return cuda_check(be, e);
+    return masters_move(be, lo, wc, (real *)host, n, 1, e); /* read only when up */
 }
 
 static int masters_download(moe_backend *be, real *host, const uint16_t *lo, const act *wc,
                             size_t n, moe_err *e)
 {
-    size_t piece = n < SPLIT_STAGE_ELEMS ? n : SPLIT_STAGE_ELEMS;
-    float *stage = (float *)cuda_scratch(be, 7, (piece ? piece : 1) * sizeof(float));
-    if (!stage)
-        return cuda_check(be, e);
-    for (size_t o = 0; o < n; o += piece) {
-        size_t k = n - o < piece ? n - o : piece;
-        split_to_f32_kernel<<<elementwise_grid(k), CUDA_THREADS, 0, CTX(be)->stream>>>(
-            stage, (const unsigned short *)lo + o, (const unsigned short *)wc + o, k);
-        LAUNCHED(be, "masters_download");
-        if (be->download(be, host + o, stage, k * sizeof(float), e))
-            return moe_err_prefix(e, "downloading the master weights");
-    }
-    return 0;
+    return masters_move(be, (uint16_t *)lo, (act *)wc, host, n, 0, e); /* read only when down */
 }
 
 static int same_layout(const moe_param_span *a, int na, const moe_param_span *b, int nb)
