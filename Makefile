@@ -62,6 +62,7 @@ include common/rules.mk
 -include plugin/core.mk
 -include plugin/rules.mk
 -include tests/rules.mk
+-include bench/rules.mk
 
 everything: $(BINS) $(UNIT_TESTS)
 

@@ -150,9 +150,10 @@ static double cmp(const char *what, pair *p, double tol)
 
 static const double TB = 2e-2; /* bf16 storage, fp32 accumulation */
 
-static void test_dense(void)
+/* C a multiple of 8 takes the norms' and gathers' 16-byte path, other C the scalar one */
+static void dense_case(int N, int C, int OC, int V)
 {
-    int N = 192, C = 96, OC = 160, V = 300;
+    fprintf(stderr, "  dense N=%d C=%d OC=%d V=%d\n", N, C, OC, V);
     pair x = mk_rand((size_t)N * C, 1, 1), w = mk_rand((size_t)OC * C, 1, 0.1f);
     pair g1 = mk_rand(C, 1, 0.3f), y = mk((size_t)N * OC, 1, NULL);
     for (int i = 0; i < 1; i++) {
@@ -196,6 +197,10 @@ static void test_dense(void)
     cmp("add_rmsnorm_fwd resid", &resid, TB);
     cmp("add_rmsnorm_fwd norm", &out, TB);
     pair dn = mk_rand((size_t)N * C, 1, 1), dgw = mk(C, 0, zero), din = mk_rand((size_t)N * C, 1, 1);
+    poison(&din);
+    BOTH(cpu->rmsnorm_bwd(cpu, C(din), C(dgw), C(dn), C(resid), C(g1), C(rstd), N, C, 0),
+         gpu->rmsnorm_bwd(gpu, G(din), G(dgw), G(dn), G(resid), G(g1), G(rstd), N, C, 0));
+    cmp("rmsnorm_bwd din", &din, TB);
     BOTH(cpu->rmsnorm_bwd(cpu, C(din), C(dgw), C(dn), C(resid), C(g1), C(rstd), N, C, 1),
          gpu->rmsnorm_bwd(gpu, G(din), G(dgw), G(dn), G(resid), G(g1), G(rstd), N, C, 1));
     cmp("rmsnorm_bwd din (accumulate)", &din, TB);
@@ -350,6 +355,12 @@ static void test_split_masters(void)
 }
 
 /* qscale > 1 makes the softmax peaky (tests the running max and its rescaling) */
+static void test_dense(void)
+{
+    dense_case(192, 96, 160, 300);
+    dense_case(70, 100, 40, 50);
+}
+
 static void attention_case(int B, int T, int NH, int NKV, int HD, float qscale)
 {
     const char *fam = getenv("MOE_CUDA_ATTENTION");
@@ -529,6 +540,7 @@ static void test_moe(void)
     moe_case(1, 160, 64, 96, NULL);
     moe_case(2, 160, 64, 96, NULL);
     moe_case(0, 100, 48, 100, NULL); /* ffn not a multiple of 8: the SwiGLU kernels' scalar path */
+    moe_case(1, 90, 36, 64, NULL);   /* hidden not a multiple of 8: the gathers' scalar path */
 }
 
 /* fp8_block experts: ~75 rows per expert (FP8 for 64, bf16 for the rest),

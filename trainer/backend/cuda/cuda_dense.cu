@@ -82,10 +82,61 @@ static void embedding_bwd(moe_backend *be, real *dwte, const act *dx, const int3
 
 /* ---- RMSNorm, optionally fused with the residual add before it ---- */
 
+/* Rows of at most RN_VEC x 8 x blockDim values held in registers: one read
+ * of each input, eight bf16 a load. */
+#define RN_VEC 4
+__device__ __forceinline__ int rn_vec_ok(int C, const void *a, const void *b, const void *c,
+                                         const void *d)
+{
+    return rows_vec8(C, a, b, c, d) && C / 8 <= RN_VEC * (int)blockDim.x;
+}
+
 __global__ void add_rmsnorm_kernel(bf16 *resid_out, bf16 *out, float *rstd, const bf16 *resid_in,
                                    const bf16 *delta, const bf16 *w, int C, float eps)
 {
     size_t base = (size_t)blockIdx.x * C;
+    if (rn_vec_ok(C, resid_in, out, delta ? delta : resid_in, delta ? resid_out : out) &&
+        rows_vec8(C, w, w, w, w)) {
+        float x[RN_VEC][8], ss = 0;
+        int nv = C / 8;
+#pragma unroll
+        for (int j = 0; j < RN_VEC; j++) {
+            int v = threadIdx.x + j * blockDim.x;
+            if (v >= nv)
+                continue;
+            bf16x8_unpack(((const bf16x8 *)(resid_in + base))[v], x[j]);
+            if (delta) {
+                /* the residual is stored in bf16; normalise what is stored */
+                float d[8];
+                bf16x8_unpack(((const bf16x8 *)(delta + base))[v], d);
+#pragma unroll
+                for (int k = 0; k < 8; k++)
+                    x[j][k] += d[k];
+                bf16x8 r = bf16x8_pack(x[j]);
+                ((bf16x8 *)(resid_out + base))[v] = r;
+                bf16x8_unpack(r, x[j]);
+            }
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                ss += x[j][k] * x[j][k];
+        }
+        float r = rsqrtf(block_sum(ss) / C + eps);
+#pragma unroll
+        for (int j = 0; j < RN_VEC; j++) {
+            int v = threadIdx.x + j * blockDim.x;
+            if (v >= nv)
+                continue;
+            float wv[8];
+            bf16x8_unpack(((const bf16x8 *)w)[v], wv);
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                x[j][k] = wv[k] * (x[j][k] * r);
+            ((bf16x8 *)(out + base))[v] = bf16x8_pack(x[j]);
+        }
+        if (threadIdx.x == 0)
+            rstd[blockIdx.x] = r;
+        return;
+    }
     float ss = 0;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float x = __bfloat162float(resid_in[base + c]);
@@ -167,9 +218,85 @@ __global__ void rmsnorm_bwd_kernel(bf16 *din, float *dw, const bf16 *dout, const
         atomicAdd(dw + c, dw_part[c]);
 }
 
+/* The same with each thread's columns in registers across the block's rows:
+ * its share of dout, in and w read once a row, its dw partial sums kept
+ * until the block's end. */
+#define RN_VEC_ROWS 8
+__global__ void rmsnorm_bwd_vec_kernel(bf16 *din, float *dw, const bf16 *dout, const bf16 *in,
+                                       const bf16 *w, const float *rstd, int N, int C,
+                                       int accumulate)
+{
+    int nv = C / 8;
+    float wv[RN_VEC][8], dwp[RN_VEC][8];
+#pragma unroll
+    for (int j = 0; j < RN_VEC; j++) {
+        int v = threadIdx.x + j * blockDim.x;
+        if (v < nv)
+            bf16x8_unpack(((const bf16x8 *)w)[v], wv[j]);
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            dwp[j][k] = 0;
+    }
+    int r0 = blockIdx.x * RN_VEC_ROWS;
+    for (int n = r0; n < r0 + RN_VEC_ROWS && n < N; n++) {
+        size_t base = (size_t)n * C;
+        float dy[RN_VEC][8], x[RN_VEC][8], dot = 0;
+#pragma unroll
+        for (int j = 0; j < RN_VEC; j++) {
+            int v = threadIdx.x + j * blockDim.x;
+            if (v >= nv)
+                continue;
+            bf16x8_unpack(((const bf16x8 *)(dout + base))[v], dy[j]);
+            bf16x8_unpack(((const bf16x8 *)(in + base))[v], x[j]);
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                dot += dy[j][k] * wv[j][k] * x[j][k];
+        }
+        dot = block_sum(dot);
+        float r = rstd[n], kk = dot * r * r * r / C;
+#pragma unroll
+        for (int j = 0; j < RN_VEC; j++) {
+            int v = threadIdx.x + j * blockDim.x;
+            if (v >= nv)
+                continue;
+            float g[8], prev[8];
+            if (accumulate)
+                bf16x8_unpack(((const bf16x8 *)(din + base))[v], prev);
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                g[k] = dy[j][k] * wv[j][k] * r - x[j][k] * kk;
+                if (accumulate)
+                    g[k] += prev[k];
+                dwp[j][k] += dy[j][k] * x[j][k] * r;
+            }
+            ((bf16x8 *)(din + base))[v] = bf16x8_pack(g);
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < RN_VEC; j++) {
+        int v = threadIdx.x + j * blockDim.x;
+        if (v < nv)
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                atomicAdd(dw + 8 * v + k, dwp[j][k]);
+    }
+}
+
+static int rn_vec_host(int C, const void *a, const void *b, const void *c, const void *d)
+{
+    return C % 8 == 0 && C / 8 <= RN_VEC * CUDA_THREADS &&
+           (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d) & 15) == 0;
+}
+
 static void rmsnorm_bwd(moe_backend *be, act *din, real *dw, const act *dout, const act *in,
                         const act *w, const real *rstd, int N, int C, int accumulate)
 {
+    if (rn_vec_host(C, din, dout, in, w)) {
+        rmsnorm_bwd_vec_kernel<<<cuda_blocks(N, RN_VEC_ROWS), CUDA_THREADS, 0, CTX(be)->stream>>>(
+            B16(din), dw, CB16(dout), CB16(in), CB16(w), rstd, N, C, accumulate);
+        LAUNCHED(be, "rmsnorm_bwd");
+        return;
+    }
     rmsnorm_bwd_kernel<<<cuda_blocks(N, RN_ROWS), CUDA_THREADS, sizeof(float) * C,
                          CTX(be)->stream>>>(B16(din), dw, CB16(dout), CB16(in), CB16(w), rstd, N,
                                             C, accumulate);
@@ -199,6 +326,24 @@ __global__ void rope_kernel(bf16 *x, int T, int H, int HD, float theta, float si
     int half = HD / 2;
     size_t bt = blockIdx.x;
     int t = (int)(bt % T);
+    if (half % 2 == 0 && half / 2 <= (int)blockDim.x && blockDim.x % (half / 2) == 0) {
+        /* a thread keeps the angles of two adjacent frequencies (the same
+         * expressions as below: the same bits) and turns them in every
+         * head of its group, two bf16 a load */
+        int pairs = half / 2, j = 2 * (threadIdx.x % pairs), groups = blockDim.x / pairs;
+        float s0, c0, s1, c1;
+        sincosf((float)t * (1.0f / powf(theta, (float)(2 * j) / (float)HD)), &s0, &c0);
+        sincosf((float)t * (1.0f / powf(theta, (float)(2 * j + 2) / (float)HD)), &s1, &c1);
+        s0 *= sign, s1 *= sign;
+        for (int h = threadIdx.x / pairs; h < H; h += groups) {
+            __nv_bfloat162 *lo = (__nv_bfloat162 *)(x + (bt * H + h) * HD + j);
+            __nv_bfloat162 *hi = (__nv_bfloat162 *)(x + (bt * H + h) * HD + j + half);
+            float2 a = __bfloat1622float2(*lo), b = __bfloat1622float2(*hi);
+            *lo = __floats2bfloat162_rn(a.x * c0 - b.x * s0, a.y * c1 - b.y * s1);
+            *hi = __floats2bfloat162_rn(b.x * c0 + a.x * s0, b.y * c1 + a.y * s1);
+        }
+        return;
+    }
     for (int i = threadIdx.x; i < H * half; i += blockDim.x) {
         int h = i / half, j = i % half;
         float inv = 1.0f / powf(theta, (float)(2 * j) / (float)HD);

@@ -95,6 +95,38 @@ void cuda_gemm_dyTx(moe_backend *be, float *dw, const bf16 *dy, const bf16 *x, i
 void cuda_zero_idle_expert_dw(moe_backend *be, float *dw1, float *dw3, float *dw2,
                               const moe_route_plan *plan, int C, int I);
 
+/* Eight bf16 in one 16-byte load or store: the memory-bound kernels' unit
+ * wherever rows are multiples of 8 and the buffers 16-byte aligned (every
+ * real model's shapes); they keep a scalar path for the rest. */
+typedef struct {
+    __nv_bfloat162 v[4];
+} bf16x8;
+
+__device__ __forceinline__ int rows_vec8(int I, const void *a, const void *b, const void *c,
+                                         const void *d)
+{
+    return (I % 8) == 0 && (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d) & 15) == 0;
+}
+
+__device__ __forceinline__ void bf16x8_unpack(bf16x8 p, float f[8])
+{
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        float2 t = __bfloat1622float2(p.v[k]);
+        f[2 * k] = t.x;
+        f[2 * k + 1] = t.y;
+    }
+}
+
+__device__ __forceinline__ bf16x8 bf16x8_pack(const float f[8])
+{
+    bf16x8 p;
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        p.v[k] = __floats2bfloat162_rn(f[2 * k], f[2 * k + 1]);
+    return p;
+}
+
 #define CUDA_THREADS 256
 static inline unsigned cuda_blocks(size_t n, int per_block)
 {

@@ -115,8 +115,12 @@ __global__ void permute_kernel(bf16 *x_perm, float *p_perm, const bf16 *x, const
     int row = slot_row[i];
     const bf16 *src = x + (size_t)(i / K) * C;
     bf16 *dst = x_perm + (size_t)row * C;
-    for (int c = threadIdx.x; c < C; c += blockDim.x)
-        dst[c] = src[c];
+    if (rows_vec8(C, src, dst, src, dst))
+        for (int c = threadIdx.x; c < C / 8; c += blockDim.x)
+            ((bf16x8 *)dst)[c] = ((const bf16x8 *)src)[c];
+    else
+        for (int c = threadIdx.x; c < C; c += blockDim.x)
+            dst[c] = src[c];
     if (threadIdx.x == 0)
         p_perm[row] = topk_w[i];
 }
@@ -139,15 +143,6 @@ __device__ __forceinline__ float sigm(float x) { return 1.f / (1.f + __expf(-x))
 /* The SwiGLU kernels are memory-bound: a block per row (its probability read
  * once), eight bf16 a load where the row allows (I a multiple of 8 and the
  * buffers 16-byte aligned: every real model), one at a time otherwise. */
-typedef struct {
-    __nv_bfloat162 v[4];
-} bf16x8;
-
-__device__ __forceinline__ int rows_vec8(int I, const void *a, const void *b, const void *c,
-                                         const void *d)
-{
-    return (I % 8) == 0 && (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d) & 15) == 0;
-}
 
 __device__ __forceinline__ float swiglu_prob_elem(float g, float u, float p) { return p * (g * sigm(g)) * u; }
 
@@ -217,6 +212,19 @@ static void experts_fwd(moe_backend *be, act *y_perm, act *h1, act *h3, act *a, 
 __global__ void combine_kernel(bf16 *out, const bf16 *y_perm, const int32_t *slot_row, int K, int C)
 {
     int t = blockIdx.x;
+    if (rows_vec8(C, y_perm, out, y_perm, out)) {
+        for (int c = threadIdx.x; c < C / 8; c += blockDim.x) {
+            float s[8] = {0, 0, 0, 0, 0, 0, 0, 0}, f[8];
+            for (int j = 0; j < K; j++) {
+                bf16x8_unpack(((const bf16x8 *)(y_perm + (size_t)slot_row[t * K + j] * C))[c], f);
+#pragma unroll
+                for (int k = 0; k < 8; k++)
+                    s[k] += f[k];
+            }
+            ((bf16x8 *)(out + (size_t)t * C))[c] = bf16x8_pack(s);
+        }
+        return;
+    }
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
         float s = 0;
         for (int j = 0; j < K; j++)
@@ -238,8 +246,13 @@ __global__ void combine_bwd_kernel(bf16 *dy_perm, const bf16 *dout, const int32_
 {
     int row = blockIdx.x;
     const bf16 *src = dout + (size_t)row_token[row] * C;
-    for (int c = threadIdx.x; c < C; c += blockDim.x)
-        dy_perm[(size_t)row * C + c] = src[c];
+    bf16 *dst = dy_perm + (size_t)row * C;
+    if (rows_vec8(C, src, dst, src, dst))
+        for (int c = threadIdx.x; c < C / 8; c += blockDim.x)
+            ((bf16x8 *)dst)[c] = ((const bf16x8 *)src)[c];
+    else
+        for (int c = threadIdx.x; c < C; c += blockDim.x)
+            dst[c] = src[c];
 }
 
 static void combine_bwd(moe_backend *be, act *dy_perm, const act *dout, const moe_route_plan *plan,
@@ -394,11 +407,24 @@ __global__ void permute_bwd_kernel(bf16 *dx, float *dtopk_w, const bf16 *dx_perm
                                    const float *dp_perm, const int32_t *slot_row, int K, int C)
 {
     int t = blockIdx.x;
-    for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float s = 0;
-        for (int j = 0; j < K; j++)
-            s += __bfloat162float(dx_perm[(size_t)slot_row[t * K + j] * C + c]);
-        dx[(size_t)t * C + c] = __float2bfloat16(s);
+    if (rows_vec8(C, dx_perm, dx, dx_perm, dx)) {
+        for (int c = threadIdx.x; c < C / 8; c += blockDim.x) {
+            float s[8] = {0, 0, 0, 0, 0, 0, 0, 0}, f[8];
+            for (int j = 0; j < K; j++) {
+                bf16x8_unpack(((const bf16x8 *)(dx_perm + (size_t)slot_row[t * K + j] * C))[c], f);
+#pragma unroll
+                for (int k = 0; k < 8; k++)
+                    s[k] += f[k];
+            }
+            ((bf16x8 *)(dx + (size_t)t * C))[c] = bf16x8_pack(s);
+        }
+    } else {
+        for (int c = threadIdx.x; c < C; c += blockDim.x) {
+            float s = 0;
+            for (int j = 0; j < K; j++)
+                s += __bfloat162float(dx_perm[(size_t)slot_row[t * K + j] * C + c]);
+            dx[(size_t)t * C + c] = __float2bfloat16(s);
+        }
     }
     if (threadIdx.x < K)
         dtopk_w[t * K + threadIdx.x] = dp_perm[slot_row[t * K + threadIdx.x]];

@@ -39,6 +39,11 @@ $(B)/tests/gpu/bench_ops: $(call obj,tests/gpu/bench_ops.c) $(CUDA_LIB) $(B)/lib
 		$(B)/lib/libmoe_common.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(CUDA_LDLIBS) $(LDLIBS_BASE)
+# cuBLAS against cuBLASLt's candidates on the expert GEMM shapes
+GPU_TESTS += $(B)/tests/gpu/bench_gemm
+$(B)/tests/gpu/bench_gemm: $(call obj,tests/gpu/bench_gemm.c)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(CUDA_LDLIBS) $(LDLIBS_BASE)
 everything: $(GPU_TESTS)
 else
 CUDA_LIB :=

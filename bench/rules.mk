@@ -1,0 +1,17 @@
+# The kernel tracer (bench/kernel_trace.c): an LD_PRELOAD library over CUPTI,
+# built when the toolkit ships CUPTI. CUPTI's library is copied beside it so
+# the pair runs on a GPU machine whose toolkit lacks it.
+ifeq ($(CUDA),1)
+CUPTI_INC := $(firstword $(wildcard $(CUDA_HOME)/extras/CUPTI/include/cupti.h $(CUDA_HOME)/include/cupti.h))
+CUPTI_LIB := $(firstword $(wildcard $(CUDA_HOME)/extras/CUPTI/lib64/libcupti.so $(CUDA_HOME)/lib/libcupti.so \
+	$(CUDA_HOME)/lib64/libcupti.so))
+ifneq ($(and $(CUPTI_INC),$(CUPTI_LIB)),)
+KERNEL_TRACE := $(B)/tests/gpu/libkernel_trace.so
+$(KERNEL_TRACE): bench/kernel_trace.c
+	@mkdir -p $(dir $@)
+	cp -L $(CUPTI_LIB) $(dir $@)/$(notdir $(shell readlink -f $(CUPTI_LIB)))
+	$(CC) -std=c11 -O2 -Wall -Wextra -fPIC -shared -I$(dir $(CUPTI_INC)) -I$(CUDA_HOME)/include $< -o $@ \
+		-L$(dir $@) -l:$(notdir $(shell readlink -f $(CUPTI_LIB))) -Wl,-rpath,'$$ORIGIN'
+everything: $(KERNEL_TRACE)
+endif
+endif
