@@ -359,6 +359,8 @@ static void test_dense(void)
 {
     dense_case(192, 96, 160, 300);
     dense_case(70, 100, 40, 50);
+    dense_case(40, 4096, 64, 50); /* two 16-byte vectors a thread a row, Mixtral's hidden size */
+    dense_case(24, 6144, 32, 40); /* three of four */
 }
 
 static void attention_case(int B, int T, int NH, int NKV, int HD, float qscale)

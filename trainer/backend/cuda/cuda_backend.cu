@@ -46,51 +46,6 @@ void *cuda_scratch(moe_backend *be, int i, size_t bytes)
     return c->scratch[i];
 }
 
-/* ---- GEMMs: row-major views of cuBLAS's column-major calls ---- */
-
-void cuda_gemm_xwT(moe_backend *be, void *y, int y_fp32, const bf16 *x, const bf16 *w, int rows,
-                   int in, int out, float beta)
-{
-    if (rows == 0)
-        return;
-    float alpha = 1;
-    /* Y^T[out, rows] = W[out, in] X^T: W row-major is W^T column-major */
-    CUBLAS(be, "gemm xW^T",
-           cublasGemmEx(CTX(be)->blas, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, &alpha, w,
-                        CUDA_R_16BF, in, x, CUDA_R_16BF, in, &beta, y,
-                        y_fp32 ? CUDA_R_32F : CUDA_R_16BF, out, CUBLAS_COMPUTE_32F,
-                        CUBLAS_GEMM_DEFAULT));
-}
-
-void cuda_gemm_dyw(moe_backend *be, bf16 *dx, const bf16 *dy, const bf16 *w, int rows, int in,
-                   int out, float beta)
-{
-    if (rows == 0)
-        return;
-    float alpha = 1;
-    /* DX^T[in, rows] = W^T[in, out] DY^T[out, rows] */
-    CUBLAS(be, "gemm dY W",
-           cublasGemmEx(CTX(be)->blas, CUBLAS_OP_N, CUBLAS_OP_N, in, rows, out, &alpha, w,
-                        CUDA_R_16BF, in, dy, CUDA_R_16BF, out, &beta, dx, CUDA_R_16BF, in,
-                        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-}
-
-void cuda_gemm_dyTx(moe_backend *be, float *dw, const bf16 *dy, const bf16 *x, int rows, int in,
-                    int out, float beta)
-{
-    if (rows == 0) {
-        if (beta == 0.f) /* an empty sum overwrites with zeros */
-            CU(be, "gemm dY^T X", cudaMemsetAsync(dw, 0, sizeof(float) * in * out, CTX(be)->stream));
-        return;
-    }
-    float alpha = 1;
-    /* DW^T[in, out] = beta DW^T + X^T[in, rows] DY[rows, out] */
-    CUBLAS(be, "gemm dY^T X",
-           cublasGemmEx(CTX(be)->blas, CUBLAS_OP_N, CUBLAS_OP_T, in, out, rows, &alpha, x,
-                        CUDA_R_16BF, in, dy, CUDA_R_16BF, out, &beta, dw, CUDA_R_32F, in,
-                        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-}
-
 /* ---- memory ---- */
 
 static void *cu_alloc(moe_backend *be, size_t bytes, moe_err *e)
@@ -206,6 +161,7 @@ static void cu_destroy(moe_backend *be)
     cudaFreeHost(c->h_idx);
     cudaFreeHost(c->h_rows);
     cudaFreeHost(c->h_slots);
+    cuda_gemm_destroy(be);
     if (c->blas)
         cublasDestroy(c->blas);
     free(c);
@@ -265,6 +221,14 @@ extern "C" int cuda_backend_create(moe_backend **out, int device, moe_err *e)
     }
     cublasSetStream(c->blas, c->stream);
     cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH);
+    be->ctx = c;
+    if (cuda_gemm_init(be, e)) {
+        cudaFree(c->d_bad);
+        cublasDestroy(c->blas);
+        free(c);
+        free(be);
+        return -1;
+    }
     be->name = "cuda";
     be->act_type = "bf16";
     be->alloc = cu_alloc;

@@ -218,68 +218,109 @@ __global__ void rmsnorm_bwd_kernel(bf16 *din, float *dw, const bf16 *dout, const
         atomicAdd(dw + c, dw_part[c]);
 }
 
-/* The same with each thread's columns in registers across the block's rows:
- * its share of dout, in and w read once a row, its dw partial sums kept
- * until the block's end. */
-#define RN_VEC_ROWS 8
-__global__ void rmsnorm_bwd_vec_kernel(bf16 *din, float *dw, const bf16 *dout, const bf16 *in,
-                                       const bf16 *w, const float *rstd, int N, int C,
-                                       int accumulate)
+/* The same with each thread's columns in registers: a persistent grid, each
+ * block striding over rows with the next row's loads in flight while it
+ * reduces the current one (the row's dot product is a block-wide sum, so a
+ * block would otherwise wait on memory once a row), its dw partial sums
+ * kept until the end. NV 16-byte vectors a thread a row (C <= 8 NV x 256). */
+template <int NV>
+__global__ void __launch_bounds__(CUDA_THREADS)
+rmsnorm_bwd_vec_kernel(bf16 *din, float *dw, const bf16 *dout, const bf16 *in, const bf16 *w,
+                       const float *rstd, int N, int C, int accumulate)
 {
     int nv = C / 8;
-    float wv[RN_VEC][8], dwp[RN_VEC][8];
+    bf16x8 wv[NV], dy_next[NV], x_next[NV];
+    float dwp[NV][8];
 #pragma unroll
-    for (int j = 0; j < RN_VEC; j++) {
-        int v = threadIdx.x + j * blockDim.x;
+    for (int j = 0; j < NV; j++) {
+        int v = threadIdx.x + j * CUDA_THREADS;
         if (v < nv)
-            bf16x8_unpack(((const bf16x8 *)w)[v], wv[j]);
+            wv[j] = ((const bf16x8 *)w)[v];
 #pragma unroll
         for (int k = 0; k < 8; k++)
             dwp[j][k] = 0;
     }
-    int r0 = blockIdx.x * RN_VEC_ROWS;
-    for (int n = r0; n < r0 + RN_VEC_ROWS && n < N; n++) {
-        size_t base = (size_t)n * C;
-        float dy[RN_VEC][8], x[RN_VEC][8], dot = 0;
+    int n = blockIdx.x;
 #pragma unroll
-        for (int j = 0; j < RN_VEC; j++) {
-            int v = threadIdx.x + j * blockDim.x;
+    for (int j = 0; j < NV; j++) {
+        int v = threadIdx.x + j * CUDA_THREADS;
+        if (v < nv && n < N) {
+            dy_next[j] = ((const bf16x8 *)(dout + (size_t)n * C))[v];
+            x_next[j] = ((const bf16x8 *)(in + (size_t)n * C))[v];
+        }
+    }
+    for (; n < N; n += gridDim.x) {
+        size_t base = (size_t)n * C;
+        bf16x8 dyr[NV], xr[NV];
+        float dot = 0;
+#pragma unroll
+        for (int j = 0; j < NV; j++) {
+            dyr[j] = dy_next[j], xr[j] = x_next[j];
+            int v = threadIdx.x + j * CUDA_THREADS;
             if (v >= nv)
                 continue;
-            bf16x8_unpack(((const bf16x8 *)(dout + base))[v], dy[j]);
-            bf16x8_unpack(((const bf16x8 *)(in + base))[v], x[j]);
+            float dy[8], x[8], ww[8];
+            bf16x8_unpack(dyr[j], dy), bf16x8_unpack(xr[j], x), bf16x8_unpack(wv[j], ww);
 #pragma unroll
             for (int k = 0; k < 8; k++)
-                dot += dy[j][k] * wv[j][k] * x[j][k];
+                dot += dy[k] * ww[k] * x[k];
+        }
+        int nn = n + gridDim.x;
+#pragma unroll
+        for (int j = 0; j < NV; j++) {
+            int v = threadIdx.x + j * CUDA_THREADS;
+            if (v < nv && nn < N) {
+                dy_next[j] = ((const bf16x8 *)(dout + (size_t)nn * C))[v];
+                x_next[j] = ((const bf16x8 *)(in + (size_t)nn * C))[v];
+            }
         }
         dot = block_sum(dot);
         float r = rstd[n], kk = dot * r * r * r / C;
 #pragma unroll
-        for (int j = 0; j < RN_VEC; j++) {
-            int v = threadIdx.x + j * blockDim.x;
+        for (int j = 0; j < NV; j++) {
+            int v = threadIdx.x + j * CUDA_THREADS;
             if (v >= nv)
                 continue;
-            float g[8], prev[8];
+            float dy[8], x[8], ww[8], g[8], prev[8];
+            bf16x8_unpack(dyr[j], dy), bf16x8_unpack(xr[j], x), bf16x8_unpack(wv[j], ww);
             if (accumulate)
                 bf16x8_unpack(((const bf16x8 *)(din + base))[v], prev);
 #pragma unroll
             for (int k = 0; k < 8; k++) {
-                g[k] = dy[j][k] * wv[j][k] * r - x[j][k] * kk;
+                g[k] = dy[k] * ww[k] * r - x[k] * kk;
                 if (accumulate)
                     g[k] += prev[k];
-                dwp[j][k] += dy[j][k] * x[j][k] * r;
+                dwp[j][k] += dy[k] * x[k] * r;
             }
             ((bf16x8 *)(din + base))[v] = bf16x8_pack(g);
         }
     }
 #pragma unroll
-    for (int j = 0; j < RN_VEC; j++) {
-        int v = threadIdx.x + j * blockDim.x;
+    for (int j = 0; j < NV; j++) {
+        int v = threadIdx.x + j * CUDA_THREADS;
         if (v < nv)
 #pragma unroll
             for (int k = 0; k < 8; k++)
                 atomicAdd(dw + 8 * v + k, dwp[j][k]);
     }
+}
+
+/* blocks of the persistent grid: as many as fit on the GPU at once, at most one a row */
+template <int NV> static void rmsnorm_bwd_vec(moe_backend *be, bf16 *din, float *dw, const bf16 *dout,
+                                               const bf16 *in, const bf16 *w, const float *rstd,
+                                               int N, int C, int accumulate)
+{
+    static int per_sm; /* the kernel's occupancy, the same for every call */
+    if (!per_sm &&
+        (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, rmsnorm_bwd_vec_kernel<NV>,
+                                                       CUDA_THREADS, 0) != cudaSuccess ||
+         per_sm < 1))
+        per_sm = 1;
+    int grid = CTX(be)->sm_count * per_sm;
+    if (grid > N)
+        grid = N;
+    rmsnorm_bwd_vec_kernel<NV><<<grid, CUDA_THREADS, 0, CTX(be)->stream>>>(din, dw, dout, in, w, rstd,
+                                                                           N, C, accumulate);
 }
 
 static int rn_vec_host(int C, const void *a, const void *b, const void *c, const void *d)
@@ -291,9 +332,15 @@ static int rn_vec_host(int C, const void *a, const void *b, const void *c, const
 static void rmsnorm_bwd(moe_backend *be, act *din, real *dw, const act *dout, const act *in,
                         const act *w, const real *rstd, int N, int C, int accumulate)
 {
-    if (rn_vec_host(C, din, dout, in, w)) {
-        rmsnorm_bwd_vec_kernel<<<cuda_blocks(N, RN_VEC_ROWS), CUDA_THREADS, 0, CTX(be)->stream>>>(
-            B16(din), dw, CB16(dout), CB16(in), CB16(w), rstd, N, C, accumulate);
+    if (N > 0 && rn_vec_host(C, din, dout, in, w)) {
+        int nv = (C / 8 + CUDA_THREADS - 1) / CUDA_THREADS;
+        if (nv == 1)
+            rmsnorm_bwd_vec<1>(be, B16(din), dw, CB16(dout), CB16(in), CB16(w), rstd, N, C, accumulate);
+        else if (nv == 2)
+            rmsnorm_bwd_vec<2>(be, B16(din), dw, CB16(dout), CB16(in), CB16(w), rstd, N, C, accumulate);
+        else
+            rmsnorm_bwd_vec<RN_VEC>(be, B16(din), dw, CB16(dout), CB16(in), CB16(w), rstd, N, C,
+                                    accumulate);
         LAUNCHED(be, "rmsnorm_bwd");
         return;
     }

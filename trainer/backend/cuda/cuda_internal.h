@@ -8,6 +8,7 @@
 #ifndef MOE_CUDA_INTERNAL_H
 #define MOE_CUDA_INTERNAL_H
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -20,6 +21,8 @@ typedef __nv_bfloat16 bf16;
 /* slots 0-7: the bf16 ops; 8-19: the fp8_block expert FFN (cuda_moe_fp8.cu) */
 #define CUDA_SCRATCH_SLOTS 20
 #define CUDA_ADAM_LAYOUTS 4
+#define CUDA_GEMM_PLANS 1024
+typedef struct cuda_gemm_plan cuda_gemm_plan; /* cuda_gemm.cu */
 struct lowp_fp8_gemm;
 enum { CUDA_EXPERTS_BF16 = 0, CUDA_EXPERTS_FP8_BLOCK, CUDA_EXPERTS_MXFP8, CUDA_EXPERTS_MXFP8_EMULATED };
 /* which expert GEMMs run in FP8 under fp8_block / mxfp8 (MOE_FP8_GEMMS) */
@@ -53,6 +56,10 @@ typedef struct {
     int expert_lowp; /* CUDA_EXPERTS_BF16, _FP8_BLOCK or _MXFP8_EMULATED */
     int fp8_gemms; /* which of fprop / dgrad / wgrad (bits 1, 2, 4) run in FP8 */
     struct lowp_fp8_gemm *fp8_gemm;
+    /* the bf16 GEMMs through cuBLASLt (cuda_gemm.cu); lt NULL: cublasGemmEx */
+    cublasLtHandle_t lt;
+    void *gemm_ws;
+    cuda_gemm_plan *gemm_plans; /* [CUDA_GEMM_PLANS], one algorithm per shape family */
 } cuda_ctx;
 
 #define CTX(be) ((cuda_ctx *)(be)->ctx)
@@ -81,7 +88,10 @@ int cuda_check(moe_backend *be, moe_err *e);
 /* Scratch buffer slot `i` of at least `bytes` (grown as needed). */
 void *cuda_scratch(moe_backend *be, int i, size_t bytes);
 
-/* Row-major GEMMs on bf16 operands with fp32 accumulation:
+/* cuBLASLt's handle, workspace and plan table (or none, by MOE_CUDA_GEMM) */
+int cuda_gemm_init(moe_backend *be, moe_err *e);
+void cuda_gemm_destroy(moe_backend *be);
+/* Row-major GEMMs on bf16 operands with fp32 accumulation (cuda_gemm.cu):
  *   xwT: Y[rows, out] = beta Y + X[rows, in] W[out, in]^T       (Y bf16 or fp32)
  *   dyw: DX[rows, in] = beta DX + DY[rows, out] W[out, in]      (bf16)
  *   dyTx: DW[out, in] = beta DW + DY[rows, out]^T X[rows, in]   (DW fp32; rows 0, beta 0: zeros) */
@@ -125,6 +135,24 @@ __device__ __forceinline__ bf16x8 bf16x8_pack(const float f[8])
     for (int k = 0; k < 4; k++)
         p.v[k] = __floats2bfloat162_rn(f[2 * k], f[2 * k + 1]);
     return p;
+}
+
+/* dst[0..n8) = src[0..n8) in 16-byte units by a block, four loads in flight
+ * a thread before their stores (a row copy is otherwise one load at a time) */
+__device__ __forceinline__ void copy_row8(bf16x8 *__restrict__ dst, const bf16x8 *__restrict__ src,
+                                          int n8)
+{
+    for (int c0 = threadIdx.x; c0 < n8; c0 += 4 * blockDim.x) {
+        bf16x8 t[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            if (c0 + u * (int)blockDim.x < n8)
+                t[u] = src[c0 + u * blockDim.x];
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            if (c0 + u * (int)blockDim.x < n8)
+                dst[c0 + u * blockDim.x] = t[u];
+    }
 }
 
 #define CUDA_THREADS 256

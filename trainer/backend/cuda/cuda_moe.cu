@@ -116,8 +116,7 @@ __global__ void permute_kernel(bf16 *x_perm, float *p_perm, const bf16 *x, const
     const bf16 *src = x + (size_t)(i / K) * C;
     bf16 *dst = x_perm + (size_t)row * C;
     if (rows_vec8(C, src, dst, src, dst))
-        for (int c = threadIdx.x; c < C / 8; c += blockDim.x)
-            ((bf16x8 *)dst)[c] = ((const bf16x8 *)src)[c];
+        copy_row8((bf16x8 *)dst, (const bf16x8 *)src, C / 8);
     else
         for (int c = threadIdx.x; c < C; c += blockDim.x)
             dst[c] = src[c];
@@ -248,8 +247,7 @@ __global__ void combine_bwd_kernel(bf16 *dy_perm, const bf16 *dout, const int32_
     const bf16 *src = dout + (size_t)row_token[row] * C;
     bf16 *dst = dy_perm + (size_t)row * C;
     if (rows_vec8(C, src, dst, src, dst))
-        for (int c = threadIdx.x; c < C / 8; c += blockDim.x)
-            ((bf16x8 *)dst)[c] = ((const bf16x8 *)src)[c];
+        copy_row8((bf16x8 *)dst, (const bf16x8 *)src, C / 8);
     else
         for (int c = threadIdx.x; c < C; c += blockDim.x)
             dst[c] = src[c];
