@@ -25,6 +25,11 @@ $(B)/tests/test_split_master: $(call obj,tests/unit/test_split_master.c)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
 
+UNIT_TESTS += $(B)/tests/test_lazy_grads
+$(B)/tests/test_lazy_grads: $(call obj,tests/unit/test_lazy_grads.c) $(MODEL_LIB) $(COMMON_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
+
 UNIT_TESTS += $(B)/tests/test_recompute
 $(B)/tests/test_recompute: $(call obj,tests/unit/test_recompute.c) $(MODEL_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)

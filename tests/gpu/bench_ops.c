@@ -83,13 +83,17 @@ static void f_head(void *c)
 }
 static void f_adamw(void *c)
 {
-    moe_adamw_hyper h = {1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.1f, 0.05f, 1.f};
+    moe_adamw_hyper h = {.lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                         .weight_decay = 0.1f, .bias_corr1 = 0.1f, .bias_corr2 = 0.05f,
+                         .grad_scale = 1.f};
     be->adamw(be, master, wc, grad, mm, vv, &span, 1, &h);
 }
 /* split masters: the low halves in the first half of the fp32 buffer */
 static void f_adamw_split(void *c)
 {
-    moe_adamw_hyper h = {1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.1f, 0.05f, 1.f};
+    moe_adamw_hyper h = {.lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                         .weight_decay = 0.1f, .bias_corr1 = 0.1f, .bias_corr2 = 0.05f,
+                         .grad_scale = 1.f};
     be->adamw_split(be, (uint16_t *)master, wc, grad, mm, vv, &span, 1, &h);
 }
 static void f_sumsq(void *c) { (void)be->sum_squares(be, grad, span.n); }

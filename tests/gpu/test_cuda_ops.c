@@ -265,6 +265,37 @@ static void dense_case(int N, int C, int OC, int V)
     double sc = cpu->sum_squares(cpu, C(gr), P), sg = gpu->sum_squares(gpu, G(gr), P);
     fprintf(stderr, "  %-34s rel %.2e (tol 1e-09)\n", "sum_squares", fabs(sc - sg) / sc);
     CHECK(fabs(sc - sg) <= 1e-9 * sc);
+
+    /* gradient ranges that count as zeros: NaN there on the GPU (a read
+     * would spread it), zeros on the CPU; a part of one chunk, a whole
+     * chunk, and a range over several */
+    moe_range zr[3] = {{200, 300}, {17384, 16384}, {60000, 30000}};
+    moe_range keep[4] = {{0, 200}, {500, 16884}, {33768, 26232}, {90000, P - 90000}};
+    float *gz = malloc(sizeof(float) * P), *gn = malloc(sizeof(float) * P);
+    memcpy(gz, gh, sizeof(float) * P);
+    memcpy(gn, gh, sizeof(float) * P);
+    for (int r = 0; r < 3; r++)
+        for (size_t i = zr[r].offset; i < zr[r].offset + zr[r].n; i++)
+            gz[i] = 0, gn[i] = NAN;
+    pair grz = mk(P, 0, gz);
+    CHECK(gpu->upload(gpu, grz.g, gn, sizeof(float) * P, &e) == 0);
+    moe_adamw_hyper hz = h;
+    hz.zero_grads = zr;
+    hz.n_zero_grads = 3;
+    poison(&wc);
+    BOTH(cpu->adamw(cpu, C(ma), C(wc), C(grz), C(m1), C(v1), spans, 3, &h),
+         gpu->adamw(gpu, G(ma), G(wc), G(grz), G(m1), G(v1), spans, 3, &hz));
+    cmp("adamw master, zero ranges", &ma, 1e-6);
+    cmp("adamw exp_avg, zero ranges", &m1, 1e-6);
+    cmp("adamw compute copy, zero ranges", &wc, 5e-3);
+    CHECK(gpu->sum_squares_ranges != NULL);
+    double szc = cpu->sum_squares(cpu, C(grz), P);
+    double szg = gpu->sum_squares_ranges ? gpu->sum_squares_ranges(gpu, G(grz), keep, 4) : NAN;
+    fprintf(stderr, "  %-34s rel %.2e (tol 1e-09)\n", "sum_squares_ranges", fabs(szc - szg) / szc);
+    CHECK(fabs(szc - szg) <= 1e-9 * szc);
+    rm(&grz);
+    free(gz);
+    free(gn);
     free(mh);
     free(gh);
     free(zero);
@@ -322,8 +353,19 @@ static void test_split_masters(void)
     moe_param_span spans[3] = {{0, 20000, 1}, {20000, 30001, 0}, {50001, P - 50001, 1}};
     moe_adamw_hyper h = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
                          .bias_corr1 = 0.19f, .bias_corr2 = 0.0975f, .grad_scale = 0.7f};
+    /* with a range that counts as zeros: NaN there on the GPU, zeros on the CPU */
+    moe_range zr = {20000 + 16384, 16384}; /* one whole chunk of the second span */
+    for (size_t i = zr.offset; i < zr.offset + zr.n; i++)
+        gh[i] = 0;
+    cpu->upload(cpu, C(gr), gh, sizeof(float) * P, &e);
+    for (size_t i = zr.offset; i < zr.offset + zr.n; i++)
+        gh[i] = NAN;
+    gpu->upload(gpu, G(gr), gh, sizeof(float) * P, &e);
+    moe_adamw_hyper hz = h;
+    hz.zero_grads = &zr;
+    hz.n_zero_grads = 1;
     cpu->adamw(cpu, C(ma), C(wcp), C(gr), C(m1), C(v1), spans, 3, &h);
-    gpu->adamw_split(gpu, lo, wc, G(gr), G(m1), G(v1), spans, 3, &h);
+    gpu->adamw_split(gpu, lo, wc, G(gr), G(m1), G(v1), spans, 3, &hz);
     memset(back, 0xff, sizeof(float) * P);
     CHECK(gpu->masters_download(gpu, back, lo, wc, P, &e) == 0);
     float *ref = malloc(sizeof(float) * P);

@@ -61,11 +61,29 @@ typedef struct {
     int decay;      /* 1: apply weight decay */
 } moe_param_span;
 
+/* [offset, offset + n) of a flat buffer */
+typedef struct {
+    size_t offset, n;
+} moe_range;
+
 typedef struct {
     real lr, beta1, beta2, eps, weight_decay;
     real bias_corr1, bias_corr2; /* 1 - beta^t, computed by the caller */
     real grad_scale;             /* multiply grads by this first (clipping, averaging) */
+    /* Ranges of the gradient that hold no value this step and count as zeros
+     * (the weights of experts no token reached): never read. Sorted and
+     * disjoint; NULL / 0: none. The update is the same bits as over zeros. */
+    const moe_range *zero_grads;
+    int n_zero_grads;
 } moe_adamw_hyper;
+
+/* experts_bwd's dw_overwrite */
+enum {
+    MOE_DW_ACCUMULATE = 0,     /* dW += */
+    MOE_DW_OVERWRITE = 1,      /* dW =, the experts without rows' dW zeroed */
+    MOE_DW_OVERWRITE_LAZY = 2  /* dW =, the experts without rows' dW left as they are: the
+                                  caller counts them as zeros (moe_adamw_hyper.zero_grads) */
+};
 
 typedef struct moe_backend moe_backend;
 
@@ -170,8 +188,8 @@ struct moe_backend {
     void (*combine_bwd)(moe_backend *be, act *dy_perm, const act *dout, const moe_route_plan *plan,
                         int C);
     /* expert FFN backward: dx_perm written, dp_perm written, dW1/dW3/dW2 accumulated,
-     * or written (idle experts' zeroed) with dw_overwrite: the first micro-batch of a
-     * step then neither zeroes nor reads the expert gradients, ~90% of all of them */
+     * or written with dw_overwrite (MOE_DW_*): the first micro-batch of a step then
+     * neither zeroes nor reads the expert gradients, ~90% of all of them */
     void (*experts_bwd)(moe_backend *be, act *dx_perm, real *dp_perm, real *dw1, real *dw3,
                         real *dw2, const act *dy_perm, const act *x_perm, const act *h1,
                         const act *h3, const real *p_perm, const act *w1, const act *w3,
@@ -190,6 +208,9 @@ struct moe_backend {
     /* ---- optimizer and reductions ---- */
     /* sum of squares of x[n] (host result, synchronises) */
     double (*sum_squares)(moe_backend *be, const real *x, size_t n);
+    /* the same over the union of sorted, disjoint ranges of x, in one pass;
+     * NULL where the caller should sum range by range (cpu) */
+    double (*sum_squares_ranges)(moe_backend *be, const real *x, const moe_range *r, int n_ranges);
     /* AdamW with decoupled weight decay over the spans of one flat buffer;
      * updates the masters and writes the compute copy. */
     void (*adamw)(moe_backend *be, real *master, act *wc, const real *grad, real *m, real *v,

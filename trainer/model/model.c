@@ -109,6 +109,10 @@ int model_create_parallel(moe_model **out, const moe_dims *d, moe_backend *be,
     m->embed_out = plan_act(&pl, N * C);
     m->layers = host_calloc(&pl, (size_t)d->L, sizeof *m->layers);
     m->expert_dw_fresh = host_calloc(&pl, (size_t)d->L, 1);
+    m->expert_dw_valid = host_calloc(&pl, (size_t)d->L * m->E_local, 1);
+    /* at most one range per expert weight tensor, and one more between them */
+    m->grad_ranges_cap = 3 * d->L * m->E_local + 1;
+    m->grad_ranges = host_calloc(&pl, (size_t)m->grad_ranges_cap, sizeof(moe_range));
     /* Layer 0 owns the buffers that layers share. Always shared: what only
      * the forward reads (the SwiGLU output, the experts' output rows, the
      * combined MoE output, each consumed before the next layer writes it).
@@ -227,6 +231,8 @@ void model_destroy(moe_model *m)
 #undef FREE
     free(m->route_frac);
     free(m->expert_dw_fresh);
+    free(m->expert_dw_valid);
+    free(m->grad_ranges);
     free(m->params);
     free(m->spans);
     free(m);
@@ -269,23 +275,128 @@ void model_zero_grad(moe_model *m)
     if (run_n)
         be->memset0(be, m->grad + run0, sizeof(real) * run_n);
     memset(m->expert_dw_fresh, 1, (size_t)m->d.L);
+    memset(m->expert_dw_valid, 0, (size_t)m->d.L * m->E_local);
 }
 
-/* A layer whose experts' backward did not run this step still needs zeros. */
+/* the dW slices of local expert x of layer l to zeros */
+static void zero_expert_dw(moe_model *m, int l, int x)
+{
+    for (int i = 0; i < m->n_params; i++) {
+        const moe_param *p = &m->params[i];
+        if (p->layer != l || !is_expert_weight(p->kind))
+            continue;
+        size_t per = p->n / (size_t)m->E_local;
+        m->be->memset0(m->be, m->grad + p->offset + (size_t)x * per, sizeof(real) * per);
+    }
+    m->expert_dw_valid[(size_t)l * m->E_local + x] = 1;
+}
+
+/* A layer whose experts' backward did not run this step still needs zeros
+ * (or, lazily, only to be counted as zeros: its experts stay invalid). */
 static void zero_fresh_expert_grads(moe_model *m)
 {
     for (int l = 0; l < m->d.L; l++) {
         if (!m->expert_dw_fresh[l])
             continue;
-        for (int i = 0; i < m->n_params; i++)
-            if (m->params[i].layer == l && is_expert_weight(m->params[i].kind))
-                m->be->memset0(m->be, m->grad + m->params[i].offset, sizeof(real) * m->params[i].n);
+        if (!m->lazy_expert_grads)
+            for (int x = 0; x < m->E_local; x++)
+                zero_expert_dw(m, l, x);
         m->expert_dw_fresh[l] = 0;
     }
 }
 
+/* The backward of layer l's experts: how it writes dW, and which experts'
+ * dW hold values after it. */
+static int expert_dw_mode(moe_model *m, int l, const moe_route_plan *plan)
+{
+    unsigned char *valid = m->expert_dw_valid + (size_t)l * m->E_local;
+    if (m->expert_dw_fresh[l]) {
+        for (int x = 0; x < m->E_local; x++)
+            valid[x] = !m->lazy_expert_grads || plan->expert_count[x] > 0;
+        return m->lazy_expert_grads ? MOE_DW_OVERWRITE_LAZY : MOE_DW_OVERWRITE;
+    }
+    /* a later micro-batch accumulates: an expert reached now for the first
+     * time this step starts from zeros */
+    for (int x = 0; x < m->E_local; x++)
+        if (!valid[x] && plan->expert_count[x] > 0)
+            zero_expert_dw(m, l, x);
+    return MOE_DW_ACCUMULATE;
+}
+
+const int64_t *model_route_counts(const moe_model *m, int layer)
+{
+    return m->layers[layer].plan.expert_count;
+}
+
+void model_set_lazy_expert_grads(moe_model *m, int on)
+{
+    if (!on)
+        model_materialize_grads(m);
+    m->lazy_expert_grads = on != 0;
+}
+
+void model_materialize_grads(moe_model *m)
+{
+    for (int l = 0; l < m->d.L; l++)
+        for (int x = 0; x < m->E_local; x++)
+            if (!m->expert_dw_valid[(size_t)l * m->E_local + x])
+                zero_expert_dw(m, l, x);
+}
+
+/* The sorted ranges of m->grad that count as zeros (merged where adjacent),
+ * in m->grad_ranges; their number. */
+static int grad_zero_ranges(moe_model *m)
+{
+    int n = 0;
+    for (int i = 0; i < m->n_params; i++) { /* params are in offset order */
+        const moe_param *p = &m->params[i];
+        if (!is_expert_weight(p->kind) || p->layer < 0)
+            continue;
+        size_t per = p->n / (size_t)m->E_local;
+        for (int x = 0; x < m->E_local; x++) {
+            if (m->expert_dw_valid[(size_t)p->layer * m->E_local + x])
+                continue;
+            size_t off = p->offset + (size_t)x * per;
+            if (n > 0 && m->grad_ranges[n - 1].offset + m->grad_ranges[n - 1].n == off)
+                m->grad_ranges[n - 1].n += per;
+            else
+                m->grad_ranges[n++] = (moe_range){off, per};
+        }
+    }
+    return n;
+}
+
+double model_grad_sum_squares(moe_model *m)
+{
+    moe_backend *be = m->be;
+    int nz = m->lazy_expert_grads ? grad_zero_ranges(m) : 0;
+    if (nz == 0)
+        return be->sum_squares(be, m->grad, m->n_elems);
+    /* the complement of the zero ranges, in place: at most one range more */
+    moe_range *r = m->grad_ranges;
+    size_t end = m->n_elems;
+    int nk = 0;
+    size_t from = 0;
+    for (int i = 0; i < nz; i++) {
+        moe_range z = r[i];
+        if (z.offset > from)
+            r[nk++] = (moe_range){from, z.offset - from};
+        from = z.offset + z.n;
+    }
+    if (from < end)
+        r[nk++] = (moe_range){from, end - from};
+    if (be->sum_squares_ranges)
+        return be->sum_squares_ranges(be, m->grad, r, nk);
+    double s = 0;
+    for (int i = 0; i < nk; i++)
+        s += be->sum_squares(be, m->grad + r[i].offset, r[i].n);
+    return s;
+}
+
 int model_get_host(moe_model *m, const real *dev, real *host, moe_err *e)
 {
+    if (dev == m->grad)
+        model_materialize_grads(m);
     return m->be->download(m->be, host, dev, sizeof(real) * m->n_elems, e);
 }
 
@@ -313,9 +424,12 @@ int model_set_masters(moe_model *m, const real *host, moe_err *e)
     return 0;
 }
 
-void model_adamw(moe_model *m, const moe_adamw_hyper *h)
+void model_adamw(moe_model *m, const moe_adamw_hyper *hyper)
 {
     moe_backend *be = m->be;
+    moe_adamw_hyper hz = *hyper, *h = &hz;
+    hz.n_zero_grads = m->lazy_expert_grads ? grad_zero_ranges(m) : 0;
+    hz.zero_grads = hz.n_zero_grads ? m->grad_ranges : NULL;
     if (m->split_master)
         be->adamw_split(be, m->master, m->wc, m->grad, m->m, m->v, m->spans, m->n_params, h);
     else
@@ -526,10 +640,11 @@ int model_forward_backward(moe_model *m, const int32_t *tokens, const int32_t *t
         /* MoE branch: d_resid flows into moe_out */
         if (m->disp->combine_bwd(m->disp, be, m->d_rows_a, m->d_resid, &a->plan, C, e))
             return moe_err_prefix(e, "layer %d combine backward", l);
+        int dw_mode = expert_dw_mode(m, l, &a->plan);
         be->experts_bwd(be, m->d_rows_b, m->d_prows, G(m, MOE_P_W1, l), G(m, MOE_P_W3, l),
                         G(m, MOE_P_W2, l), m->d_rows_a, a->x_perm, a->h1, a->h3, a->p_perm,
                         W(m, MOE_P_W1, l), W(m, MOE_P_W3, l), W(m, MOE_P_W2, l), &a->plan, C,
-                        d->I, m->expert_dw_fresh[l]);
+                        d->I, dw_mode);
         m->expert_dw_fresh[l] = 0;
         if (m->disp->dispatch_bwd(m->disp, be, m->d_a, m->d_topk, m->d_rows_b, m->d_prows,
                                   &a->plan, C, e))

@@ -70,6 +70,13 @@ typedef struct {
     /* per layer: its expert weight gradients hold stale values that the next
      * backward overwrites (model_zero_grad leaves them alone) */
     unsigned char *expert_dw_fresh;
+    /* Lazy expert gradients (model_set_lazy_expert_grads): the dW of an
+     * expert no token reached this step is neither zeroed nor read, only
+     * marked; expert_dw_valid[l * E_local + x] says whose dW holds a value. */
+    int lazy_expert_grads;
+    unsigned char *expert_dw_valid;
+    moe_range *grad_ranges; /* scratch of the zero / non-zero range lists */
+    int grad_ranges_cap;
 
     /* activations */
     int32_t *tokens, *targets; /* [B*T] backend memory */
@@ -147,7 +154,22 @@ int model_forward_backward(moe_model *m, const int32_t *tokens, const int32_t *t
  * overwritten by the first backward. */
 void model_zero_grad(moe_model *m);
 
-/* Host copies of the grads / moments (n_elems reals), for checkpoints and tests. */
+/* Lazy expert gradients on or off (default off: every gradient is stored).
+ * On, the gradients that hold no value are counted as zeros by
+ * model_grad_sum_squares and model_adamw, and written as zeros before anything
+ * else reads m->grad through model_get_host or model_materialize_grads: turn
+ * it on only where those are the gradients' readers (the trainer without
+ * ZeRO). */
+void model_set_lazy_expert_grads(moe_model *m, int on);
+/* Rows each local expert of `layer` got in the last forward ([E_local]). */
+const int64_t *model_route_counts(const moe_model *m, int layer);
+/* Zeros into the gradients that only count as zeros. */
+void model_materialize_grads(moe_model *m);
+/* Sum of squares of all gradients (synchronises). */
+double model_grad_sum_squares(moe_model *m);
+
+/* Host copies of the grads / moments (n_elems reals), for checkpoints and
+ * tests (the grads materialised first). */
 int model_get_host(moe_model *m, const real *dev, real *host, moe_err *e);
 int model_set_host(moe_model *m, real *dev, const real *host, moe_err *e);
 /* The fp32 masters to and from the host, whatever their storage; setting

@@ -243,6 +243,10 @@ int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, i
         t->model->stats_ctx = &t->par;
         if (zero_create(&t->zero, t->model, &t->par, e))
             goto fail;
+    } else {
+        /* one rank: only model_grad_sum_squares and model_adamw read the
+         * gradients, so an expert no token reached costs no gradient bytes */
+        model_set_lazy_expert_grads(t->model, 1);
     }
     /* every rank reads its own windows: shard = world rank, shards = world */
     if (dataset_open(&t->data, &c->data, c->train.seq_length, c->train.seed, t->rank, t->world,
@@ -406,7 +410,6 @@ static int train_step(moe_trainer *t, double lr, double *loss, double *aux, doub
     }
     if (comm_allreduce_sum(t->par.world, &loss_sum, 1, MOE_DT_DOUBLE, e))
         return moe_err_prefix(e, "step %d: the loss", t->step + 1);
-    moe_backend *be = t->be;
     moe_model *m = t->model;
     int tt = t->step + 1;
     moe_adamw_hyper h = {.lr = (real)lr, .beta1 = (real)c->optimizer.beta1,
@@ -420,7 +423,7 @@ static int train_step(moe_trainer *t, double lr, double *loss, double *aux, doub
         if (zero_step(t->zero, h, c->train.grad_clip, &norm, e))
             return moe_err_prefix(e, "step %d", tt);
     } else {
-        norm = sqrt(be->sum_squares(be, m->grad, m->n_elems));
+        norm = sqrt(model_grad_sum_squares(m));
     }
     if (!isfinite(norm))
         return moe_errf(e, "step %d: the gradient norm is %g (loss %g): training diverged; lower "

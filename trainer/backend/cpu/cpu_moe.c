@@ -139,10 +139,14 @@ static void experts_bwd(moe_backend *be, act *dx_perm, real *dp_perm, real *dw1,
                         int dw_overwrite)
 {
     if (dw_overwrite) { /* the reference: zero, then the same accumulation */
-        size_t per = (size_t)plan->n_experts * I * C;
-        memset(dw1, 0, sizeof(real) * per);
-        memset(dw3, 0, sizeof(real) * per);
-        memset(dw2, 0, sizeof(real) * per);
+        size_t per = (size_t)I * C;
+        for (int x = 0; x < plan->n_experts; x++) {
+            if (dw_overwrite == MOE_DW_OVERWRITE_LAZY && plan->expert_count[x] == 0)
+                continue; /* left as it is: the caller counts it as zeros */
+            memset(dw1 + x * per, 0, sizeof(real) * per);
+            memset(dw3 + x * per, 0, sizeof(real) * per);
+            memset(dw2 + x * per, 0, sizeof(real) * per);
+        }
     }
     int64_t max_rows = 0;
     for (int x = 0; x < plan->n_experts; x++)

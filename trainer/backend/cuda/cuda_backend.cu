@@ -152,6 +152,9 @@ static void cu_destroy(moe_backend *be)
     }
     if (c->d_partial)
         cudaFree(c->d_partial);
+    for (int i = 0; i < 2; i++)
+        if (c->d_ranges[i])
+            cudaFree(c->d_ranges[i]);
     if (c->d_loss)
         cudaFree(c->d_loss);
     if (c->d_bad)

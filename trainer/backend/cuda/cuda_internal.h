@@ -49,6 +49,8 @@ typedef struct {
     } adam[CUDA_ADAM_LAYOUTS];
     int adam_next; /* the slot the next new layout replaces */
     double *d_partial, *h_partial; /* sum of squares */
+    moe_range *d_ranges[2];        /* gradient ranges: AdamW's zeros, the sum of squares' */
+    int ranges_cap[2];
     float *d_loss, *h_loss;        /* per-row losses of one lm_head chunk */
     int *d_bad;                    /* first out-of-vocabulary target, 1-based */
     size_t loss_cap;

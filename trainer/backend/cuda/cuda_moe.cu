@@ -360,7 +360,7 @@ static void experts_bwd(moe_backend *be, act *dx_perm, real *dp_perm, real *dw1,
                         const act *w2, const moe_route_plan *plan, int C, int I,
                         int dw_overwrite)
 {
-    if (dw_overwrite)
+    if (dw_overwrite == MOE_DW_OVERWRITE)
         cuda_zero_idle_expert_dw(be, dw1, dw3, dw2, plan, C, I);
     if (CTX(be)->expert_lowp == CUDA_EXPERTS_FP8_BLOCK ||
         CTX(be)->expert_lowp == CUDA_EXPERTS_MXFP8) {

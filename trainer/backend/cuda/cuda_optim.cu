@@ -8,20 +8,9 @@
 
 #define NORM_BLOCKS 1024
 
-/* Sum of squares in double, four floats a load where the pointer allows:
- * it reads the whole gradient (12.6 GB at 3.2B parameters) every step. */
-__global__ void sumsq_kernel(double *partial, const float *x, size_t n)
+/* a block's part of a sum of squares, to partial[blockIdx.x] */
+__device__ void sumsq_block_total(double s, double *partial)
 {
-    double s = 0;
-    size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
-    size_t n4 = ((uintptr_t)x & 15) == 0 ? n / 4 : 0;
-    const float4 *x4 = (const float4 *)x;
-    for (size_t i = tid; i < n4; i += stride) {
-        float4 q = x4[i];
-        s += (double)q.x * q.x + (double)q.y * q.y + (double)q.z * q.z + (double)q.w * q.w;
-    }
-    for (size_t i = 4 * n4 + tid; i < n; i += stride)
-        s += (double)x[i] * x[i];
     __shared__ double part[CUDA_THREADS / 32];
     for (int o = 16; o > 0; o >>= 1)
         s += __shfl_xor_sync(0xffffffffu, s, o);
@@ -36,18 +25,76 @@ __global__ void sumsq_kernel(double *partial, const float *x, size_t n)
     }
 }
 
-static double sum_squares(moe_backend *be, const real *x, size_t n)
+/* this thread's share of x[0..n), four floats a load where the pointer allows */
+__device__ __forceinline__ double sumsq_share(const float *x, size_t n)
+{
+    double s = 0;
+    size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
+    size_t n4 = ((uintptr_t)x & 15) == 0 ? n / 4 : 0;
+    const float4 *x4 = (const float4 *)x;
+    for (size_t i = tid; i < n4; i += stride) {
+        float4 q = x4[i];
+        s += (double)q.x * q.x + (double)q.y * q.y + (double)q.z * q.z + (double)q.w * q.w;
+    }
+    for (size_t i = 4 * n4 + tid; i < n; i += stride)
+        s += (double)x[i] * x[i];
+    return s;
+}
+
+/* Sum of squares in double: it reads the whole gradient (12.6 GB at 3.2B
+ * parameters) every step. */
+__global__ void sumsq_kernel(double *partial, const float *x, size_t n)
+{
+    sumsq_block_total(sumsq_share(x, n), partial);
+}
+
+/* the same over ranges of x, one after the other */
+__global__ void sumsq_ranges_kernel(double *partial, const float *x, const moe_range *r, int nr)
+{
+    double s = 0;
+    for (int j = 0; j < nr; j++)
+        s += sumsq_share(x + r[j].offset, r[j].n);
+    sumsq_block_total(s, partial);
+}
+
+/* ranges to the device, into one of two buffers (0: AdamW's zero ranges,
+ * 1: the sum of squares' ranges), grown as needed; NULL when none */
+static const moe_range *ranges_to_device(moe_backend *be, int which, const moe_range *r, int n)
+{
+    cuda_ctx *c = CTX(be);
+    if (n <= 0)
+        return NULL;
+    if (c->ranges_cap[which] < n) {
+        if (c->d_ranges[which])
+            cudaFree(c->d_ranges[which]);
+        c->d_ranges[which] = NULL;
+        c->ranges_cap[which] = 0;
+        CU(be, "gradient ranges", cudaMalloc(&c->d_ranges[which], sizeof(moe_range) * n));
+        if (!c->d_ranges[which])
+            return NULL;
+        c->ranges_cap[which] = n;
+    }
+    CU(be, "gradient ranges",
+       cudaMemcpy(c->d_ranges[which], r, sizeof(moe_range) * n, cudaMemcpyHostToDevice));
+    return c->error[0] ? NULL : c->d_ranges[which];
+}
+
+static int partials_ready(moe_backend *be)
 {
     cuda_ctx *c = CTX(be);
     if (!c->d_partial) {
         if (cudaMalloc(&c->d_partial, sizeof(double) * NORM_BLOCKS) != cudaSuccess ||
             cudaMallocHost(&c->h_partial, sizeof(double) * NORM_BLOCKS) != cudaSuccess) {
             cuda_note(be, "sum_squares", "cannot allocate partial sums");
-            return NAN;
+            return 0;
         }
     }
-    sumsq_kernel<<<NORM_BLOCKS, CUDA_THREADS, 0, c->stream>>>(c->d_partial, x, n);
-    LAUNCHED(be, "sum_squares");
+    return 1;
+}
+
+static double partials_total(moe_backend *be)
+{
+    cuda_ctx *c = CTX(be);
     CU(be, "sum_squares", cudaMemcpy(c->h_partial, c->d_partial, sizeof(double) * NORM_BLOCKS,
                                      cudaMemcpyDeviceToHost));
     if (c->error[0])
@@ -56,6 +103,28 @@ static double sum_squares(moe_backend *be, const real *x, size_t n)
     for (int i = 0; i < NORM_BLOCKS; i++)
         t += c->h_partial[i];
     return t;
+}
+
+static double sum_squares(moe_backend *be, const real *x, size_t n)
+{
+    if (!partials_ready(be))
+        return NAN;
+    sumsq_kernel<<<NORM_BLOCKS, CUDA_THREADS, 0, CTX(be)->stream>>>(CTX(be)->d_partial, x, n);
+    LAUNCHED(be, "sum_squares");
+    return partials_total(be);
+}
+
+static double sum_squares_ranges(moe_backend *be, const real *x, const moe_range *r, int n_ranges)
+{
+    if (n_ranges <= 0)
+        return 0;
+    const moe_range *dr = ranges_to_device(be, 1, r, n_ranges);
+    if (!dr || !partials_ready(be))
+        return NAN;
+    sumsq_ranges_kernel<<<NORM_BLOCKS, CUDA_THREADS, 0, CTX(be)->stream>>>(CTX(be)->d_partial, x, dr,
+                                                                          n_ranges);
+    LAUNCHED(be, "sum_squares");
+    return partials_total(be);
 }
 
 /* The parameter spans cut into chunks; a block updates one chunk. The
@@ -70,7 +139,45 @@ typedef struct {
 
 typedef struct {
     float lr, b1, b2, eps, wd, bc1, bc2, scale;
+    const moe_range *zero; /* device: gradient ranges that count as zeros (sorted) */
+    int n_zero;
 } adam_args;
+
+/* How a chunk meets the zero ranges: 0 not at all, 1 inside one (no
+ * gradient read), 2 partly (element by element) */
+__device__ int chunk_zero_mode(const adam_chunk &ch, const adam_args &a)
+{
+    int lo = 0, hi = a.n_zero; /* the first range ending after the chunk's start */
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (a.zero[mid].offset + a.zero[mid].n <= ch.offset)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == a.n_zero || a.zero[lo].offset >= ch.offset + ch.n)
+        return 0;
+    return a.zero[lo].offset <= ch.offset && a.zero[lo].offset + a.zero[lo].n >= ch.offset + ch.n ? 1 : 2;
+}
+
+__device__ int elem_in_zero(size_t k, const adam_args &a)
+{
+    int lo = 0, hi = a.n_zero;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (a.zero[mid].offset + a.zero[mid].n <= k)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < a.n_zero && a.zero[lo].offset <= k;
+}
+
+/* element k's gradient under the chunk's zero mode */
+__device__ __forceinline__ float grad_at(const float *grad, size_t k, int zm, const adam_args &a)
+{
+    return zm == 1 || (zm == 2 && elem_in_zero(k, a)) ? 0.f : grad[k];
+}
 
 /* One element: the moments in place, the new master returned. */
 __device__ __forceinline__ float adam_elem(float p, float g, float *m, float *v, float decay,
@@ -93,10 +200,12 @@ __global__ void adamw_kernel(float *master, bf16 *wc, const float *grad, float *
 {
     adam_chunk ch = chunks[blockIdx.x];
     float decay = ch.decay ? 1.f - a.lr * a.wd : 1.f;
-    if (chunk_vec4(ch)) {
+    int zm = a.n_zero ? chunk_zero_mode(ch, a) : 0;
+    if (chunk_vec4(ch) && zm != 2) {
         size_t b = ch.offset / 4;
         for (unsigned i = threadIdx.x; i < ch.n / 4; i += blockDim.x) {
-            float4 p = ((float4 *)master)[b + i], g = ((const float4 *)grad)[b + i];
+            float4 p = ((float4 *)master)[b + i];
+            float4 g = zm ? make_float4(0.f, 0.f, 0.f, 0.f) : ((const float4 *)grad)[b + i];
             float4 mk = ((float4 *)m)[b + i], vk = ((float4 *)v)[b + i];
             p.x = adam_elem(p.x, g.x, &mk.x, &vk.x, decay, a);
             p.y = adam_elem(p.y, g.y, &mk.y, &vk.y, decay, a);
@@ -115,7 +224,7 @@ __global__ void adamw_kernel(float *master, bf16 *wc, const float *grad, float *
     }
     for (unsigned i = threadIdx.x; i < ch.n; i += blockDim.x) {
         size_t k = ch.offset + i;
-        float p = adam_elem(master[k], grad[k], &m[k], &v[k], decay, a);
+        float p = adam_elem(master[k], grad_at(grad, k, zm, a), &m[k], &v[k], decay, a);
         master[k] = p;
         wc[k] = __float2bfloat16(p);
     }
@@ -142,11 +251,12 @@ __global__ void adamw_split_kernel(unsigned short *lo, unsigned short *hi, const
 {
     adam_chunk ch = chunks[blockIdx.x];
     float decay = ch.decay ? 1.f - a.lr * a.wd : 1.f;
-    if (chunk_vec4(ch)) {
+    int zm = a.n_zero ? chunk_zero_mode(ch, a) : 0;
+    if (chunk_vec4(ch) && zm != 2) {
         size_t b = ch.offset / 4;
         for (unsigned i = threadIdx.x; i < ch.n / 4; i += blockDim.x) {
             ushort4 h = ((ushort4 *)hi)[b + i], l = ((ushort4 *)lo)[b + i];
-            float4 g = ((const float4 *)grad)[b + i];
+            float4 g = zm ? make_float4(0.f, 0.f, 0.f, 0.f) : ((const float4 *)grad)[b + i];
             float4 mk = ((float4 *)m)[b + i], vk = ((float4 *)v)[b + i];
             split_put(adam_elem(split_get(h.x, l.x), g.x, &mk.x, &vk.x, decay, a), &h.x, &l.x);
             split_put(adam_elem(split_get(h.y, l.y), g.y, &mk.y, &vk.y, decay, a), &h.y, &l.y);
@@ -161,7 +271,7 @@ __global__ void adamw_split_kernel(unsigned short *lo, unsigned short *hi, const
     }
     for (unsigned i = threadIdx.x; i < ch.n; i += blockDim.x) {
         size_t k = ch.offset + i;
-        float p = adam_elem(split_get(hi[k], lo[k]), grad[k], &m[k], &v[k], decay, a);
+        float p = adam_elem(split_get(hi[k], lo[k]), grad_at(grad, k, zm, a), &m[k], &v[k], decay, a);
         split_put(p, &hi[k], &lo[k]);
     }
 }
@@ -293,11 +403,18 @@ static const adam_chunk *adam_chunks_for(moe_backend *be, const moe_param_span *
     return (const adam_chunk *)c->adam[slot].chunks;
 }
 
-static adam_args adam_args_of(const moe_adamw_hyper *h)
+/* the kernel's arguments; zero ranges go to the device first (0: failed, noted) */
+static int adam_args_of(moe_backend *be, const moe_adamw_hyper *h, adam_args *a)
 {
-    adam_args a = {h->lr, h->beta1, h->beta2, h->eps, h->weight_decay, h->bias_corr1, h->bias_corr2,
-                   h->grad_scale};
-    return a;
+    *a = {h->lr, h->beta1, h->beta2, h->eps, h->weight_decay, h->bias_corr1, h->bias_corr2,
+          h->grad_scale, NULL, 0};
+    if (h->n_zero_grads > 0) {
+        a->zero = ranges_to_device(be, 0, h->zero_grads, h->n_zero_grads);
+        if (!a->zero)
+            return 0;
+        a->n_zero = h->n_zero_grads;
+    }
+    return 1;
 }
 
 static void adamw(moe_backend *be, real *master, act *wc, const real *grad, real *m, real *v,
@@ -305,10 +422,11 @@ static void adamw(moe_backend *be, real *master, act *wc, const real *grad, real
 {
     int n_chunks = 0;
     const adam_chunk *chunks = adam_chunks_for(be, spans, n_spans, &n_chunks);
-    if (!chunks)
+    adam_args a;
+    if (!chunks || !adam_args_of(be, h, &a))
         return;
     adamw_kernel<<<n_chunks, CUDA_THREADS, 0, CTX(be)->stream>>>(master, (bf16 *)wc, grad, m, v,
-                                                                 chunks, adam_args_of(h));
+                                                                 chunks, a);
     LAUNCHED(be, "adamw");
 }
 
@@ -317,16 +435,18 @@ static void adamw_split(moe_backend *be, uint16_t *lo, act *wc, const real *grad
 {
     int n_chunks = 0;
     const adam_chunk *chunks = adam_chunks_for(be, spans, n_spans, &n_chunks);
-    if (!chunks)
+    adam_args a;
+    if (!chunks || !adam_args_of(be, h, &a))
         return;
     adamw_split_kernel<<<n_chunks, CUDA_THREADS, 0, CTX(be)->stream>>>(
-        (unsigned short *)lo, (unsigned short *)wc, grad, m, v, chunks, adam_args_of(h));
+        (unsigned short *)lo, (unsigned short *)wc, grad, m, v, chunks, a);
     LAUNCHED(be, "adamw_split");
 }
 
 void cuda_fill_optim_ops(moe_backend *be)
 {
     be->sum_squares = sum_squares;
+    be->sum_squares_ranges = sum_squares_ranges;
     be->adamw = adamw;
     be->adamw_split = adamw_split;
     be->masters_upload = masters_upload;
