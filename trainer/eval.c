@@ -119,7 +119,7 @@ static int run_eval(const char *dir, const char *tokfile, const char *backend, m
             tg[r * T + t] = t + 1 < L ? tok[r * L + t + 1] : -1;
         }
     moe_dims d = trainer_model_dims(&mc);
-    if (backend_open(backend, 0, &be, why, sizeof why, e) || dispatcher_local_create(&disp, e) ||
+    if (backend_open(backend, 0, 0, &be, why, sizeof why, e) || dispatcher_local_create(&disp, e) ||
         model_create(&m, &d, be, disp, rows, T, e) || hf_dir_open(dir, &hd, e))
         goto out;
     host = malloc(sizeof(real) * m->n_elems);

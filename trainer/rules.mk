@@ -42,21 +42,21 @@ TRAIN_LIB := $(B)/lib/libmoe_train.a
 $(TRAIN_LIB): $(call obj,$(TRAIN_SRCS))
 # libmoe_parallel.a is built by trainer/parallel/rules.mk
 PARALLEL_LIB := $(B)/lib/libmoe_parallel.a
-TRAINER_LIBS = $(TRAIN_LIB) $(PARALLEL_LIB) $(CUDA_LIB) $(MODEL_LIB) $(DATA_LIB) $(CKPT_LIB) $(CONFIG_LIB) $(COMMON_LIB)
+TRAINER_LIBS = $(TRAIN_LIB) $(PARALLEL_NCCL_LIB) $(PARALLEL_LIB) $(CUDA_LIB) $(MODEL_LIB) $(DATA_LIB) $(CKPT_LIB) $(CONFIG_LIB) $(COMMON_LIB)
 
 BINS += $(B)/bin/moe-train
 $(B)/bin/moe-train: $(call obj,trainer/main.c) $(TRAINER_LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LIBCONFIG) $(CUDA_LDLIBS) $(LDLIBS_BASE)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LIBCONFIG) $(NCCL_LDLIBS) $(CUDA_LDLIBS) $(LDLIBS_BASE)
 
 # Agreement with transformers on the committed fixtures.
 UNIT_TESTS += $(B)/tests/test_hf_agreement
 $(B)/tests/test_hf_agreement: $(call obj,tests/unit/test_hf_agreement.c) $(TRAINER_LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LIBCONFIG) $(CUDA_LDLIBS) $(LDLIBS_BASE)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LIBCONFIG) $(NCCL_LDLIBS) $(CUDA_LDLIBS) $(LDLIBS_BASE)
 
 
 UNIT_TESTS += $(B)/tests/test_training
 $(B)/tests/test_training: $(call obj,tests/unit/test_training.c) $(TRAINER_LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LIBCONFIG) $(CUDA_LDLIBS) $(LDLIBS_BASE)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LIBCONFIG) $(NCCL_LDLIBS) $(CUDA_LDLIBS) $(LDLIBS_BASE)

@@ -229,6 +229,7 @@ struct moe_backend {
 /* Backends. Each returns 0 and a ready table, or -1 with a reason. */
 int cpu_backend_create(moe_backend **out, int threads, moe_err *e);
 int cuda_backend_available(void);
+int cuda_device_count(void); /* visible GPUs, 0 without a driver */
 int cuda_backend_create(moe_backend **out, int device, moe_err *e);
 
 #ifdef __cplusplus

@@ -6,6 +6,7 @@
 #ifndef MOE_WITH_CUDA
 /* This build has no CUDA backend (built with CUDA=0 or without nvcc). */
 int cuda_backend_available(void) { return 0; }
+int cuda_device_count(void) { return 0; }
 int cuda_backend_create(moe_backend **out, int device, moe_err *e)
 {
     return moe_errf(e, "this moe-train was built without the CUDA backend (rebuild with nvcc "
@@ -13,8 +14,15 @@ int cuda_backend_create(moe_backend **out, int device, moe_err *e)
 }
 #endif
 
-int backend_open(const char *name, int threads, moe_backend **out, char *why, size_t why_len,
-                 moe_err *e)
+/* this rank's GPU among the visible ones */
+static int rank_device(int local_rank)
+{
+    int n = cuda_device_count();
+    return n > 1 && local_rank > 0 ? local_rank % n : 0;
+}
+
+int backend_open(const char *name, int threads, int local_rank, moe_backend **out, char *why,
+                 size_t why_len, moe_err *e)
 {
     if (!strcmp(name, "cpu")) {
         snprintf(why, why_len, "cpu (requested)");
@@ -22,13 +30,13 @@ int backend_open(const char *name, int threads, moe_backend **out, char *why, si
     }
     if (!strcmp(name, "cuda")) {
         snprintf(why, why_len, "cuda (requested)");
-        return cuda_backend_create(out, 0, e);
+        return cuda_backend_create(out, rank_device(local_rank), e);
     }
     if (strcmp(name, "auto"))
         return moe_errf(e, "unknown backend '%s' (allowed: auto, cpu, cuda)", name);
     if (cuda_backend_available()) {
         snprintf(why, why_len, "cuda (a GPU is visible)");
-        return cuda_backend_create(out, 0, e);
+        return cuda_backend_create(out, rank_device(local_rank), e);
     }
 #ifdef MOE_WITH_CUDA
     snprintf(why, why_len, "cpu (no usable GPU is visible)");

@@ -16,7 +16,7 @@ PARALLEL_SRCS := trainer/parallel/comm.c trainer/parallel/comm_single.c \
 	trainer/parallel/rank_layout.c \
 	trainer/parallel/dispatch_ep.c trainer/parallel/layout_io.c trainer/parallel/zero.c
 PARALLEL_LIB := $(B)/lib/libmoe_parallel.a
-$(PARALLEL_LIB): $(call obj,$(PARALLEL_SRCS))
+$(PARALLEL_LIB): $(call obj,$(PARALLEL_SRCS)) $(if $(PARALLEL_NCCL_LIB),,$(call obj,trainer/parallel/comm_nccl.c))
 
 UNIT_TESTS += $(B)/tests/test_parallel
 $(B)/tests/test_parallel: $(call obj,tests/unit/test_parallel.c) $(PARALLEL_LIB) $(MODEL_LIB) \
@@ -24,16 +24,7 @@ $(B)/tests/test_parallel: $(call obj,tests/unit/test_parallel.c) $(PARALLEL_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LIBCONFIG) $(LDLIBS_BASE)
 
-# The NCCL communicator, when CUDA and nccl.h are there (a library of its own:
-# only programs that use it link NCCL and the CUDA runtime).
-NCCL_HOME ?= $(CUDA_HOME)
-ifeq ($(CUDA),1)
-ifneq ($(wildcard $(NCCL_HOME)/include/nccl.h),)
-PARALLEL_NCCL_LIB := $(B)/lib/libmoe_parallel_nccl.a
-$(B)/obj/trainer/parallel/comm_nccl.o: CFLAGS += -DMOE_HAVE_NCCL -I$(NCCL_HOME)/include
-$(PARALLEL_NCCL_LIB): $(call obj,trainer/parallel/comm_nccl.c)
-NCCL_LDLIBS := -L$(NCCL_HOME)/lib64 -Wl,-rpath,$(NCCL_HOME)/lib64 -lnccl
-
+ifneq ($(PARALLEL_NCCL_LIB),)
 # World size 1 through NCCL, the EP dispatcher and sharded AdamW on the GPU
 # (run on a GPU machine: tests/unit/test_parallel_nccl.c).
 PARALLEL_GPU_TESTS := $(B)/tests/gpu/test_parallel_nccl
@@ -42,5 +33,4 @@ $(B)/tests/gpu/test_parallel_nccl: $(call obj,tests/unit/test_parallel_nccl.c) \
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(NCCL_LDLIBS) $(CUDA_LDLIBS) $(LDLIBS_BASE)
 everything: $(PARALLEL_GPU_TESTS)
-endif
 endif

@@ -13,6 +13,7 @@
 
 #include "../backend/select.h"
 #include "../ckpt/ckpt_dir.h"
+#include "../parallel/comm_nccl.h"
 #include "../parallel/dispatch_ep.h"
 #include "../parallel/watchdog.h"
 #include "schedule.h"
@@ -201,6 +202,16 @@ static int world_sum(void *ctx, double *v, int n, moe_err *e)
     return comm_allreduce_sum(p->world, v, (size_t)n, MOE_DT_DOUBLE, e);
 }
 
+/* NCCL for the EP all-to-all: on the cuda backend when this build has NCCL,
+ * unless MOE_EP_COMM=mpi asks for host staging over MPI */
+static int use_nccl_for_ep(const moe_trainer *t)
+{
+    const char *v = getenv("MOE_EP_COMM");
+    if (v && !strcmp(v, "mpi"))
+        return 0;
+    return !strcmp(t->be->name, "cuda") && comm_nccl_built();
+}
+
 int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, int quiet, moe_err *e)
 {
     memset(t, 0, sizeof *t);
@@ -226,11 +237,21 @@ int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, i
     c->parallel.dp = t->par.dp_size;
     const char *bname = backend && *backend ? backend : c->runtime.backend;
     char why[128];
-    if (backend_open(bname, c->runtime.threads, &t->be, why, sizeof why, e))
+    if (backend_open(bname, c->runtime.threads, t->par.local_rank, &t->be, why, sizeof why, e))
         return -1;
     if (resolve_precision(t, e))
         goto fail;
-    if (t->par.ep_size > 1 ? dispatcher_ep_create(&t->disp, t->par.ep, c->model.num_experts, e)
+    if (t->par.ep_size > 1 && use_nccl_for_ep(t)) {
+        /* the experts' tokens go GPU to GPU (NVLink) instead of through host
+         * memory and MPI; the id is passed over the EP group's MPI ranks */
+        if (comm_nccl_create(&t->ep_gpu, t->par.ep_rank, t->par.ep_size, t->par.ep, e)) {
+            moe_err_prefix(e, "the expert-parallel group over NCCL (MOE_EP_COMM=mpi stages "
+                              "through host memory instead)");
+            goto fail;
+        }
+    }
+    if (t->par.ep_size > 1 ? dispatcher_ep_create(&t->disp, t->ep_gpu ? t->ep_gpu : t->par.ep,
+                                                  c->model.num_experts, e)
                            : dispatcher_local_create(&t->disp, e))
         goto fail;
     moe_dims d = trainer_model_dims(&c->model);
@@ -331,6 +352,8 @@ void trainer_destroy(moe_trainer *t)
         dataset_close(t->data);
     if (t->disp)
         t->disp->destroy(t->disp);
+    comm_destroy(t->ep_gpu); /* NCCL's resources are on the backend's GPU: before it goes */
+    t->ep_gpu = NULL;
     if (t->be)
         t->be->destroy(t->be);
     if (t->have_par)

@@ -171,15 +171,17 @@ static void cu_destroy(moe_backend *be)
     free(be);
 }
 
-extern "C" int cuda_backend_available(void)
+extern "C" int cuda_device_count(void)
 {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
         cudaGetLastError(); /* no driver or no device: not an error here */
         return 0;
     }
-    return n > 0;
+    return n;
 }
+
+extern "C" int cuda_backend_available(void) { return cuda_device_count() > 0; }
 
 extern "C" int cuda_backend_create(moe_backend **out, int device, moe_err *e)
 {
