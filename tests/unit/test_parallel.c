@@ -92,6 +92,39 @@ static void test_launch_detection(void)
     CHECK(!comm_mpi_launched());
 }
 
+/* A launch over NCCL alone: the ranks from MOE_*, only with NCCL_COMM_ID, and
+ * clear errors for a missing or impossible rank. */
+static void test_nccl_env_launch(void)
+{
+    if (comm_mpi_launched()) /* an MPI launch is never read as one */
+        return;
+    moe_err e = {{0}};
+    int r, n, lr;
+    unsetenv("NCCL_COMM_ID");
+    setenv("MOE_WORLD_SIZE", "2", 1);
+    setenv("MOE_RANK", "1", 1);
+    CHECK(par_launch_from_env(&r, &n, &lr, &e) == 0); /* no NCCL_COMM_ID: not such a launch */
+    setenv("NCCL_COMM_ID", "127.0.0.1:29511", 1);
+    CHECK(par_launch_from_env(&r, &n, &lr, &e) == 1 && r == 1 && n == 2 && lr == 1);
+    setenv("MOE_LOCAL_RANK", "0", 1);
+    CHECK(par_launch_from_env(&r, &n, &lr, &e) == 1 && r == 1 && lr == 0);
+    setenv("MOE_RANK", "2", 1);
+    CHECK(par_launch_from_env(&r, &n, &lr, &e) == -1);
+    CHECK_MSG(strstr(e.msg, "MOE_RANK (0..1)"), "%s", e.msg);
+    unsetenv("MOE_RANK");
+    CHECK(par_launch_from_env(&r, &n, &lr, &e) == -1);
+    setenv("MOE_RANK", "0", 1);
+    setenv("MOE_LOCAL_RANK", "x", 1);
+    CHECK(par_launch_from_env(&r, &n, &lr, &e) == -1);
+    CHECK_MSG(strstr(e.msg, "MOE_LOCAL_RANK='x'"), "%s", e.msg);
+    setenv("MOE_WORLD_SIZE", "1", 1);
+    CHECK(par_launch_from_env(&r, &n, &lr, &e) == 0); /* one rank needs no NCCL world */
+    unsetenv("NCCL_COMM_ID");
+    unsetenv("MOE_WORLD_SIZE");
+    unsetenv("MOE_RANK");
+    unsetenv("MOE_LOCAL_RANK");
+}
+
 /* ---- a model on the CPU backend with a given dispatcher ---- */
 
 static int rig_open(rig *r, int ep_dispatcher, moe_comm *c, int with_moments)
@@ -363,6 +396,7 @@ int main(void)
     RUN(test_single_comm);
     RUN(test_agree);
     RUN(test_launch_detection);
+    RUN(test_nccl_env_launch);
     RUN(test_ep_dispatcher_matches_local);
     RUN(test_stats_hook);
     RUN(test_zero_matches_adamw);

@@ -16,6 +16,11 @@ int comm_nccl_create(moe_comm **out, int rank, int size, moe_comm *bootstrap, mo
     return moe_errf(e, "this moekit was built without NCCL (needs CUDA and nccl.h at build time)");
 }
 
+int comm_nccl_world_on_device(moe_comm **out, int rank, int size, int local_rank, moe_err *e)
+{
+    return comm_nccl_create(out, rank, size, NULL, e);
+}
+
 #else
 
 #include <cuda_runtime_api.h>
@@ -367,6 +372,20 @@ int comm_nccl_create(moe_comm **out, int rank, int size, moe_comm *bootstrap, mo
         return -1;
     }
     return 0;
+}
+
+int comm_nccl_world_on_device(moe_comm **out, int rank, int size, int local_rank, moe_err *e)
+{
+    int n = 0;
+    cudaError_t cr = cudaGetDeviceCount(&n);
+    if (cr != cudaSuccess || n < 1)
+        return moe_errf(e, "rank %d of %d over NCCL needs a GPU: %s", rank, size,
+                        cr != cudaSuccess ? cudaGetErrorString(cr) : "none is visible");
+    int dev = local_rank > 0 ? local_rank % n : 0;
+    if ((cr = cudaSetDevice(dev)) != cudaSuccess)
+        return moe_errf(e, "rank %d: cannot use GPU %d of %d: %s", rank, dev, n,
+                        cudaGetErrorString(cr));
+    return comm_nccl_create(out, rank, size, NULL, e);
 }
 
 #endif

@@ -22,5 +22,8 @@ int comm_nccl_built(void);
  * bootstrap: a communicator of the same ranks to broadcast the id over, or
  * NULL (size 1, or NCCL_COMM_ID set on every rank). */
 int comm_nccl_create(moe_comm **out, int rank, int size, moe_comm *bootstrap, moe_err *e);
+/* The world of a launch without MPI (par_launch_from_env): this rank takes
+ * GPU local_rank mod the visible GPUs, and the ranks meet at NCCL_COMM_ID. */
+int comm_nccl_world_on_device(moe_comm **out, int rank, int size, int local_rank, moe_err *e);
 
 #endif

@@ -30,6 +30,16 @@ typedef struct {
  * collective watchdog. A world of one rank is always accepted (the caller
  * runs a multi-rank config's math on one rank). */
 int par_open(moe_par *p, int ep, int dp, double timeout_s, moe_err *e);
+/* The same over a world made elsewhere (NCCL without MPI, below): p owns
+ * it from here, and closes it on failure too. local_rank < 0: from the
+ * environment. */
+int par_open_world(moe_par *p, moe_comm *world, int local_rank, int ep, int dp, double timeout_s,
+                   moe_err *e);
+/* A launch without MPI, over NCCL alone: NCCL_COMM_ID=host:port with
+ * MOE_WORLD_SIZE > 1 and MOE_RANK (MOE_LOCAL_RANK, default the rank), and no
+ * MPI launcher. Returns 1 with the three filled, 0 when this is not such a
+ * launch, -1 when it is one with a bad or missing rank. */
+int par_launch_from_env(int *rank, int *size, int *local_rank, moe_err *e);
 void par_close(moe_par *p);
 
 /* Pure layout arithmetic, for tests and messages: fills ep_rank/dp_rank and

@@ -218,8 +218,22 @@ int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, i
     t->cfg = *cfg;
     t->quiet = quiet;
     moe_config *c = &t->cfg;
-    if (par_open(&t->par, c->parallel.ep, c->parallel.dp, c->parallel.timeout_s, e))
+    int env_rank, env_size, env_local;
+    int from_env = par_launch_from_env(&env_rank, &env_size, &env_local, e);
+    if (from_env < 0)
         return -1;
+    if (from_env) {
+        /* ranks started without MPI meet over NCCL alone (NCCL_COMM_ID) */
+        moe_comm *world = NULL;
+        if (comm_nccl_world_on_device(&world, env_rank, env_size, env_local, e))
+            return moe_err_prefix(e, "joining %d ranks over NCCL at NCCL_COMM_ID=%s", env_size,
+                                  getenv("NCCL_COMM_ID"));
+        if (par_open_world(&t->par, world, env_local, c->parallel.ep, c->parallel.dp,
+                           c->parallel.timeout_s, e))
+            return -1;
+    } else if (par_open(&t->par, c->parallel.ep, c->parallel.dp, c->parallel.timeout_s, e)) {
+        return -1;
+    }
     t->have_par = 1;
     t->world = t->par.size;
     t->rank = t->par.rank;
@@ -241,7 +255,7 @@ int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, i
         return -1;
     if (resolve_precision(t, e))
         goto fail;
-    if (t->par.ep_size > 1 && use_nccl_for_ep(t)) {
+    if (t->par.ep_size > 1 && !t->par.ep->device_memory && use_nccl_for_ep(t)) {
         /* the experts' tokens go GPU to GPU (NVLink) instead of through host
          * memory and MPI; the id is passed over the EP group's MPI ranks */
         if (comm_nccl_create(&t->ep_gpu, t->par.ep_rank, t->par.ep_size, t->par.ep, e)) {
