@@ -25,6 +25,11 @@ $(B)/tests/test_split_master: $(call obj,tests/unit/test_split_master.c)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
 
+UNIT_TESTS += $(B)/tests/test_init_normal
+$(B)/tests/test_init_normal: $(call obj,tests/unit/test_init_normal.c)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
+
 UNIT_TESTS += $(B)/tests/test_lazy_grads
 $(B)/tests/test_lazy_grads: $(call obj,tests/unit/test_lazy_grads.c) $(MODEL_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)

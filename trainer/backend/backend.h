@@ -112,6 +112,11 @@ struct moe_backend {
                           moe_err *e);
     int (*masters_download)(moe_backend *be, real *host, const uint16_t *lo, const act *wc,
                             size_t n, moe_err *e);
+    /* Split masters filled where they live: value j is init_weight(key, j,
+     * std) of model/init_normal.h when `normal`, else `fill`; the same bits
+     * as the host's initialisation. NULL where the host initialises. */
+    int (*masters_init)(moe_backend *be, uint16_t *lo, act *wc, size_t n, int normal,
+                        uint64_t key, double std, float fill, moe_err *e);
     int (*sync)(moe_backend *be, moe_err *e);
     void (*destroy)(moe_backend *be);
 

@@ -7,9 +7,10 @@
 
 #include "model.h"
 #include "params.h"
+#include "init_normal.h"
 #include "rng.h"
 
-#define INIT_CHUNK ((size_t)1 << 20)
+#define INIT_BLOCK 2048 /* values a host thread makes at a time */
 
 void model_count_params(const moe_dims *d, int64_t *total, int64_t *active)
 {
@@ -104,10 +105,23 @@ size_t params_matrix_elems(const moe_param *p)
     return (size_t)p->shape[0] * (p->ndim == 2 ? (size_t)p->shape[1] : 1);
 }
 
+/* Where the device can fill the split masters itself, the weights never
+ * cross PCIe: seconds of host libm and a 4-byte-a-parameter upload saved.
+ * MOE_INIT_ON=host forces the host path (the same bits; for comparison). */
+static int init_on_device(const moe_model *m)
+{
+    const char *v = getenv("MOE_INIT_ON");
+    if (v && !strcmp(v, "host"))
+        return 0;
+    return m->split_master && m->be->masters_init;
+}
+
 int model_init_random(moe_model *m, uint64_t seed, double std, moe_err *e)
 {
-    real *host = malloc(sizeof(real) * m->n_elems);
-    if (!host)
+    moe_backend *be = m->be;
+    int on_device = init_on_device(m);
+    real *host = on_device ? NULL : malloc(sizeof(real) * m->n_elems);
+    if (!on_device && !host)
         return moe_errf(e, "out of memory initialising %zu parameters", m->n_elems);
     char name[160];
     for (int i = 0; i < m->n_params; i++) {
@@ -115,28 +129,37 @@ int model_init_random(moe_model *m, uint64_t seed, double std, moe_err *e)
         int nx = p->n_experts > 0 ? p->n_experts : 1;
         size_t per = params_matrix_elems(p);
         for (int x = 0; x < nx; x++) {
-            real *dst = host + p->offset + (size_t)x * per;
-            if (p->ndim == 1) {
-                for (size_t j = 0; j < per; j++)
-                    dst[j] = 1;
+            size_t off = p->offset + (size_t)x * per;
+            /* one stream per named matrix: the same values whatever the
+             * expert-parallel layout, the backend or the thread count */
+            int normal = p->ndim != 1; /* norms start at 1 */
+            uint64_t key = 0;
+            if (normal) {
+                model_param_name(m, p, x, name, sizeof name);
+                key = seed ^ rng_hash(name);
+            }
+            if (on_device) {
+                uint16_t *lo = (uint16_t *)m->master + off;
+                act *wc = (char *)m->wc + be->act_bytes(be, off);
+                if (be->masters_init(be, lo, wc, per, normal, key, std, 1.0f, e))
+                    return moe_err_prefix(e, "initialising %s on the device", p->name);
                 continue;
             }
-            /* one stream per named matrix and chunk: the same values whatever
-             * the expert-parallel layout, the backend or the thread count,
-             * and the chunks fill in parallel (billions of values) */
-            model_param_name(m, p, x, name, sizeof name);
-            uint64_t key = seed ^ rng_hash(name);
-            size_t n_chunks = (per + INIT_CHUNK - 1) / INIT_CHUNK;
-#pragma omp parallel for schedule(dynamic)
-            for (size_t ch = 0; ch < n_chunks; ch++) {
-                moe_rng r;
-                rng_seed(&r, key + ch * 0xD1B54A32D192ED03ULL);
-                size_t hi = (ch + 1) * INIT_CHUNK < per ? (ch + 1) * INIT_CHUNK : per;
-                for (size_t j = ch * INIT_CHUNK; j < hi; j++)
-                    dst[j] = (real)(std * rng_normal(&r));
+            real *dst = host + off;
+            size_t n_blocks = (per + INIT_BLOCK - 1) / INIT_BLOCK;
+#pragma omp parallel for schedule(static)
+            for (size_t bk = 0; bk < n_blocks; bk++) {
+                size_t j0 = bk * INIT_BLOCK, n = per - j0 < INIT_BLOCK ? per - j0 : INIT_BLOCK;
+                float vals[INIT_BLOCK];
+                if (normal)
+                    init_weights(vals, key, j0, n, std);
+                for (size_t k = 0; k < n; k++)
+                    dst[j0 + k] = normal ? (real)vals[k] : 1;
             }
         }
     }
+    if (on_device)
+        return 0;
     int rc = model_set_masters(m, host, e);
     free(host);
     return rc;

@@ -11,6 +11,15 @@ $(B)/obj/trainer/parallel/comm_mpi.o: CFLAGS += -DMOE_HAVE_MPI $(MPI_CFLAGS_FOUN
 LDLIBS_BASE += -Wl,--as-needed $(MPI_LIBS_FOUND) -Wl,--no-as-needed
 endif
 
+# switching MPI=0/1 in one build directory rebuilds the communicator (and so
+# relinks whatever contains it) rather than keeping the other kind
+MPI_STAMP := $(B)/obj/mpi-$(MPI).stamp
+$(MPI_STAMP):
+	@mkdir -p $(dir $@)
+	@rm -f $(B)/obj/mpi-*.stamp
+	@touch $@
+$(B)/obj/trainer/parallel/comm_mpi.o: $(MPI_STAMP)
+
 PARALLEL_SRCS := trainer/parallel/comm.c trainer/parallel/comm_single.c \
 	trainer/parallel/comm_mpi.c trainer/parallel/watchdog.c trainer/parallel/ranks.c \
 	trainer/parallel/rank_layout.c \

@@ -187,6 +187,8 @@ static void print_summary(moe_trainer *t, const char *backend_why)
             printf("            activations: each layer's input kept, the layer recomputed in the "
                    "backward (train.activation_recompute)\n");
     }
+    printf("  start-up  %.2f s ranks and backend, %.2f s model buffers, %.2f s data, %.2f s "
+           "weights\n", t->startup_s[0], t->startup_s[1], t->startup_s[2], t->startup_s[3]);
     if (c->checkpoint.ckpt_dir[0])
         printf("  ckpt      %s (every %d steps, keep %d)\n", c->checkpoint.ckpt_dir,
                c->checkpoint.save_every_n_steps, c->checkpoint.max_checkpoints);
@@ -218,6 +220,7 @@ int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, i
     t->cfg = *cfg;
     t->quiet = quiet;
     moe_config *c = &t->cfg;
+    double t0 = now_s();
     int env_rank, env_size, env_local;
     int from_env = par_launch_from_env(&env_rank, &env_size, &env_local, e);
     if (from_env < 0)
@@ -268,6 +271,8 @@ int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, i
                                                   c->model.num_experts, e)
                            : dispatcher_local_create(&t->disp, e))
         goto fail;
+    t->startup_s[0] = now_s() - t0;
+    t0 = now_s();
     moe_dims d = trainer_model_dims(&c->model);
     if (model_create_parallel(&t->model, &d, t->be, t->disp, c->train.micro_batch_size,
                               c->train.seq_length, t->par.ep_rank, t->par.ep_size,
@@ -283,6 +288,8 @@ int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, i
          * gradients, so an expert no token reached costs no gradient bytes */
         model_set_lazy_expert_grads(t->model, 1);
     }
+    t->startup_s[1] = now_s() - t0;
+    t0 = now_s();
     /* every rank reads its own windows: shard = world rank, shards = world */
     if (dataset_open(&t->data, &c->data, c->train.seq_length, c->train.seed, t->rank, t->world,
                      NULL, e))
@@ -296,6 +303,8 @@ int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, i
         goto fail;
     }
 
+    t->startup_s[2] = now_s() - t0;
+    t0 = now_s();
     /* where the weights come from: the latest checkpoint, a Hub model, or the seed */
     long resume_step = -1;
     if (c->checkpoint.resume_from_checkpoint && c->checkpoint.ckpt_dir[0]) {
@@ -339,6 +348,7 @@ int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, i
             goto fail;
         }
     }
+    t->startup_s[3] = now_s() - t0;
     /* rank 0 speaks for the job: one metrics file, one config copy */
     if (metrics_open(&t->metrics, t->rank == 0 ? c->logger.run_dir : "", resume_step, e))
         goto fail;

@@ -33,6 +33,8 @@ typedef struct {
     /* host staging of one global batch */
     int32_t *inputs, *targets;
     int quiet;
+    /* seconds spent opening it: ranks and backend, model buffers, data, weights */
+    double startup_s[4];
     int stop_after_steps;   /* >0: stop (checkpoint and exit as on a signal) after this many
                                steps of this run, e.g. to fit a job's time slot */
 } moe_trainer;

@@ -5,6 +5,7 @@
 
 #include "cuda_internal.h"
 #include "../split_master.h"
+#include "../../model/init_normal.h"
 
 #define NORM_BLOCKS 1024
 
@@ -332,6 +333,33 @@ static int masters_download(moe_backend *be, real *host, const uint16_t *lo, con
     return masters_move(be, (uint16_t *)lo, (act *)wc, host, n, 0, e); /* read only when down */
 }
 
+/* values 2p and 2p + 1 of the init stream (one pair of normals a thread),
+ * or `fill`, straight into the split masters */
+__global__ void masters_init_kernel(unsigned short *lo, unsigned short *hi, size_t n, int normal,
+                                    uint64_t key, double std, float fill)
+{
+    size_t n_pairs = (n + 1) / 2;
+    for (size_t p = blockIdx.x * (size_t)blockDim.x + threadIdx.x; p < n_pairs;
+         p += (size_t)gridDim.x * blockDim.x) {
+        float v[2] = {fill, fill};
+        if (normal)
+            init_weights(v, key, 2 * p, 2 * p + 1 < n ? 2 : 1, std);
+        for (int i = 0; i < 2 && 2 * p + i < n; i++)
+            split_put(v[i], &hi[2 * p + i], &lo[2 * p + i]);
+    }
+}
+
+static int masters_init(moe_backend *be, uint16_t *lo, act *wc, size_t n, int normal,
+                        uint64_t key, double std, float fill, moe_err *e)
+{
+    if (n == 0)
+        return 0;
+    masters_init_kernel<<<cuda_grid((n + 1) / 2), CUDA_THREADS, 0, CTX(be)->stream>>>(
+        (unsigned short *)lo, (unsigned short *)wc, n, normal, key, std, fill);
+    LAUNCHED(be, "masters_init");
+    return cuda_check(be, e);
+}
+
 static int same_layout(const moe_param_span *a, int na, const moe_param_span *b, int nb)
 {
     if (na != nb)
@@ -451,4 +479,5 @@ void cuda_fill_optim_ops(moe_backend *be)
     be->adamw_split = adamw_split;
     be->masters_upload = masters_upload;
     be->masters_download = masters_download;
+    be->masters_init = masters_init;
 }
