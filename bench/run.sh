@@ -16,16 +16,18 @@ STEPS=12 WARM=4
 res=$(mktemp)
 # moekit, once per precision (MOE_BENCH_PRECISIONS, default "bf16 fp8_block"): tokens/s from
 # its steady-state log lines; peak memory sampled from nvidia-smi
+# An entry may carry settings after '+': "fp8_block+precision.fp8_saved_activations=false".
 run_moekit() {
-    local prec=$1
+    local name=$1 prec=${1%%+*} extra=()
+    [ "$prec" != "$name" ] && IFS=+ read -r -a extra <<< "${name#*+}"
     ( while sleep 0.2; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits; done ) > /tmp/moe_mem.txt &
     local smi=$!
     local t0; t0=$(date +%s.%N)
     "$ROOT/$B/bin/moe-train" --config bench_8x7B_2L --backend cuda train.steps=$STEPS \
         scheduler.warmup_steps=2 logger.frequency=1 train.eval_every_n_steps=0 train.eval_batches=1 \
-        optimizer.lr=3e-4 precision.compute="$prec" 2>&1 | while IFS= read -r l; do echo "$(date +%s.%N) $l"; done > /tmp/moe_bench.log
+        optimizer.lr=3e-4 precision.compute="$prec" "${extra[@]}" 2>&1 | while IFS= read -r l; do echo "$(date +%s.%N) $l"; done > /tmp/moe_bench.log
     kill $smi 2>/dev/null
-    python3 - "$t0" $WARM "$prec" >> "$res" <<'PY' || tail -5 /tmp/moe_bench.log
+    python3 - "$t0" $WARM "$name" >> "$res" <<'PY' || tail -5 /tmp/moe_bench.log
 import json, re, sys
 t0, warm, prec = float(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 stamped = [l.split(' ', 1) for l in open('/tmp/moe_bench.log')]

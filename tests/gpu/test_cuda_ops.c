@@ -14,6 +14,7 @@
 
 #include "../../trainer/backend/backend.h"
 #include "../../trainer/model/init_normal.h"
+#include "../../trainer/lowp/fp8.h"
 #include <stdint.h>
 #include "../check.h"
 
@@ -502,6 +503,51 @@ static const double TF8 = 8e-2;
  * gradients inherit it, up to 1.2e-1). A wrong kernel lands at O(1). */
 static const double TF8_ROWSUM = 1.5e-1;
 
+/* The GPU's saved h1 / h3 as E4M3 codes + 1x128 scales (fp8_block,
+ * expert_saved_bytes), dequantised on the host into v[rows * I]; 0 when every
+ * value is finite (unwritten bytes stay NaN: the buffer is poisoned 0xFF) */
+static int saved_fp8_values(const void *g, size_t bytes, size_t rows, int I, float *v)
+{
+    moe_err e = {{0}};
+    uint8_t *raw = malloc(bytes);
+    size_t codes = (rows * I + 255) & ~(size_t)255;
+    int rc = gpu->download(gpu, raw, g, bytes, &e);
+    if (rc)
+        fprintf(stderr, "  download saved h: %s\n", e.msg);
+    else
+        lowp_fp8blk_dequant_1x128(raw, (const float *)(raw + codes), rows, I, v);
+    free(raw);
+    for (size_t i = 0; i < rows * I && !rc; i++)
+        if (!isfinite(v[i]))
+            rc = -1;
+    return rc;
+}
+
+/* the saved h against the CPU's, then the CPU's replaced by what the GPU
+ * kept, so both backwards start from the same h1, h3 */
+static void cmp_saved_fp8(const char *what, pair *h, size_t bytes, size_t rows, int I, double tol)
+{
+    moe_err e = {{0}};
+    size_t n = rows * I;
+    float *a = malloc(sizeof(float) * n), *b = malloc(sizeof(float) * n);
+    cpu->act_to_real(cpu, a, h->c, n, &e);
+    int bad = saved_fp8_values(h->g, bytes, rows, I, b);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n && !bad; i++) {
+        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        den += (double)a[i] * a[i];
+    }
+    double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+    int ok = !bad && rel <= tol;
+    fprintf(stderr, "  %-34s rel %.2e (tol %.0e)%s%s\n", what, rel, tol,
+            bad ? " NON-FINITE/UNWRITTEN" : "", ok ? "" : "  <-- FAIL");
+    CHECK_MSG(ok, "%s", what);
+    if (!bad)
+        cpu->act_from_real(cpu, h->c, b, n, &e);
+    free(a);
+    free(b);
+}
+
 /* prec: NULL for the bf16 experts, else "fp8_block" or "mxfp8_emulated" */
 static void moe_case(int routing, int N, int C, int I, const char *prec)
 {
@@ -563,9 +609,29 @@ static void moe_case(int routing, int N, int C, int I, const char *prec)
     pair h1 = mk((size_t)rows * I, 1, NULL), h3 = mk((size_t)rows * I, 1, NULL), a = mk((size_t)rows * I, 1, NULL), yp = mk((size_t)rows * C, 1, NULL);
     poison(&yp);
     poison(&h1);
+    /* fp8_block keeps h1, h3 in E4M3: GPU buffers of that size, poisoned 0xFF (E4M3 NaN) */
+    size_t saved = gpu->expert_saved_bytes ? gpu->expert_saved_bytes(gpu, rows, I)
+                                           : gpu->act_bytes(gpu, (size_t)rows * I);
+    int saved8 = saved != gpu->act_bytes(gpu, (size_t)rows * I);
+    if (saved8) {
+        uint8_t *ff = malloc(saved);
+        memset(ff, 0xFF, saved);
+        pair *hs[2] = {&h1, &h3};
+        for (int k = 0; k < 2; k++) {
+            gpu->free(gpu, hs[k]->g);
+            hs[k]->g = gpu->alloc(gpu, saved, &e);
+            CHECK(hs[k]->g && gpu->upload(gpu, hs[k]->g, ff, saved, &e) == 0);
+        }
+        free(ff);
+    }
     BOTH(cpu->experts_fwd(cpu, C(yp), C(h1), C(h3), C(a), C(xp), C(pp), C(w1), C(w3), C(w2), &pc, C, I),
          gpu->experts_fwd(gpu, G(yp), G(h1), G(h3), G(a), G(xp), G(pp), G(w1), G(w3), G(w2), &pg, C, I));
-    cmp("experts_fwd h1", &h1, TX);
+    if (saved8) {
+        cmp_saved_fp8("experts_fwd h1 (kept in E4M3)", &h1, saved, rows, I, TX);
+        cmp_saved_fp8("experts_fwd h3 (kept in E4M3)", &h3, saved, rows, I, TX);
+    } else {
+        cmp("experts_fwd h1", &h1, TX);
+    }
     cmp("experts_fwd y", &yp, TX);
     pair out = mk((size_t)N * C, 1, NULL);
     poison(&out);
@@ -632,6 +698,15 @@ static void test_moe_fp8(void)
 {
     moe_case(0, 300, 192, 256, "fp8_block");
     moe_case(2, 300, 128, 256, "fp8_block");
+    /* the FP8 rows in chunks of 128 (two experts of 300 rows: 128 + 128 + 32, then 12 in bf16) */
+    setenv("MOE_FP8_CHUNK_ROWS", "128", 1);
+    moe_case(2, 300, 128, 256, "fp8_block");
+    moe_case(0, 1000, 128, 256, "fp8_block");
+    unsetenv("MOE_FP8_CHUNK_ROWS");
+    /* h1, h3 kept in bf16 */
+    gpu->set_fp8_saved_activations(gpu, 0);
+    moe_case(0, 300, 192, 256, "fp8_block");
+    gpu->set_fp8_saved_activations(gpu, 1);
     moe_case(0, 40, 64, 128, "fp8_block");
 }
 

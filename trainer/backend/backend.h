@@ -229,6 +229,14 @@ struct moe_backend {
      * intermediate size I). NULL where the backend has one precision (cpu);
      * refuses, with the reason, what this device cannot run. */
     int (*set_expert_precision)(moe_backend *be, const char *precision, int C, int I, moe_err *e);
+    /* fp8_block: experts_fwd keeps h1, h3 for the backward as E4M3 codes with
+     * 1x128 scales (on, the default) or in bf16 (off). NULL on cpu. */
+    void (*set_fp8_saved_activations)(moe_backend *be, int on);
+    /* Bytes of one of experts_fwd's saved h1 / h3 for `rows` rows at the
+     * precision set now: act_bytes(rows * I), or less where the precision
+     * keeps them smaller. NULL: act_bytes. Plan those buffers after the
+     * precision is set, and do not change it while they live. */
+    size_t (*expert_saved_bytes)(moe_backend *be, size_t rows, int I);
 };
 
 /* Backends. Each returns 0 and a ready table, or -1 with a reason. */

@@ -144,6 +144,9 @@ const config_key config_keys[] = {
             "on other GPUs, fp32 on CPU"},
     BOOL_KEY("precision.allow_fp8_block", precision.allow_fp8_block, "true",
              "let auto pick fp8_block on Hopper"),
+    BOOL_KEY("precision.fp8_saved_activations", precision.fp8_saved_activations, "true",
+             "fp8_block: keep the SwiGLU inputs for the backward in E4M3 (1x128 blocks), half "
+             "of bf16's memory; false keeps them in bf16"),
     CHOICE_KEY("precision.layers", precision.layers, layers_choices, "experts",
                "which GEMMs run in low precision"),
 

@@ -155,8 +155,11 @@ int model_create_parallel(moe_model **out, const moe_dims *d, moe_backend *be,
         a->plan.expert_offset = host_calloc(&pl, (size_t)m->E_local + 1, sizeof(int64_t));
         a->x_perm = plan_act(&pl, rows * C);
         a->p_perm = plan_real(&pl, rows);
-        a->h1 = plan_act(&pl, rows * I);
-        a->h3 = plan_act(&pl, rows * I);
+        /* the SwiGLU inputs as the backend keeps them (fp8_block: E4M3) */
+        size_t saved = be->expert_saved_bytes ? be->expert_saved_bytes(be, rows, I)
+                                              : be->act_bytes(be, rows * I);
+        a->h1 = plan_bytes(&pl, saved);
+        a->h3 = plan_bytes(&pl, saved);
     }
     if (m->recompute) {
         m->prob_sum_scratch = plan_real(&pl, E);

@@ -77,6 +77,8 @@ static int resolve_precision(moe_trainer *t, moe_err *e)
      * fp8_block (1x128 / 128x128 block scales) on Hopper, mxfp8 on Blackwell;
      * a precision the GPU cannot run is refused with the reason */
     const moe_model_cfg *mc = &t->cfg.model;
+    if (t->be->set_fp8_saved_activations)
+        t->be->set_fp8_saved_activations(t->be, t->cfg.precision.fp8_saved_activations);
     int experts_only = strcmp(t->cfg.precision.layers, "all") != 0;
     switch (p) {
     case MOE_PREC_AUTO:

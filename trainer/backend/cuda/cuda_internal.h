@@ -57,6 +57,8 @@ typedef struct {
     /* precision of the expert FFN (cuda_set_expert_precision) */
     int expert_lowp; /* CUDA_EXPERTS_BF16, _FP8_BLOCK or _MXFP8_EMULATED */
     int fp8_gemms; /* which of fprop / dgrad / wgrad (bits 1, 2, 4) run in FP8 */
+    int fp8_saved_on; /* fp8_block keeps h1, h3 in E4M3 (set_fp8_saved_activations) */
+    int fp8_chunk_rows; /* an expert's FP8 rows go through the GEMMs this many at a time */
     struct lowp_fp8_gemm *fp8_gemm;
     /* the bf16 GEMMs through cuBLASLt (cuda_gemm.cu); lt NULL: cublasGemmEx */
     cublasLtHandle_t lt;
@@ -181,8 +183,14 @@ void cuda_swiglu_prob_bwd(moe_backend *be, bf16 *dh1, bf16 *dh3, float *dp, cons
 typedef struct {
     bf16 *a, *da, *dh1, *dh3;
 } cuda_expert_bwd_bufs;
+int cuda_expert_bwd_alloc(moe_backend *be, cuda_expert_bwd_bufs *b, size_t rows, int I);
 int cuda_expert_bwd_prepare(moe_backend *be, cuda_expert_bwd_bufs *b, const act *h1,
                             const act *h3, const real *p_perm, size_t rows, int I);
+/* fp8_block with E4M3-saved h1, h3: their bytes for `rows` rows (codes
+ * [rows, I], then from a 256-byte boundary the 1x128 scales) (cuda_moe_fp8.cu) */
+int cuda_fp8_saved(moe_backend *be);
+size_t cuda_expert_saved_bytes(moe_backend *be, size_t rows, int I);
+void cuda_set_fp8_saved_activations(moe_backend *be, int on);
 /* the expert FFN in FP8: fp8_block or mxfp8 by expert_lowp (cuda_moe_fp8.cu) */
 void cuda_experts_fwd_fp8(moe_backend *be, act *y_perm, act *h1, act *h3, act *a,
                           const act *x_perm, const real *p_perm, const act *w1, const act *w3,

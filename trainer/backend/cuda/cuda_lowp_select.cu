@@ -44,6 +44,22 @@ static int fp8_gemms_from_env(moe_err *e)
     return mask;
 }
 
+/* MOE_FP8_CHUNK_ROWS: how many of an expert's rows one FP8 GEMM takes (its
+ * quantised copies are that many rows, however the router spreads tokens);
+ * a multiple of 128, so the chunks cut no 1x128 block along the tokens */
+static int fp8_chunk_rows_from_env(moe_err *e)
+{
+    const char *v = getenv("MOE_FP8_CHUNK_ROWS");
+    if (!v || !*v)
+        return 4096;
+    char *end = NULL;
+    long n = strtol(v, &end, 10);
+    if (*end || n < 128 || n > (1L << 24) || n % 128)
+        return moe_errf(e, "MOE_FP8_CHUNK_ROWS=%s: want a multiple of 128 from 128 to %ld", v,
+                        1L << 24);
+    return (int)n;
+}
+
 /* fp8_block: a 128 x 16 x 128 GEMM on zero codes and scales must run */
 static int fp8_block_probe(cuda_ctx *c, moe_err *e)
 {
@@ -238,6 +254,10 @@ extern "C" int cuda_set_expert_precision(moe_backend *be, const char *precision,
     int mask = fp8_gemms_from_env(e);
     if (mask < 0)
         return -1;
+    int chunk = fp8_chunk_rows_from_env(e);
+    if (chunk < 0)
+        return -1;
+    c->fp8_chunk_rows = chunk;
     c->fp8_gemms = mask;
     if (mx) {
         int keep = c->fp8_gemms;

@@ -331,13 +331,18 @@ void cuda_swiglu_prob_bwd(moe_backend *be, bf16 *dh1, bf16 *dh3, float *dp, cons
 
 /* The backward's [rows, I] scratch of every expert path, and a = p silu(h1)
  * h3 recomputed into it rather than kept from the forward. */
-int cuda_expert_bwd_prepare(moe_backend *be, cuda_expert_bwd_bufs *b, const act *h1,
-                            const act *h3, const real *p_perm, size_t rows, int I)
+int cuda_expert_bwd_alloc(moe_backend *be, cuda_expert_bwd_bufs *b, size_t rows, int I)
 {
     size_t bytes = rows * I * sizeof(bf16);
     b->a = (bf16 *)cuda_scratch(be, 3, bytes), b->da = (bf16 *)cuda_scratch(be, 4, bytes);
     b->dh1 = (bf16 *)cuda_scratch(be, 5, bytes), b->dh3 = (bf16 *)cuda_scratch(be, 6, bytes);
-    if (!b->a || !b->da || !b->dh1 || !b->dh3)
+    return b->a && b->da && b->dh1 && b->dh3 ? 0 : -1;
+}
+
+int cuda_expert_bwd_prepare(moe_backend *be, cuda_expert_bwd_bufs *b, const act *h1,
+                            const act *h3, const real *p_perm, size_t rows, int I)
+{
+    if (cuda_expert_bwd_alloc(be, b, rows, I))
         return -1;
     cuda_swiglu_prob(be, b->a, CB16(h1), CB16(h3), p_perm, rows, I);
     return 0;
@@ -489,4 +494,6 @@ void cuda_fill_moe_ops(moe_backend *be)
     be->permute_bwd = permute_bwd;
     be->router_bwd = router_bwd;
     be->set_expert_precision = cuda_set_expert_precision;
+    be->set_fp8_saved_activations = cuda_set_fp8_saved_activations;
+    be->expert_saved_bytes = cuda_expert_saved_bytes;
 }
