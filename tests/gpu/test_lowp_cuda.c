@@ -317,25 +317,6 @@ static void test_fp8blk(size_t rows, size_t cols, size_t skew)
           same_bytes("transposed codes", &dqt, qt, n) &
           same_bytes("transposed scales", &dst, st, 4 * nt));
     result(ok, "%s (rowwise and transposed)", what);
-    /* back to bf16 (the fp8_block experts' saved SwiGLU inputs) */
-    {
-        uint16_t *yref = xmalloc(2 * n);
-        float *f = xmalloc(4 * n);
-        lowp_fp8blk_dequant_1x128(q, s, rows, cols, f);
-        for (size_t i = 0; i < n; i++)
-            yref[i] = lowp_f32_to_bf16(f[i]);
-        dbuf dyb = dalloc(2 * n, 2 * skew);
-        snprintf(what, sizeof what, "lowp_cuda_fp8blk_dequant_1x128 %zux%zu%s", rows, cols,
-                 skew ? " (misaligned)" : "");
-        ok = lowp_cuda_fp8blk_dequant_1x128(dq.p, (const float *)ds.p, rows, cols,
-                                            (uint16_t *)dyb.p, 0, &e) == 0;
-        if (!ok)
-            printf("  %s\n", e.msg);
-        ok = ok && sync_ok(what) && same_bytes("bf16 values", &dyb, yref, 2 * n);
-        result(ok, "%s", what);
-        dfree(&dyb);
-        free(yref), free(f);
-    }
     snprintf(what, sizeof what, "lowp_cuda_fp8blk_128x128 (fp8blk_128x128_kernel) %zux%zu%s", rows,
              cols, skew ? " (misaligned)" : "");
     ok = lowp_cuda_fp8blk_128x128((const uint16_t *)dx.p, rows, cols, dqb.p, (float *)dsb.p, 0,

@@ -545,53 +545,6 @@ extern "C" int lowp_cuda_fp8blk_128x128(const uint16_t *x, size_t rows, size_t c
     return launched(fn, "fp8blk_128x128_kernel", e);
 }
 
-/* The 1x128 operand back to bf16: y = bf16(code * scale), rounded to nearest
- * even (lowp_fp8blk_dequant_1x128, then lowp_f32_to_bf16). One CTA per row;
- * a thread takes 8 values (one 8-byte load, one 16-byte store) when the rows
- * allow it, else one. The fp8_block experts read their saved SwiGLU inputs
- * back through it. */
-__global__ void fp8blk_dequant_1x128_kernel(const uint8_t *codes, const float *scales, size_t rows,
-                                            size_t cols, uint16_t *y, int vec)
-{
-    const size_t row = blockIdx.x, ld = (rows + 3) / 4 * 4;
-    const uint8_t *c = codes + row * cols;
-    uint16_t *out = y + row * cols;
-    if (vec) {
-        for (size_t j = (size_t)threadIdx.x * 8; j < cols; j += (size_t)blockDim.x * 8) {
-            const float s = scales[(j / BK) * ld + row];
-            const uint2 w = *(const uint2 *)(c + j);
-            uint32_t h[4];
-            for (int k = 0; k < 4; k++) {
-                const uint32_t word = k < 2 ? w.x : w.y, sh = (k & 1) * 16;
-                uint16_t lo = lowp_f32_to_bf16(lowp_fp8blk_dequant((uint8_t)(word >> sh), s));
-                uint16_t hi = lowp_f32_to_bf16(lowp_fp8blk_dequant((uint8_t)(word >> (sh + 8)), s));
-                h[k] = lo | (uint32_t)hi << 16;
-            }
-            *(uint4 *)(out + j) = make_uint4(h[0], h[1], h[2], h[3]);
-        }
-    } else {
-        for (size_t j = threadIdx.x; j < cols; j += blockDim.x)
-            out[j] = lowp_f32_to_bf16(lowp_fp8blk_dequant(c[j], scales[(j / BK) * ld + row]));
-    }
-}
-
-extern "C" int lowp_cuda_fp8blk_dequant_1x128(const uint8_t *codes, const float *scales,
-                                              size_t rows, size_t cols, uint16_t *y,
-                                              cudaStream_t stream, moe_err *e)
-{
-    static const char fn[] = "lowp_cuda_fp8blk_dequant_1x128";
-    if (rows == 0 || cols == 0)
-        return 0;
-    if (rows > 0x7FFFFFFFu)
-        return moe_errf(e, "%s: %zu rows are too many for one launch", fn, rows);
-    int vec = cols % 8 == 0 && ((uintptr_t)codes & 7u) == 0 && aligned16(y);
-    size_t per = vec ? cdiv(cols, 8) : cols;
-    unsigned threads = per >= 256 ? 256 : (unsigned)((per + 31) / 32 * 32);
-    fp8blk_dequant_1x128_kernel<<<(unsigned)rows, threads, 0, stream>>>(codes, scales, rows, cols,
-                                                                         y, vec);
-    return launched(fn, "fp8blk_dequant_1x128_kernel", e);
-}
-
 /* ---- MXFP8 emulation ------------------------------------------------------------ */
 
 /* One thread per 32-value block (lowp_mx_fake_block): consecutive threads

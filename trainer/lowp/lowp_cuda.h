@@ -68,12 +68,6 @@ int lowp_cuda_fp8blk_1x128(const uint16_t *x, size_t rows, size_t cols, uint8_t 
 int lowp_cuda_fp8blk_128x128(const uint16_t *x, size_t rows, size_t cols, uint8_t *codes,
                              float *scales, cudaStream_t stream, moe_err *e);
 
-/* codes [rows, cols] + 1x128 scales (lowp_cuda_fp8blk_1x128's rowwise copy)
- * back to bf16 y [rows, cols]: bf16(code * scale), byte for byte
- * lowp_fp8blk_dequant_1x128 rounded by lowp_f32_to_bf16. */
-int lowp_cuda_fp8blk_dequant_1x128(const uint8_t *codes, const float *scales, size_t rows,
-                                   size_t cols, uint16_t *y, cudaStream_t stream, moe_err *e);
-
 /* MXFP8 quantise-dequantise, bf16 -> bf16 (lowp_mxfp8_fake_bf16); y may
  * be x. */
 int lowp_cuda_mxfp8_fake_bf16(const uint16_t *x, size_t rows, size_t cols, int colwise,

@@ -176,6 +176,20 @@ static inline unsigned cuda_grid(size_t n)
  * (cuda_moe.cu; the fp8 expert path shares them) */
 void cuda_swiglu_prob(moe_backend *be, bf16 *a, const bf16 *h1, const bf16 *h3, const float *p,
                       size_t rows, int I);
+/* h1 or h3 as the SwiGLU kernels read it: bf16 h (q NULL), or E4M3 codes q
+ * [rows, I] with 1x128 scales s at column stride ld (fp8_block's saved
+ * copy, read as if dequantised to bf16) */
+typedef struct {
+    const bf16 *h;
+    const uint8_t *q;
+    const float *s;
+    size_t ld;
+} cuda_swiglu_in;
+void cuda_swiglu_prob_in(moe_backend *be, bf16 *a, cuda_swiglu_in h1, cuda_swiglu_in h3,
+                         const float *p, size_t rows, int I);
+void cuda_swiglu_prob_bwd_in(moe_backend *be, bf16 *dh1, bf16 *dh3, float *dp, const bf16 *da,
+                             cuda_swiglu_in h1, cuda_swiglu_in h3, const float *p, size_t rows,
+                             int I);
 void cuda_swiglu_prob_bwd(moe_backend *be, bf16 *dh1, bf16 *dh3, float *dp, const bf16 *da,
                           const bf16 *h1, const bf16 *h3, const float *p, size_t rows, int I);
 /* the backward's scratch of every expert path (slots 3-6): a recomputed

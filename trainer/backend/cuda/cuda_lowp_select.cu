@@ -51,7 +51,7 @@ static int fp8_chunk_rows_from_env(moe_err *e)
 {
     const char *v = getenv("MOE_FP8_CHUNK_ROWS");
     if (!v || !*v)
-        return 4096;
+        return 8192;
     char *end = NULL;
     long n = strtol(v, &end, 10);
     if (*end || n < 128 || n > (1L << 24) || n % 128)

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../../lowp/fp8_scalar.h"
 #include "../route_plan.h"
 #include "cuda_internal.h"
 
@@ -145,15 +146,55 @@ __device__ __forceinline__ float sigm(float x) { return 1.f / (1.f + __expf(-x))
 
 __device__ __forceinline__ float swiglu_prob_elem(float g, float u, float p) { return p * (g * sigm(g)) * u; }
 
-__global__ void swiglu_prob_kernel(bf16 *a, const bf16 *h1, const bf16 *h3, const float *p_perm, int I)
+/* Reading h1 / h3 (cuda_swiglu_in): bf16, or fp8_block's E4M3 codes with
+ * their row's 1x128 scale, each value rounded to bf16 (what a dequantiser
+ * would have written; no bf16 copy is made). Eight at a time needs rows of
+ * multiples of 8 and 16-byte aligned bf16 / 8-byte aligned codes. */
+__device__ __forceinline__ int swiglu_in_vec8(cuda_swiglu_in v, int I)
 {
-    size_t base = (size_t)blockIdx.x * I;
-    float p = p_perm[blockIdx.x];
-    if (rows_vec8(I, a, h1, h3, h1)) {
-        const bf16x8 *g8 = (const bf16x8 *)(h1 + base), *u8 = (const bf16x8 *)(h3 + base);
+    return I % 8 == 0 && (v.q ? ((uintptr_t)v.q & 7) == 0 : ((uintptr_t)v.h & 15) == 0);
+}
+
+__device__ __forceinline__ bf16 bf16_from_bits(uint16_t b)
+{
+    __nv_bfloat16_raw r;
+    r.x = b;
+    return bf16(r);
+}
+
+__device__ __forceinline__ bf16x8 swiglu_in_load8(cuda_swiglu_in v, size_t row, int I, int i)
+{
+    if (!v.q)
+        return ((const bf16x8 *)(v.h + row * I))[i];
+    const float s = v.s[(size_t)(i >> 4) * v.ld + row]; /* 16 groups of 8 in a 128-block */
+    const uint2 w = *(const uint2 *)(v.q + row * I + (size_t)i * 8);
+    bf16x8 o;
+    for (int k = 0; k < 4; k++) {
+        const uint32_t word = k < 2 ? w.x : w.y, sh = (k & 1) * 16;
+        o.v[k] = __halves2bfloat162(
+            bf16_from_bits(lowp_f32_to_bf16(lowp_fp8blk_dequant((uint8_t)(word >> sh), s))),
+            bf16_from_bits(lowp_f32_to_bf16(lowp_fp8blk_dequant((uint8_t)(word >> (sh + 8)), s))));
+    }
+    return o;
+}
+
+__device__ __forceinline__ float swiglu_in_load1(cuda_swiglu_in v, size_t row, int I, int i)
+{
+    if (!v.q)
+        return __bfloat162float(v.h[row * I + i]);
+    const float s = v.s[(size_t)(i / 128) * v.ld + row];
+    return lowp_bf16_to_f32(lowp_f32_to_bf16(lowp_fp8blk_dequant(v.q[row * I + i], s)));
+}
+
+__global__ void swiglu_prob_kernel(bf16 *a, const cuda_swiglu_in h1, const cuda_swiglu_in h3,
+                                   const float *p_perm, int I)
+{
+    const size_t row = blockIdx.x, base = row * I;
+    float p = p_perm[row];
+    if (rows_vec8(I, a, a, a, a) && swiglu_in_vec8(h1, I) && swiglu_in_vec8(h3, I)) {
         bf16x8 *a8 = (bf16x8 *)(a + base);
         for (int i = threadIdx.x; i < I / 8; i += blockDim.x) {
-            bf16x8 g = g8[i], u = u8[i], o;
+            bf16x8 g = swiglu_in_load8(h1, row, I, i), u = swiglu_in_load8(h3, row, I, i), o;
             for (int k = 0; k < 4; k++) {
                 float2 gf = __bfloat1622float2(g.v[k]), uf = __bfloat1622float2(u.v[k]);
                 o.v[k] = __floats2bfloat162_rn(swiglu_prob_elem(gf.x, uf.x, p),
@@ -164,17 +205,24 @@ __global__ void swiglu_prob_kernel(bf16 *a, const bf16 *h1, const bf16 *h3, cons
         return;
     }
     for (int i = threadIdx.x; i < I; i += blockDim.x)
-        a[base + i] = __float2bfloat16(
-            swiglu_prob_elem(__bfloat162float(h1[base + i]), __bfloat162float(h3[base + i]), p));
+        a[base + i] = __float2bfloat16(swiglu_prob_elem(swiglu_in_load1(h1, row, I, i),
+                                                        swiglu_in_load1(h3, row, I, i), p));
 }
 
-void cuda_swiglu_prob(moe_backend *be, bf16 *a, const bf16 *h1, const bf16 *h3, const float *p,
-                      size_t rows, int I)
+void cuda_swiglu_prob_in(moe_backend *be, bf16 *a, cuda_swiglu_in h1, cuda_swiglu_in h3,
+                         const float *p, size_t rows, int I)
 {
     if (rows == 0 || I == 0)
         return;
     swiglu_prob_kernel<<<(unsigned)rows, CUDA_THREADS, 0, CTX(be)->stream>>>(a, h1, h3, p, I);
     LAUNCHED(be, "swiglu_prob");
+}
+
+void cuda_swiglu_prob(moe_backend *be, bf16 *a, const bf16 *h1, const bf16 *h3, const float *p,
+                      size_t rows, int I)
+{
+    cuda_swiglu_in g = {h1, NULL, NULL, 0}, u = {h3, NULL, NULL, 0};
+    cuda_swiglu_prob_in(be, a, g, u, p, rows, I);
 }
 
 static void experts_fwd(moe_backend *be, act *y_perm, act *h1, act *h3, act *a, const act *x_perm,
@@ -273,17 +321,19 @@ __device__ __forceinline__ void swiglu_prob_bwd_elem(float g, float u, float da,
     *dh1 = da * p * u * (s * (1.f + g * (1.f - s)));
 }
 
+/* dh1, dh3 may be h1, h3 (bf16): each element is read before it is written */
 __global__ void swiglu_prob_bwd_kernel(bf16 *dh1, bf16 *dh3, float *dp_perm, const bf16 *dA,
-                                       const bf16 *h1, const bf16 *h3, const float *p_perm, int I)
+                                       const cuda_swiglu_in h1, const cuda_swiglu_in h3,
+                                       const float *p_perm, int I)
 {
     size_t row = blockIdx.x, base = row * I;
     float p = p_perm[row], dp = 0;
-    if (rows_vec8(I, dh1, dh3, dA, h1) && rows_vec8(I, h3, h3, h3, h3)) {
-        const bf16x8 *g8 = (const bf16x8 *)(h1 + base), *u8 = (const bf16x8 *)(h3 + base);
+    if (rows_vec8(I, dh1, dh3, dA, dA) && swiglu_in_vec8(h1, I) && swiglu_in_vec8(h3, I)) {
         const bf16x8 *d8 = (const bf16x8 *)(dA + base);
         bf16x8 *o1 = (bf16x8 *)(dh1 + base), *o3 = (bf16x8 *)(dh3 + base);
         for (int i = threadIdx.x; i < I / 8; i += blockDim.x) {
-            bf16x8 g = g8[i], u = u8[i], d = d8[i], r1, r3;
+            bf16x8 g = swiglu_in_load8(h1, row, I, i), u = swiglu_in_load8(h3, row, I, i);
+            bf16x8 d = d8[i], r1, r3;
             for (int k = 0; k < 4; k++) {
                 float2 gf = __bfloat1622float2(g.v[k]), uf = __bfloat1622float2(u.v[k]);
                 float2 df = __bfloat1622float2(d.v[k]);
@@ -299,7 +349,7 @@ __global__ void swiglu_prob_bwd_kernel(bf16 *dh1, bf16 *dh3, float *dp_perm, con
     } else {
         for (int i = threadIdx.x; i < I; i += blockDim.x) {
             float d1, d3;
-            swiglu_prob_bwd_elem(__bfloat162float(h1[base + i]), __bfloat162float(h3[base + i]),
+            swiglu_prob_bwd_elem(swiglu_in_load1(h1, row, I, i), swiglu_in_load1(h3, row, I, i),
                                  __bfloat162float(dA[base + i]), p, &dp, &d1, &d3);
             dh3[base + i] = __float2bfloat16(d3);
             dh1[base + i] = __float2bfloat16(d1);
@@ -319,14 +369,22 @@ __global__ void swiglu_prob_bwd_kernel(bf16 *dh1, bf16 *dh3, float *dp_perm, con
     }
 }
 
-void cuda_swiglu_prob_bwd(moe_backend *be, bf16 *dh1, bf16 *dh3, float *dp, const bf16 *da,
-                          const bf16 *h1, const bf16 *h3, const float *p, size_t rows, int I)
+void cuda_swiglu_prob_bwd_in(moe_backend *be, bf16 *dh1, bf16 *dh3, float *dp, const bf16 *da,
+                             cuda_swiglu_in h1, cuda_swiglu_in h3, const float *p, size_t rows,
+                             int I)
 {
     if (rows == 0)
         return;
     swiglu_prob_bwd_kernel<<<(unsigned)rows, CUDA_THREADS, 0, CTX(be)->stream>>>(dh1, dh3, dp, da,
                                                                                h1, h3, p, I);
     LAUNCHED(be, "swiglu_prob_bwd");
+}
+
+void cuda_swiglu_prob_bwd(moe_backend *be, bf16 *dh1, bf16 *dh3, float *dp, const bf16 *da,
+                          const bf16 *h1, const bf16 *h3, const float *p, size_t rows, int I)
+{
+    cuda_swiglu_in g = {h1, NULL, NULL, 0}, u = {h3, NULL, NULL, 0};
+    cuda_swiglu_prob_bwd_in(be, dh1, dh3, dp, da, g, u, p, rows, I);
 }
 
 /* The backward's [rows, I] scratch of every expert path, and a = p silu(h1)

@@ -22,8 +22,8 @@
  * fp8_block keeps the SwiGLU inputs h1, h3 for the backward as E4M3 codes
  * with 1x128 scales (half the bytes of bf16; set_fp8_saved_activations):
  * the forward's GEMMs write bf16 into the backward's dH1 / dH3 scratch,
- * SwiGLU reads that, and the quantiser writes what is kept; the backward
- * dequantises into the same scratch and works in place there. */
+ * SwiGLU reads that, and the quantiser writes what is kept; the backward's
+ * SwiGLU kernels read the codes themselves (no bf16 copy is made). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,15 +230,15 @@ static int save_fp8(moe_backend *be, const char *op, act *h, const bf16 *x, size
     return 0;
 }
 
-static int load_fp8(moe_backend *be, const char *op, bf16 *x, const act *h, size_t rows, int I)
+/* the saved h as the SwiGLU kernels read it (bf16 when not kept in E4M3) */
+static cuda_swiglu_in saved_in(moe_backend *be, const act *h, size_t rows, int I)
 {
-    moe_err e = {{0}};
-    if (lowp_cuda_fp8blk_dequant_1x128((const uint8_t *)h, saved_scales(h, rows, I), rows, I,
-                                       (uint16_t *)x, CTX(be)->stream, &e)) {
-        cuda_note(be, op, e.msg);
-        return -1;
+    cuda_swiglu_in v = {CB16(h), NULL, NULL, 0};
+    if (cuda_fp8_saved(be)) {
+        v.h = NULL, v.q = (const uint8_t *)h;
+        v.s = saved_scales(h, rows, I), v.ld = lowp_fp8blk_1x128_ld(rows);
     }
-    return 0;
+    return v;
 }
 
 /* ---- forward -------------------------------------------------------------------- */
@@ -370,18 +370,11 @@ void cuda_experts_bwd_fp8(moe_backend *be, act *dx_perm, real *dp_perm, real *dw
     cuda_expert_bwd_bufs b;
     if (rows_all == 0)
         return;
-    const bf16 *H1 = CB16(h1), *H3 = CB16(h3);
-    if (cuda_fp8_saved(be)) {
-        /* h1, h3 back to bf16 in the dH1 / dH3 scratch; the SwiGLU backward
-         * then overwrites them in place (each element read before written) */
-        if (cuda_expert_bwd_alloc(be, &b, rows_all, I) ||
-            load_fp8(be, op, b.dh1, h1, rows_all, I) || load_fp8(be, op, b.dh3, h3, rows_all, I))
-            return;
-        H1 = b.dh1, H3 = b.dh3;
-        cuda_swiglu_prob(be, b.a, H1, H3, p_perm, rows_all, I);
-    } else if (cuda_expert_bwd_prepare(be, &b, h1, h3, p_perm, rows_all, I)) {
+    /* h1, h3 read straight from what the forward kept (E4M3 or bf16) */
+    const cuda_swiglu_in H1 = saved_in(be, h1, rows_all, I), H3 = saved_in(be, h3, rows_all, I);
+    if (cuda_expert_bwd_alloc(be, &b, rows_all, I))
         return;
-    }
+    cuda_swiglu_prob_in(be, b.a, H1, H3, p_perm, rows_all, I);
     bf16 *A = b.a, *dA = b.da, *dH1 = b.dh1, *dH3 = b.dh3;
     size_t ch = (size_t)CTX(be)->fp8_chunk_rows;
     q8 gq = act_scratch(be, S_P, ch, wide, 1, 1); /* the gradient: both copies */
@@ -397,7 +390,7 @@ void cuda_experts_bwd_fp8(moe_backend *be, act *dx_perm, real *dp_perm, real *dw
                      won ? n8 : 0, I, C, 0))
             return;
     }
-    cuda_swiglu_prob_bwd(be, dH1, dH3, dp_perm, dA, H1, H3, p_perm, rows_all, I);
+    cuda_swiglu_prob_bwd_in(be, dH1, dH3, dp_perm, dA, H1, H3, p_perm, rows_all, I);
     for (int x = 0; x < plan->n_experts; x++) {
         int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x], n8 = fp8_rows(be, rows);
         int64_t nd = don ? n8 : 0, nw = won ? n8 : 0;
