@@ -308,8 +308,8 @@ static void case_linear(lowp_fp8_gemm *g, int T, int K, int N)
     moe_err e = {{0}};
     int rc = lowp_cuda_fp8blk_1x128(dx16, T, K, xq, xs, xtq, xts, 0, &e) ||
              lowp_cuda_fp8blk_1x128(ddy16, T, N, dyq, dys, dytq, dyts, 0, &e) ||
-             lowp_cuda_fp8blk_128x128(dw16, N, K, wq, ws, 0, &e) ||
-             lowp_cuda_fp8blk_128x128(dwt16, K, N, wtq, wts, 0, &e);
+             lowp_cuda_fp8blk_128x128(dw16, N, K, wq, ws, NULL, NULL, 0, &e) ||
+             lowp_cuda_fp8blk_128x128(dwt16, K, N, wtq, wts, NULL, NULL, 0, &e);
     uint16_t *y = dmalloc((size_t)T * N * 2), *dx = dmalloc((size_t)T * K * 2);
     float *dw = dmalloc((size_t)N * K * 4);
     poison(y, (size_t)T * N * 2);

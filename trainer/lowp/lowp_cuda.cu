@@ -3,7 +3,9 @@
  * fp8_scalar.h's (mx_quant4 / blk_quant4 below are lowp_mx_quant /
  * lowp_fp8blk_quant four at a time), amaxes are integer maxima of bit
  * patterns, the only floating-point operations are single __f*_rn roundings
- * (this file is also built with --fmad=false), and the E4M3 conversion is
+ * (this file is also built with --fmad=false), the FP8 block division is
+ * either IEEE's or a reciprocal with a correction proven to give the same
+ * code on every pair it meets (LOWP_FAST_DIV), and the E4M3 conversion is
  * either the integer encoder or the cvt instruction proven equal to it on
  * every input (LOWP_HW_CVT in rules.mk).
  *
@@ -16,10 +18,13 @@
  * of the swizzled scale buffers; together they write every byte of them.
  *
  * FP8 blocks: one CTA per 128 x 128 tile (256 threads), read once into
- * shared memory. 1x128: a warp per row (a lane holds 4 values; the amax is a
- * warp max), and for the transposed copy two threads per column, whose
- * codes are staged in shared memory and written out as 128-byte rows of
- * x^T. 128x128: a block-wide amax, then the codes. */
+ * shared memory (all of a thread's loads in flight at once). Rowwise codes:
+ * eight lanes a row, sixteen values and one 16-byte store a lane (1x128:
+ * the row's amax over those eight lanes). Transposed codes (1x128 down the
+ * columns, or 128x128 for the dgrad weight w^T): two threads a column,
+ * staged in shared memory and written out as 128-byte rows of x^T.
+ * 128x128: the block's amax taken while loading. The division by a block's scale is a reciprocal
+ * multiply with one exact-remainder correction (blk_div). */
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
@@ -104,20 +109,69 @@ __device__ __forceinline__ uint32_t mx_quant4(uint32_t w0, uint32_t w1, uint8_t 
     return mx_quant2(w0, x, amax) | mx_quant2(w1, x, amax) << 16;
 }
 
-/* lowp_fp8blk_quant of the two bf16 in w: NaN block 0x7F, zero block 0x00,
- * else e4m3(v / s). */
-__device__ __forceinline__ uint32_t blk_quant2(uint32_t w, float s, uint32_t amax)
+/* A block's scale as the FP8 block quantisers divide by it: s itself and,
+ * for the fast division, its correctly rounded reciprocal. */
+typedef struct {
+    float s, r; /* scale (times k) and its reciprocal */
+    float k;    /* 1, or 2^64 for a scale under 2^-60 */
+    float s0;   /* the scale itself */
+    uint32_t amax;
+} blk_scale;
+
+/* A tiny scale would leave the correction's remainder v - q s subnormal,
+ * hence inexact: value and scale are then both taken times 2^64 (exact, and
+ * the quotient is the same). */
+__device__ __forceinline__ blk_scale blk_scale_of(uint32_t amax)
 {
-    if (amax > LOWP_F32_INF_BITS)
-        return 0x7F7Fu;
-    if (amax == 0)
-        return 0;
-    return e4m3x2(LOWP_DIV(bf16_lo(w), s), LOWP_DIV(bf16_hi(w), s));
+    blk_scale b;
+    b.amax = amax, b.s0 = lowp_fp8blk_scale(amax);
+    b.k = b.s0 < 0x1p-60f ? 0x1p64f : 1.0f;
+    b.s = __fmul_rn(b.s0, b.k), b.r = __frcp_rn(b.s);
+    return b;
 }
 
-__device__ __forceinline__ uint32_t blk_quant4(uint32_t w0, uint32_t w1, float s, uint32_t amax)
+/* v / s rounded as one IEEE division (lowp_fp8blk_quant's), in three
+ * instructions instead of __fdiv_rn's subroutine: q = v r, then one
+ * correction with the exact remainder v - q s (Markstein). Only for finite
+ * blocks (an infinite v would make the remainder NaN); test_lowp_cuda checks
+ * every (bf16 value, bf16 amax) pair against __fdiv_rn's E4M3 code
+ * (lowp_cuda_fp8blk_div_check). LOWP_FAST_DIV=0 in rules.mk keeps
+ * __fdiv_rn. */
+__device__ __forceinline__ float blk_div(float v, const blk_scale b)
 {
-    return blk_quant2(w0, s, amax) | blk_quant2(w1, s, amax) << 16;
+#ifdef LOWP_CUDA_FAST_DIV
+    if (b.amax < LOWP_F32_INF_BITS) {
+        /* on |v|, the sign put back: the correction's sums turn a -0 (or a
+         * negative quotient that underflows) into +0 */
+        const uint32_t sign = __float_as_uint(v) & 0x80000000u;
+        const float a = __fmul_rn(fabsf(v), b.k), q = __fmul_rn(a, b.r);
+        return __uint_as_float(__float_as_uint(__fmaf_rn(__fmaf_rn(-q, b.s, a), b.r, q)) | sign);
+    }
+#endif
+    return LOWP_DIV(v, b.s0);
+}
+
+/* lowp_fp8blk_quant of the two bf16 in w: NaN block 0x7F, zero block 0x00,
+ * else e4m3(v / s). */
+__device__ __forceinline__ uint32_t blk_quant2(uint32_t w, const blk_scale b)
+{
+    if (b.amax > LOWP_F32_INF_BITS)
+        return 0x7F7Fu;
+    if (b.amax == 0)
+        return 0;
+    return e4m3x2(blk_div(bf16_lo(w), b), blk_div(bf16_hi(w), b));
+}
+
+__device__ __forceinline__ uint32_t blk_quant4(uint32_t w0, uint32_t w1, const blk_scale b)
+{
+    return blk_quant2(w0, b) | blk_quant2(w1, b) << 16;
+}
+
+/* sixteen values (two uint4 of bf16) -> sixteen codes */
+__device__ __forceinline__ uint4 blk_quant16(uint4 a, uint4 c, const blk_scale b)
+{
+    return make_uint4(blk_quant4(a.x, a.y, b), blk_quant4(a.z, a.w, b), blk_quant4(c.x, c.y, b),
+                      blk_quant4(c.z, c.w, b));
 }
 
 /* ---- MXFP8 row + column kernel ---------------------------------------------------- */
@@ -339,39 +393,101 @@ typedef struct {
     size_t rows, cols;
     uint8_t *rc; /* codes [rows, cols] */
     float *rs;   /* 1x128 or 128x128 scales */
-    uint8_t *tc; /* 1x128 transposed codes [cols, rows] */
-    float *ts;
+    uint8_t *tc; /* transposed codes [cols, rows] */
+    float *ts;   /* their scales: 1x128 down the columns, or the 128x128 ones transposed */
     int vec_in, vec_rc, vec_tc;
 } blk_params;
 
-/* The 128 x 128 tile at (row0, col0) into shared memory, zeros outside. */
-__device__ __forceinline__ void blk_load(const blk_params p, uint16_t *tile, size_t row0,
-                                         size_t col0, int full)
+/* The 128 x 128 tile at (row0, col0) into shared memory, zeros outside;
+ * returns the largest magnitude (15-bit pattern) of the values this thread
+ * loaded, so a block-wide amax needs no second pass over the tile. */
+__device__ __forceinline__ uint32_t abs_max2(uint32_t w)
+{
+    return max(w & 0x7FFFu, (w >> 16) & 0x7FFFu);
+}
+
+__device__ __forceinline__ uint32_t abs_max8(uint4 q)
+{
+    return max(max(abs_max2(q.x), abs_max2(q.y)), max(abs_max2(q.z), abs_max2(q.w)));
+}
+
+__device__ __forceinline__ uint32_t blk_load(const blk_params p, uint16_t *tile, size_t row0,
+                                             size_t col0, int full)
 {
     const int tid = threadIdx.x;
+    uint32_t am = 0;
     if (full && p.vec_in) {
-        for (int i = tid; i < BK * BK / 8; i += BK_THREADS) {
-            int r = i >> 4, v = i & 15;
-            *(uint4 *)(tile + r * BK + v * 8) =
-                __ldg((const uint4 *)(p.x + (row0 + r) * p.cols + col0 + v * 8));
+        uint4 q[BK * BK / 8 / BK_THREADS]; /* all eight loads in flight before the stores */
+        for (int j = 0; j < BK * BK / 8 / BK_THREADS; j++) {
+            int i = tid + j * BK_THREADS, r = i >> 4, v = i & 15;
+            q[j] = __ldg((const uint4 *)(p.x + (row0 + r) * p.cols + col0 + v * 8));
+        }
+        for (int j = 0; j < BK * BK / 8 / BK_THREADS; j++) {
+            int i = tid + j * BK_THREADS, r = i >> 4, v = i & 15;
+            *(uint4 *)(tile + r * BK + v * 8) = q[j];
+            am = max(am, abs_max8(q[j]));
         }
     } else {
         for (int i = tid; i < BK * BK; i += BK_THREADS) {
             int r = i >> 7, c = i & 127;
             size_t gr = row0 + r, gc = col0 + c;
-            tile[i] = gr < p.rows && gc < p.cols ? p.x[gr * p.cols + gc] : 0;
+            uint16_t v = gr < p.rows && gc < p.cols ? p.x[gr * p.cols + gc] : 0;
+            tile[i] = v;
+            am = max(am, (uint32_t)(v & 0x7FFFu));
         }
     }
+    return am;
 }
 
-__device__ __forceinline__ uint32_t blk_codes4(uint2 w, float s, uint32_t amax)
+/* Sixteen values of tile row r from column g*16, as two uint4: the half
+ * that is read first alternates with g / 4 so that the eight threads of a
+ * row hit distinct banks on each load. */
+__device__ __forceinline__ void blk_row16(const uint16_t *tile, int r, int g, uint4 *lo, uint4 *hi)
 {
-    return blk_quant4(w.x, w.y, s, amax);
+    const uint4 *src = (const uint4 *)(tile + r * BK + g * 16);
+    const int h = (g >> 2) & 1;
+    uint4 first = src[h], second = src[h ^ 1];
+    *lo = h ? second : first;
+    *hi = h ? first : second;
 }
 
-__device__ __forceinline__ uint32_t abs_max2(uint32_t w)
+/* Sixteen codes to the row codes at (gr, gc): one 16-byte store when the
+ * tile is full and aligned, else byte by byte within the matrix. */
+__device__ __forceinline__ void blk_row_store(const blk_params p, size_t gr, size_t gc, uint4 q,
+                                              int full)
 {
-    return max(w & 0x7FFFu, (w >> 16) & 0x7FFFu);
+    uint8_t *dst = p.rc + gr * p.cols + gc;
+    if (full && p.vec_rc) {
+        *(uint4 *)dst = q;
+        return;
+    }
+    const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+    for (int j = 0; j < 16 && gc + j < p.cols; j++)
+        dst[j] = (uint8_t)(w[j >> 2] >> (8 * (j & 3)));
+}
+
+/* The transposed codes of the tile, by all threads: column c = tid & 127,
+ * rows h*64 .. h*64+63 (h = tid >> 7), quantised with the column's scale b;
+ * staged in the tile's own memory once every thread has read it, written
+ * out as 128-byte rows of x^T. */
+__device__ __forceinline__ void blk_transposed_out(const blk_params p, uint16_t *tile, size_t row0,
+                                                   size_t col0, const blk_scale b, int full)
+{
+    const int c = threadIdx.x & 127, h = threadIdx.x >> 7;
+    uint32_t q[16];
+    for (int j = 0; j < 16; j++) {
+        const int r = h * 64 + j * 4;
+        q[j] = blk_quant4(tile[r * BK + c] | (uint32_t)tile[(r + 1) * BK + c] << 16,
+                          tile[(r + 2) * BK + c] | (uint32_t)tile[(r + 3) * BK + c] << 16, b);
+    }
+    __syncthreads(); /* everyone is done reading the tile: reuse it as the stage */
+    uint8_t *stage = (uint8_t *)tile; /* [128 columns][BK_SLD], 18 KB of the 32 */
+    for (int j = 0; j < 4; j++)
+        *(uint4 *)(stage + c * BK_SLD + h * 64 + j * 16) =
+            make_uint4(q[4 * j], q[4 * j + 1], q[4 * j + 2], q[4 * j + 3]);
+    __syncthreads();
+    stage_out<BK, BK_THREADS>(p.tc + col0 * p.rows + row0, p.rows, stage, BK_SLD, p.cols - col0,
+                              p.rows - row0, full && p.vec_tc);
 }
 
 __global__ void __launch_bounds__(BK_THREADS) fp8blk_1x128_kernel(const blk_params p)
@@ -385,32 +501,26 @@ __global__ void __launch_bounds__(BK_THREADS) fp8blk_1x128_kernel(const blk_para
     blk_load(p, tile, row0, col0, full);
     __syncthreads();
 
-    /* rowwise: warp -> 16 rows, lane -> 4 values of the row's 128 */
+    /* rowwise: warp -> 16 rows, four at a time; eight lanes a row, sixteen
+     * values a lane (the amax over the eight lanes by shuffles) */
     if (p.rc || p.rs) {
         const size_t ld = (rows + 3) / 4 * 4, kb = blockIdx.y;
-        for (int k = 0; k < 16; k++) {
-            const int r = warp * 16 + k;
+        const int g = lane & 7;
+        for (int k = 0; k < 4; k++) {
+            const int r = warp * 16 + k * 4 + (lane >> 3);
             const size_t gr = row0 + r;
-            if (gr >= ld)
-                break; /* the same for the whole warp */
-            uint2 w = *(const uint2 *)(tile + r * BK + lane * 4);
-            uint32_t am = max(abs_max2(w.x), abs_max2(w.y));
-            for (int o = 16; o > 0; o >>= 1)
+            if (row0 + warp * 16 + k * 4 >= ld)
+                break; /* ld is a multiple of 4: the same for the whole warp */
+            uint4 lo, hi;
+            blk_row16(tile, r, g, &lo, &hi);
+            uint32_t am = max(abs_max8(lo), abs_max8(hi));
+            for (int o = 4; o > 0; o >>= 1)
                 am = max(am, __shfl_xor_sync(0xFFFFFFFFu, am, o));
-            const uint32_t amax = am << 16;
-            const float s = lowp_fp8blk_scale(amax);
-            if (gr < rows && p.rc) {
-                uint32_t q = blk_codes4(w, s, amax);
-                uint8_t *dst = p.rc + gr * cols + col0 + lane * 4;
-                if (full && p.vec_rc) {
-                    *(uint32_t *)dst = q;
-                } else {
-                    for (int j = 0; j < 4 && col0 + lane * 4 + j < cols; j++)
-                        dst[j] = (uint8_t)(q >> (8 * j));
-                }
-            }
-            if (p.rs && lane == 0)
-                p.rs[kb * ld + gr] = gr < rows ? s : 0.0f;
+            const blk_scale b = blk_scale_of(am << 16);
+            if (gr < rows && p.rc && col0 + g * 16 < cols)
+                blk_row_store(p, gr, col0 + g * 16, blk_quant16(lo, hi, b), full);
+            if (p.rs && g == 0)
+                p.rs[kb * ld + gr] = gr < rows ? b.s0 : 0.0f;
         }
     }
 
@@ -423,31 +533,17 @@ __global__ void __launch_bounds__(BK_THREADS) fp8blk_1x128_kernel(const blk_para
             am = max(am, (uint32_t)(tile[r * BK + c] & 0x7FFFu));
         red[h][c] = am;
         __syncthreads();
-        am = max(red[0][c], red[1][c]);
-        const uint32_t amax = am << 16;
-        const float s = lowp_fp8blk_scale(amax);
+        const blk_scale b = blk_scale_of(max(red[0][c], red[1][c]) << 16);
         if (p.ts && h == 0 && gc < ld)
-            p.ts[kb * ld + gc] = gc < cols ? s : 0.0f;
-        if (!p.tc)
-            return;
-        uint32_t q[16];
-        for (int j = 0; j < 16; j++) {
-            const int r = h * 64 + j * 4;
-            q[j] = blk_quant4(tile[r * BK + c] | (uint32_t)tile[(r + 1) * BK + c] << 16,
-                              tile[(r + 2) * BK + c] | (uint32_t)tile[(r + 3) * BK + c] << 16, s,
-                              amax);
-        }
-        __syncthreads(); /* everyone is done reading the tile: reuse it as the stage */
-        uint8_t *stage = (uint8_t *)tile; /* [128 columns][BK_SLD], 18 KB of the 32 */
-        for (int j = 0; j < 4; j++)
-            *(uint4 *)(stage + c * BK_SLD + h * 64 + j * 16) =
-                make_uint4(q[4 * j], q[4 * j + 1], q[4 * j + 2], q[4 * j + 3]);
-        __syncthreads();
-        stage_out<BK, BK_THREADS>(p.tc + col0 * rows + row0, rows, stage, BK_SLD, cols - col0,
-                                  rows - row0, full && p.vec_tc);
+            p.ts[kb * ld + gc] = gc < cols ? b.s0 : 0.0f;
+        if (p.tc)
+            blk_transposed_out(p, tile, row0, col0, b, full);
     }
 }
 
+/* 128x128: one scale per tile; the codes rowwise, and/or transposed (the
+ * operand x^T of the backward's dgrad, with the scales transposed too),
+ * from one read of x. */
 __global__ void __launch_bounds__(BK_THREADS) fp8blk_128x128_kernel(const blk_params p)
 {
     __shared__ __align__(16) uint16_t tile[BK * BK];
@@ -456,47 +552,47 @@ __global__ void __launch_bounds__(BK_THREADS) fp8blk_128x128_kernel(const blk_pa
     const size_t row0 = (size_t)blockIdx.x * BK, col0 = (size_t)blockIdx.y * BK;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int full = row0 + BK <= rows && col0 + BK <= cols;
-    blk_load(p, tile, row0, col0, full);
-    __syncthreads();
-
-    const uint32_t *words = (const uint32_t *)tile;
-    uint32_t am = 0;
-    for (int i = tid; i < BK * BK / 2; i += BK_THREADS)
-        am = max(am, abs_max2(words[i]));
+    uint32_t am = blk_load(p, tile, row0, col0, full);
     for (int o = 16; o > 0; o >>= 1)
         am = max(am, __shfl_xor_sync(0xFFFFFFFFu, am, o));
     if (lane == 0)
         red[warp] = am;
-    __syncthreads();
+    __syncthreads(); /* the tile and the warps' maxima */
     am = 0;
     for (int w = 0; w < BK_THREADS / 32; w++)
         am = max(am, red[w]);
-    const uint32_t amax = am << 16;
-    const float s = lowp_fp8blk_scale(amax);
+    const blk_scale b = blk_scale_of(am << 16);
 
     if (p.rc) {
-        for (int i = tid; i < BK * BK / 4; i += BK_THREADS) {
-            int r = i >> 5, q4 = i & 31;
-            size_t gr = row0 + r, gc = col0 + q4 * 4;
+        for (int i = tid; i < BK * BK / 16; i += BK_THREADS) {
+            const int r = i >> 3, g = i & 7;
+            const size_t gr = row0 + r, gc = col0 + g * 16;
             if (gr >= rows || gc >= cols)
                 continue;
-            uint32_t q = blk_codes4(*(const uint2 *)(tile + r * BK + q4 * 4), s, amax);
-            uint8_t *dst = p.rc + gr * cols + gc;
-            if (full && p.vec_rc) {
-                *(uint32_t *)dst = q;
-            } else {
-                for (int j = 0; j < 4 && gc + j < cols; j++)
-                    dst[j] = (uint8_t)(q >> (8 * j));
-            }
+            uint4 lo, hi;
+            blk_row16(tile, r, g, &lo, &hi);
+            blk_row_store(p, gr, gc, blk_quant16(lo, hi, b), full);
         }
     }
-    if (p.rs && tid == 0) {
-        const size_t nkb = cdiv(cols, BK), ld = (nkb + 3) / 4 * 4, kb = blockIdx.y;
-        p.rs[blockIdx.x * ld + kb] = s;
-        if (kb == nkb - 1)
-            for (size_t k = nkb; k < ld; k++)
-                p.rs[blockIdx.x * ld + k] = 0.0f;
+    if (tid == 0) {
+        const size_t nkb = cdiv(cols, BK), nrb = cdiv(rows, BK);
+        const size_t ld = (nkb + 3) / 4 * 4, ldt = (nrb + 3) / 4 * 4;
+        const size_t kb = blockIdx.y, rb = blockIdx.x;
+        if (p.rs) {
+            p.rs[rb * ld + kb] = b.s0;
+            if (kb == nkb - 1)
+                for (size_t k = nkb; k < ld; k++)
+                    p.rs[rb * ld + k] = 0.0f;
+        }
+        if (p.ts) {
+            p.ts[kb * ldt + rb] = b.s0;
+            if (rb == nrb - 1)
+                for (size_t k = nrb; k < ldt; k++)
+                    p.ts[kb * ldt + k] = 0.0f;
+        }
     }
+    if (p.tc)
+        blk_transposed_out(p, tile, row0, col0, b, full);
 }
 
 static int blk_grid(const char *fn, size_t rows, size_t cols, dim3 *grid, moe_err *e)
@@ -507,6 +603,9 @@ static int blk_grid(const char *fn, size_t rows, size_t cols, dim3 *grid, moe_er
     *grid = dim3((unsigned)gx, (unsigned)gy);
     return 0;
 }
+
+/* 16-byte code stores need the rows of codes 16-byte aligned */
+static int vec_codes(const uint8_t *codes, size_t ld) { return codes && aligned16(codes) && ld % 16 == 0; }
 
 extern "C" int lowp_cuda_fp8blk_1x128(const uint16_t *x, size_t rows, size_t cols, uint8_t *codes,
                                       float *scales, uint8_t *codes_t, float *scales_t,
@@ -519,8 +618,8 @@ extern "C" int lowp_cuda_fp8blk_1x128(const uint16_t *x, size_t rows, size_t col
     p.x = x, p.rows = rows, p.cols = cols;
     p.rc = codes, p.rs = scales, p.tc = codes_t, p.ts = scales_t;
     p.vec_in = aligned16(x) && cols % 8 == 0;
-    p.vec_rc = codes && ((uintptr_t)codes & 3u) == 0 && cols % 4 == 0;
-    p.vec_tc = codes_t && aligned16(codes_t) && rows % 16 == 0;
+    p.vec_rc = vec_codes(codes, cols);
+    p.vec_tc = vec_codes(codes_t, rows);
     dim3 grid;
     if (blk_grid(fn, rows, cols, &grid, e))
         return -1;
@@ -529,20 +628,92 @@ extern "C" int lowp_cuda_fp8blk_1x128(const uint16_t *x, size_t rows, size_t col
 }
 
 extern "C" int lowp_cuda_fp8blk_128x128(const uint16_t *x, size_t rows, size_t cols, uint8_t *codes,
-                                        float *scales, cudaStream_t stream, moe_err *e)
+                                        float *scales, uint8_t *codes_t, float *scales_t,
+                                        cudaStream_t stream, moe_err *e)
 {
     static const char fn[] = "lowp_cuda_fp8blk_128x128";
-    if (rows == 0 || cols == 0 || (!codes && !scales))
+    if (rows == 0 || cols == 0 || (!codes && !scales && !codes_t && !scales_t))
         return 0;
     blk_params p = {};
     p.x = x, p.rows = rows, p.cols = cols, p.rc = codes, p.rs = scales;
+    p.tc = codes_t, p.ts = scales_t;
     p.vec_in = aligned16(x) && cols % 8 == 0;
-    p.vec_rc = codes && ((uintptr_t)codes & 3u) == 0 && cols % 4 == 0;
+    p.vec_rc = vec_codes(codes, cols);
+    p.vec_tc = vec_codes(codes_t, rows);
     dim3 grid;
     if (blk_grid(fn, rows, cols, &grid, e))
         return -1;
     fp8blk_128x128_kernel<<<grid, BK_THREADS, 0, stream>>>(p);
     return launched(fn, "fp8blk_128x128_kernel", e);
+}
+
+/* ---- the fast division, compared with IEEE's ------------------------------------- */
+
+/* Block i takes the amax whose bf16 pattern is i + 1 (every positive
+ * finite bf16, 0x0001 .. 0x7F7F), its threads every value v with |v| <=
+ * amax, both signs: the pairs the quantisers divide. Counts those whose
+ * E4M3 code from blk_div differs from that of __fdiv_rn (the fp32 quotients
+ * that differ are counted for information). */
+__global__ void fp8blk_div_check_kernel(unsigned long long *bad_code,
+                                        unsigned long long *bad_quot, unsigned int *first)
+{
+    const uint32_t a = blockIdx.x + 1u; /* bf16 magnitude pattern of the amax */
+    const blk_scale b = blk_scale_of(a << 16);
+    unsigned long long nc = 0, nq = 0;
+    for (uint32_t m = threadIdx.x; m <= a; m += blockDim.x)
+        for (uint32_t sign = 0; sign < 2; sign++) {
+            const float v = __uint_as_float((m | sign << 15) << 16);
+            const float exact = __fdiv_rn(v, b.s0), fast = blk_div(v, b);
+            if (__float_as_uint(exact) != __float_as_uint(fast))
+                nq++;
+            if (lowp_e4m3_from_f32_int(exact) != lowp_e4m3_from_f32_int(fast)) {
+                nc++;
+                atomicMin(first, a << 16 | (m | sign << 15));
+            }
+        }
+    if (nc)
+        atomicAdd(bad_code, nc);
+    if (nq)
+        atomicAdd(bad_quot, nq);
+}
+
+extern "C" int lowp_cuda_fp8blk_div_check(unsigned long long *code_mismatch,
+                                          unsigned long long *quotient_mismatch,
+                                          uint32_t *first, moe_err *e)
+{
+    static const char fn[] = "lowp_cuda_fp8blk_div_check";
+    struct {
+        unsigned long long code, quot;
+        unsigned int first;
+    } h = {0, 0, 0xFFFFFFFFu}, *d = NULL;
+    cudaError_t err;
+    if ((err = cudaMalloc((void **)&d, sizeof h)) != cudaSuccess)
+        return moe_errf(e, "%s: cudaMalloc: %s", fn, cudaGetErrorString(err));
+    int rc = 0;
+    if ((err = cudaMemcpy(d, &h, sizeof h, cudaMemcpyHostToDevice)) != cudaSuccess) {
+        rc = moe_errf(e, "%s: cudaMemcpy: %s", fn, cudaGetErrorString(err));
+    } else {
+        fp8blk_div_check_kernel<<<0x7F7F, 256>>>(&d->code, &d->quot, &d->first);
+        if (launched(fn, "fp8blk_div_check_kernel", e))
+            rc = -1;
+        else if ((err = cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost)) != cudaSuccess)
+            rc = moe_errf(e, "%s: kernel fp8blk_div_check_kernel: %s", fn,
+                          cudaGetErrorString(err));
+    }
+    cudaFree(d);
+    if (rc)
+        return rc;
+    *code_mismatch = h.code, *quotient_mismatch = h.quot, *first = h.first;
+    return 0;
+}
+
+extern "C" int lowp_cuda_uses_fast_div(void)
+{
+#ifdef LOWP_CUDA_FAST_DIV
+    return 1;
+#else
+    return 0;
+#endif
 }
 
 /* ---- MXFP8 emulation ------------------------------------------------------------ */
@@ -580,14 +751,11 @@ extern "C" int lowp_cuda_mxfp8_fake_bf16(const uint16_t *x, size_t rows, size_t 
     return launched(fn, "mxfp8_fake_kernel", e);
 }
 
-/* ---- 128x128 operands transposed ------------------------------------------------ */
+/* ---- E4M3 codes transposed ----------------------------------------------------- */
 
-/* A 128x128 block's scale is that of the same block of the transpose, and
- * every code depends only on its value and that scale, so the transposed
- * operand is the codes transposed and the scale matrix transposed: no new
- * quantisation (Hopper's FP8 GEMMs take only K-major operands, and dgrad
- * needs w^T). 64 x 64 byte tiles through shared memory, 32-bit loads and
- * stores: each thread moves 4 words in and 4 words out. */
+/* MXFP8's columnwise copy made K-major (Hopper and Blackwell FP8 GEMMs take
+ * only K-major operands). 64 x 64 byte tiles through shared memory, 32-bit
+ * loads and stores: each thread moves 4 words in and 4 words out. */
 #define TT 64
 __global__ void __launch_bounds__(256) fp8_transpose_kernel(const uint8_t *in, uint8_t *out,
                                                             size_t rows, size_t cols)
@@ -613,18 +781,6 @@ __global__ void __launch_bounds__(256) fp8_transpose_kernel(const uint8_t *in, u
     }
 }
 
-/* scales [ceil(rows/128), ld(cols)] -> [ceil(cols/128), ld(rows)], padding 0 */
-__global__ void fp8blk_scales_transpose_kernel(const float *s, float *st, size_t rows, size_t cols)
-{
-    const size_t rb = cdiv(rows, 128), cb = cdiv(cols, 128);
-    const size_t ld = (cb + 3) / 4 * 4, ldt = (rb + 3) / 4 * 4;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < cb * ldt;
-         i += (size_t)gridDim.x * blockDim.x) {
-        size_t c = i / ldt, r = i % ldt;
-        st[i] = r < rb ? s[r * ld + c] : 0.0f;
-    }
-}
-
 extern "C" int lowp_cuda_transpose_u8(const uint8_t *in, size_t rows, size_t cols, uint8_t *out,
                                       cudaStream_t stream, moe_err *e)
 {
@@ -642,18 +798,6 @@ extern "C" int lowp_cuda_transpose_u8(const uint8_t *in, size_t rows, size_t col
     return launched(fn, "fp8_transpose_kernel", e);
 }
 
-extern "C" int lowp_cuda_fp8blk_128x128_transpose(const uint8_t *codes, const float *scales,
-                                                  size_t rows, size_t cols, uint8_t *codes_t,
-                                                  float *scales_t, cudaStream_t stream, moe_err *e)
-{
-    static const char fn[] = "lowp_cuda_fp8blk_128x128_transpose";
-    if (rows == 0 || cols == 0)
-        return 0;
-    if (lowp_cuda_transpose_u8(codes, rows, cols, codes_t, stream, e))
-        return moe_err_prefix(e, "%s", fn);
-    fp8blk_scales_transpose_kernel<<<64, 256, 0, stream>>>(scales, scales_t, rows, cols);
-    return launched(fn, "fp8blk_scales_transpose_kernel", e);
-}
 #undef TT
 
 /* ---- the hardware conversion, compared with ours ---------------------------------- */

@@ -63,10 +63,16 @@ int lowp_cuda_fp8blk_1x128(const uint16_t *x, size_t rows, size_t cols, uint8_t 
                            float *scales, uint8_t *codes_t, float *scales_t, cudaStream_t stream,
                            moe_err *e);
 
-/* FP8 128x128 block scaling: codes [rows, cols], scales
- * lowp_fp8blk_128x128_scales(rows, cols) floats (lowp_fp8blk_128x128). */
+/* FP8 128x128 block scaling of x bf16 [rows, cols], one read of x (either
+ * pair may be NULL):
+ *   codes [rows, cols] + scales (lowp_fp8blk_128x128_scales(rows, cols)
+ *     floats): the operand x (lowp_fp8blk_128x128);
+ *   codes_t [cols, rows] + scales_t (lowp_fp8blk_128x128_scales(cols, rows)):
+ *     the operand x^T, byte for byte lowp_fp8blk_128x128 of x^T (a block has
+ *     the same scale either way). */
 int lowp_cuda_fp8blk_128x128(const uint16_t *x, size_t rows, size_t cols, uint8_t *codes,
-                             float *scales, cudaStream_t stream, moe_err *e);
+                             float *scales, uint8_t *codes_t, float *scales_t, cudaStream_t stream,
+                             moe_err *e);
 
 /* MXFP8 quantise-dequantise, bf16 -> bf16 (lowp_mxfp8_fake_bf16); y may
  * be x. */
@@ -78,19 +84,25 @@ int lowp_cuda_mxfp8_fake_bf16(const uint16_t *x, size_t rows, size_t cols, int c
 int lowp_cuda_transpose_u8(const uint8_t *in, size_t rows, size_t cols, uint8_t *out,
                            cudaStream_t stream, moe_err *e);
 
-/* The 128x128 operand x^T from that of x [rows, cols]: codes_t [cols, rows]
- * and scales_t (lowp_fp8blk_128x128_scales(cols, rows) floats), equal byte
- * for byte to lowp_fp8blk_128x128 of x^T. rows, cols multiples of 4. */
-int lowp_cuda_fp8blk_128x128_transpose(const uint8_t *codes, const float *scales, size_t rows,
-                                       size_t cols, uint8_t *codes_t, float *scales_t,
-                                       cudaStream_t stream, moe_err *e);
-
 /* Compare the integer E4M3 encoder (lowp_e4m3_from_f32_int) with the GPU's
  * cvt.rn.satfinite.e4m3x2.f32 over all 2^32 fp32 inputs (compute capability
  * 8.9+; returns -1 elsewhere). Synchronous. *mismatch counts disagreeing
  * non-NaN inputs (the smallest in *first), *nan_mismatch NaN inputs. */
 int lowp_cuda_e4m3_hw_check(unsigned long long *mismatch, unsigned long long *nan_mismatch,
                             uint32_t *first, moe_err *e);
+
+/* The FP8 block quantisers divide by a block's scale with a reciprocal and
+ * one exact-remainder correction instead of an IEEE division (LOWP_FAST_DIV
+ * in rules.mk). Compare the two over every pair they meet: each positive
+ * finite bf16 amax with each bf16 value of at most its magnitude, both signs.
+ * Synchronous. *code_mismatch counts pairs with different E4M3 codes (the
+ * smallest as amax_bits << 16 | value_bits in *first), *quotient_mismatch
+ * pairs with different fp32 quotients. */
+int lowp_cuda_fp8blk_div_check(unsigned long long *code_mismatch,
+                               unsigned long long *quotient_mismatch, uint32_t *first, moe_err *e);
+
+/* 1 when the FP8 block quantisers use that division. */
+int lowp_cuda_uses_fast_div(void);
 
 /* 1 when the kernels convert to E4M3 with the cvt instruction (built with
  * LOWP_HW_CVT=1, the default), 0 when with the integer encoder. */

@@ -23,8 +23,14 @@ ifeq ($(CUDA),1)
 # LOWP_HW_CVT=1 (default): E4M3 codes from the cvt.rn.satfinite instruction,
 # byte-identical to the integer encoder on all 2^32 inputs (checked by the GPU
 # test on every run); LOWP_HW_CVT=0 uses the integer encoder in the kernels too.
+# LOWP_FAST_DIV=1 (default): the FP8 block quantisers divide by a block's
+# scale as v * (1/s) plus one fma correction with the exact remainder, giving
+# IEEE division's E4M3 code on every (value, amax) pair (checked by the GPU
+# test on every run); LOWP_FAST_DIV=0 keeps __fdiv_rn.
 LOWP_HW_CVT ?= 1
+LOWP_FAST_DIV ?= 1
 LOWP_NVCCFLAGS := -O3 -lineinfo --fmad=false $(if $(filter 1,$(LOWP_HW_CVT)),-DLOWP_CUDA_HW_CVT) \
+	$(if $(filter 1,$(LOWP_FAST_DIV)),-DLOWP_CUDA_FAST_DIV) \
 	-Xcompiler -fPIC -Xcompiler -Wall,-Wextra \
 	-gencode arch=compute_90a,code=sm_90a -gencode arch=compute_100a,code=sm_100a \
 	-gencode arch=compute_90,code=compute_90

@@ -126,7 +126,8 @@ static int quant_act(moe_backend *be, const char *op, const q8 *q, const bf16 *x
 }
 
 /* one expert's weight w [out, in] as the operand w (k = in) into slots dst,
- * dst + 1, or, transposed, w^T (k = out) into S_W .. S_WTS */
+ * dst + 1, or, transposed, w^T (k = out) into S_W, S_WS (mxfp8: S_WT holds
+ * the untransposed codes on the way) */
 static int quant_weight(moe_backend *be, const char *op, const bf16 *w, size_t out, size_t in,
                         int transposed, int dst, lowp_fp8_operand *o)
 {
@@ -151,29 +152,22 @@ static int quant_weight(moe_backend *be, const char *op, const bf16 *w, size_t o
         o->codes = codes, o->scales = scales, o->kind = LOWP_MX_1X32;
         return 0;
     }
+    /* fp8_block: w^T's codes and scales straight from w, one pass */
     if (transposed)
         dst = S_W;
     uint8_t *codes = (uint8_t *)cuda_scratch(be, dst, out * in);
-    float *scales = (float *)cuda_scratch(be, dst + 1, 4 * lowp_fp8blk_128x128_scales(out, in));
+    float *scales = (float *)cuda_scratch(be, dst + 1, 4 * (transposed
+                                                                 ? lowp_fp8blk_128x128_scales(in, out)
+                                                                 : lowp_fp8blk_128x128_scales(out, in)));
     if (!codes || !scales)
         return -1;
-    if (lowp_cuda_fp8blk_128x128(U16(w), out, in, codes, scales, c->stream, &e)) {
+    if (lowp_cuda_fp8blk_128x128(U16(w), out, in, transposed ? NULL : codes,
+                                 transposed ? NULL : scales, transposed ? codes : NULL,
+                                 transposed ? scales : NULL, c->stream, &e)) {
         cuda_note(be, op, e.msg);
         return -1;
     }
     o->codes = codes, o->scales = scales, o->kind = LOWP_BLK_128X128;
-    if (!transposed)
-        return 0;
-    uint8_t *codes_t = (uint8_t *)cuda_scratch(be, S_WT, out * in);
-    float *scales_t = (float *)cuda_scratch(be, S_WTS, 4 * lowp_fp8blk_128x128_scales(in, out));
-    if (!codes_t || !scales_t)
-        return -1;
-    if (lowp_cuda_fp8blk_128x128_transpose(codes, scales, out, in, codes_t, scales_t, c->stream,
-                                           &e)) {
-        cuda_note(be, op, e.msg);
-        return -1;
-    }
-    o->codes = codes_t, o->scales = scales_t;
     return 0;
 }
 
