@@ -2,7 +2,8 @@
 # moekit's benchmark, run in ONE go on a GPU machine: moekit (bf16, and fp8_block experts on
 # Hopper) and Hugging Face
 # MixtralForCausalLM at the same sizes on the same genome (bench_8x7B_2L: 2 Mixtral-8x7B layers,
-# vocab 32000, sequence 4096, micro-batch 2 = 8192 tokens a step, AdamW, fp32 masters).
+# vocab 32000, sequence 4096, micro-batch 2 = 8192 tokens a step, AdamW, fp32 masters; or
+# MOE_BENCH_CONFIG=bench_8x7B_2L_genomic: vocab 256, sequence 8192, micro-batch 1).
 # Prints a table: tokens/s, model TFLOP/s (6 x active params x tokens + causal attention),
 # % of the bf16 GEMM peak (760 TFLOP/s measured on the H200), peak memory, time to first step.
 #   bench/run.sh [BUILD_DIR] [HF setups...]   (default: eager_fp32 grouped_bf16 grouped_bf16_compiled;
@@ -12,7 +13,20 @@ B=${1:-build}; shift || true
 SETUPS=${*:-eager_fp32 grouped_bf16 grouped_bf16_compiled}
 [ "$SETUPS" = - ] && SETUPS=
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+CONFIG=${MOE_BENCH_CONFIG:-bench_8x7B_2L}
 STEPS=12 WARM=4
+# the sizes both sides run at, from the config as moe-train resolves it
+sizes=$("$ROOT/$B/bin/moe-train" --config "$CONFIG" --print-config) || exit 1
+size() { echo "$sizes" | sed -n "s/^ *$1 = \([0-9]*\);.*/\1/p" | head -1; }
+VOCAB=$(size vocab_size) LAYERS=$(size num_layers) SEQ=$(size seq_length) BATCH=$(size micro_batch_size)
+for v in HIDDEN:hidden_size HEADS:num_heads KV:num_kv_heads HDIM:head_dim EXPERTS:num_experts \
+         TOPK:top_k FFN:intermediate_size; do
+    printf -v "${v%%:*}" '%s' "$(size "${v#*:}")"
+done
+if [ "$HIDDEN/$HEADS/$KV/$HDIM/$EXPERTS/$TOPK/$FFN" != 4096/32/8/128/8/2/14336 ]; then
+    echo "bench/run.sh: $CONFIG is not at Mixtral-8x7B's layer sizes (the Hugging Face side is)" >&2
+    exit 2
+fi
 res=$(mktemp)
 # moekit, once per precision (MOE_BENCH_PRECISIONS, default "bf16 fp8_block"): tokens/s from
 # its steady-state log lines; peak memory sampled from nvidia-smi
@@ -23,7 +37,7 @@ run_moekit() {
     ( while sleep 0.2; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits; done ) > /tmp/moe_mem.txt &
     local smi=$!
     local t0; t0=$(date +%s.%N)
-    "$ROOT/$B/bin/moe-train" --config bench_8x7B_2L --backend cuda train.steps=$STEPS \
+    "$ROOT/$B/bin/moe-train" --config "$CONFIG" --backend cuda train.steps=$STEPS \
         scheduler.warmup_steps=2 logger.frequency=1 train.eval_every_n_steps=0 train.eval_batches=1 \
         optimizer.lr=3e-4 precision.compute="$prec" "${extra[@]}" 2>&1 | while IFS= read -r l; do echo "$(date +%s.%N) $l"; done > /tmp/moe_bench.log
     kill $smi 2>/dev/null
@@ -47,14 +61,21 @@ for prec in ${MOE_BENCH_PRECISIONS:-bf16 fp8_block}; do
 done
 for s in $SETUPS; do
     PYTHONUNBUFFERED=1 timeout 300 python3 "$ROOT/bench/hf_bench.py" --setup "$s" --steps $STEPS \
-        --warmup $WARM 2>/tmp/hf_$s.err | tail -1 >> "$res" || tail -3 /tmp/hf_$s.err
+        --warmup $WARM --layers "$LAYERS" --vocab "$VOCAB" --seq "$SEQ" --batch "$BATCH" \
+        2>/tmp/hf_$s.err | tail -1 >> "$res" || tail -3 /tmp/hf_$s.err
 done
-python3 - "$res" <<'PY'
+echo "$CONFIG: $LAYERS layers, vocab $VOCAB, sequence $SEQ, micro-batch $BATCH"
+python3 - "$res" "$LAYERS" "$VOCAB" "$SEQ" "$BATCH" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith('{')]
-active = 1050759168   # bench_8x7B_2L, from moe-train's summary
-tok = 8192
-attn = 2 * 2 * 4096 * 4096 * 32 * 128 / 2 * 2 * 3   # causal QK^T + PV, fwd + 2x bwd, 2 layers
+L, V, S, Bt = map(int, sys.argv[2:6])
+C, HD, KVD, E, K, I = 4096, 32 * 128, 8 * 128, 8, 2, 14336
+# active parameters a token meets (as moe-train's summary counts them: embedding and LM head
+# included): attention, router, top-k experts and two norms a layer, plus the final norm
+active = L * (2 * C * HD + 2 * C * KVD + C * E + K * 3 * C * I + 2 * C) + 2 * V * C + C
+tok = Bt * S
+# causal attention, QK^T and PV: 2 S^2 HD flops forward a sequence and layer, x3 with the backward
+attn = 6 * S * S * HD * L * Bt
 peak = 760e12
 base = {r['impl']: r['tokens_per_s'] for r in rows}
 print(f"{'setup':<28}{'tokens/s':>10}{'TFLOP/s':>9}{'% peak':>8}{'peak GiB':>10}{'1st step s':>11}{'vs HF eager':>12}{'loss@12':>9}")
