@@ -62,7 +62,7 @@ done
 for s in $SETUPS; do
     PYTHONUNBUFFERED=1 timeout 300 python3 "$ROOT/bench/hf_bench.py" --setup "$s" --steps $STEPS \
         --warmup $WARM --layers "$LAYERS" --vocab "$VOCAB" --seq "$SEQ" --batch "$BATCH" \
-        2>/tmp/hf_$s.err | tail -1 >> "$res" || tail -3 /tmp/hf_$s.err
+        2>"/tmp/hf_$s.err" | tail -1 >> "$res" || tail -3 "/tmp/hf_$s.err"
 done
 echo "$CONFIG: $LAYERS layers, vocab $VOCAB, sequence $SEQ, micro-batch $BATCH"
 python3 - "$res" "$LAYERS" "$VOCAB" "$SEQ" "$BATCH" <<'PY'
