@@ -152,18 +152,20 @@ static int quant_weight(moe_backend *be, const char *op, const bf16 *w, size_t o
         o->codes = codes, o->scales = scales, o->kind = LOWP_MX_1X32;
         return 0;
     }
-    /* fp8_block: w^T's codes and scales straight from w, one pass */
+    /* fp8_block: w, or w^T's codes and scales straight from w in one pass */
     if (transposed)
         dst = S_W;
+    size_t n_scales = transposed ? lowp_fp8blk_128x128_scales(in, out)
+                                 : lowp_fp8blk_128x128_scales(out, in);
     uint8_t *codes = (uint8_t *)cuda_scratch(be, dst, out * in);
-    float *scales = (float *)cuda_scratch(be, dst + 1, 4 * (transposed
-                                                                 ? lowp_fp8blk_128x128_scales(in, out)
-                                                                 : lowp_fp8blk_128x128_scales(out, in)));
+    float *scales = (float *)cuda_scratch(be, dst + 1, 4 * n_scales);
     if (!codes || !scales)
         return -1;
-    if (lowp_cuda_fp8blk_128x128(U16(w), out, in, transposed ? NULL : codes,
-                                 transposed ? NULL : scales, transposed ? codes : NULL,
-                                 transposed ? scales : NULL, c->stream, &e)) {
+    int rc = transposed ? lowp_cuda_fp8blk_128x128(U16(w), out, in, NULL, NULL, codes, scales,
+                                                   c->stream, &e)
+                        : lowp_cuda_fp8blk_128x128(U16(w), out, in, codes, scales, NULL, NULL,
+                                                   c->stream, &e);
+    if (rc) {
         cuda_note(be, op, e.msg);
         return -1;
     }
