@@ -647,6 +647,38 @@ extern "C" int lowp_cuda_fp8blk_128x128(const uint16_t *x, size_t rows, size_t c
     return launched(fn, "fp8blk_128x128_kernel", e);
 }
 
+/* ---- exhaustive checks on the device --------------------------------------------- */
+
+/* What a check kernel counts: two kinds of mismatch and the smallest input
+ * of the first kind. */
+typedef struct {
+    unsigned long long n[2];
+    unsigned int first;
+} check_counts;
+
+/* launch(d) on counters d zeroed on the device, then *h = d (synchronous). */
+static int run_check(const char *fn, const char *kernel, void (*launch)(check_counts *),
+                     check_counts *h, moe_err *e)
+{
+    check_counts *d = NULL;
+    h->n[0] = h->n[1] = 0, h->first = 0xFFFFFFFFu;
+    cudaError_t err;
+    if ((err = cudaMalloc((void **)&d, sizeof *h)) != cudaSuccess)
+        return moe_errf(e, "%s: cudaMalloc: %s", fn, cudaGetErrorString(err));
+    int rc = 0;
+    if ((err = cudaMemcpy(d, h, sizeof *h, cudaMemcpyHostToDevice)) != cudaSuccess) {
+        rc = moe_errf(e, "%s: cudaMemcpy: %s", fn, cudaGetErrorString(err));
+    } else {
+        launch(d);
+        if (launched(fn, kernel, e))
+            rc = -1;
+        else if ((err = cudaMemcpy(h, d, sizeof *h, cudaMemcpyDeviceToHost)) != cudaSuccess)
+            rc = moe_errf(e, "%s: kernel %s: %s", fn, kernel, cudaGetErrorString(err));
+    }
+    cudaFree(d);
+    return rc;
+}
+
 /* ---- the fast division, compared with IEEE's ------------------------------------- */
 
 /* Block i takes the amax whose bf16 pattern is i + 1 (every positive
@@ -654,8 +686,7 @@ extern "C" int lowp_cuda_fp8blk_128x128(const uint16_t *x, size_t rows, size_t c
  * amax, both signs: the pairs the quantisers divide. Counts those whose
  * E4M3 code from blk_div differs from that of __fdiv_rn (the fp32 quotients
  * that differ are counted for information). */
-__global__ void fp8blk_div_check_kernel(unsigned long long *bad_code,
-                                        unsigned long long *bad_quot, unsigned int *first)
+__global__ void fp8blk_div_check_kernel(check_counts *c) /* n[0] codes, n[1] quotients */
 {
     const uint32_t a = blockIdx.x + 1u; /* bf16 magnitude pattern of the amax */
     const blk_scale b = blk_scale_of(a << 16);
@@ -668,42 +699,26 @@ __global__ void fp8blk_div_check_kernel(unsigned long long *bad_code,
                 nq++;
             if (lowp_e4m3_from_f32_int(exact) != lowp_e4m3_from_f32_int(fast)) {
                 nc++;
-                atomicMin(first, a << 16 | (m | sign << 15));
+                atomicMin(&c->first, a << 16 | (m | sign << 15));
             }
         }
     if (nc)
-        atomicAdd(bad_code, nc);
+        atomicAdd(&c->n[0], nc);
     if (nq)
-        atomicAdd(bad_quot, nq);
+        atomicAdd(&c->n[1], nq);
 }
+
+static void launch_div_check(check_counts *d) { fp8blk_div_check_kernel<<<0x7F7F, 256>>>(d); }
 
 extern "C" int lowp_cuda_fp8blk_div_check(unsigned long long *code_mismatch,
                                           unsigned long long *quotient_mismatch,
                                           uint32_t *first, moe_err *e)
 {
-    static const char fn[] = "lowp_cuda_fp8blk_div_check";
-    struct {
-        unsigned long long code, quot;
-        unsigned int first;
-    } h = {0, 0, 0xFFFFFFFFu}, *d = NULL;
-    cudaError_t err;
-    if ((err = cudaMalloc((void **)&d, sizeof h)) != cudaSuccess)
-        return moe_errf(e, "%s: cudaMalloc: %s", fn, cudaGetErrorString(err));
-    int rc = 0;
-    if ((err = cudaMemcpy(d, &h, sizeof h, cudaMemcpyHostToDevice)) != cudaSuccess) {
-        rc = moe_errf(e, "%s: cudaMemcpy: %s", fn, cudaGetErrorString(err));
-    } else {
-        fp8blk_div_check_kernel<<<0x7F7F, 256>>>(&d->code, &d->quot, &d->first);
-        if (launched(fn, "fp8blk_div_check_kernel", e))
-            rc = -1;
-        else if ((err = cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost)) != cudaSuccess)
-            rc = moe_errf(e, "%s: kernel fp8blk_div_check_kernel: %s", fn,
-                          cudaGetErrorString(err));
-    }
-    cudaFree(d);
-    if (rc)
-        return rc;
-    *code_mismatch = h.code, *quotient_mismatch = h.quot, *first = h.first;
+    check_counts h;
+    if (run_check("lowp_cuda_fp8blk_div_check", "fp8blk_div_check_kernel", launch_div_check, &h,
+                  e))
+        return -1;
+    *code_mismatch = h.n[0], *quotient_mismatch = h.n[1], *first = h.first;
     return 0;
 }
 
@@ -802,8 +817,7 @@ extern "C" int lowp_cuda_transpose_u8(const uint8_t *in, size_t rows, size_t col
 
 /* ---- the hardware conversion, compared with ours ---------------------------------- */
 
-__global__ void e4m3_hw_check_kernel(unsigned long long *bad, unsigned long long *bad_nan,
-                                     unsigned int *first)
+__global__ void e4m3_hw_check_kernel(check_counts *c) /* n[0] non-NaN, n[1] NaN inputs */
 {
 #if __CUDA_ARCH__ >= 890
     const unsigned long long n = 1ull << 32;
@@ -814,18 +828,20 @@ __global__ void e4m3_hw_check_kernel(unsigned long long *bad, unsigned long long
         asm("{cvt.rn.satfinite.e4m3x2.f32 %0, %2, %1;}\n" : "=h"(pair) : "f"(f), "f"(0.0f));
         if ((uint8_t)(pair & 0xFFu) != lowp_e4m3_from_f32_int(f)) {
             if (f != f) {
-                atomicAdd(bad_nan, 1ull);
+                atomicAdd(&c->n[1], 1ull);
             } else {
-                atomicAdd(bad, 1ull);
-                atomicMin(first, (unsigned int)i);
+                atomicAdd(&c->n[0], 1ull);
+                atomicMin(&c->first, (unsigned int)i);
             }
         }
     }
 #else
     if (blockIdx.x == 0 && threadIdx.x == 0)
-        *bad = ~0ull; /* not available on this architecture */
+        c->n[0] = ~0ull; /* not available on this architecture */
 #endif
 }
+
+static void launch_hw_check(check_counts *d) { e4m3_hw_check_kernel<<<4096, 256>>>(d); }
 
 extern "C" int lowp_cuda_e4m3_hw_check(unsigned long long *mismatch,
                                        unsigned long long *nan_mismatch, uint32_t *first,
@@ -842,26 +858,10 @@ extern "C" int lowp_cuda_e4m3_hw_check(unsigned long long *mismatch,
         return moe_errf(e, "%s: %s", fn, cudaGetErrorString(err));
     if (major * 10 + minor < 89)
         return moe_errf(e, "%s: compute capability %d.%d has no E4M3 conversion", fn, major, minor);
-    struct {
-        unsigned long long bad, bad_nan;
-        unsigned int first;
-    } h = {0, 0, 0xFFFFFFFFu}, *d = NULL;
-    if ((err = cudaMalloc((void **)&d, sizeof h)) != cudaSuccess)
-        return moe_errf(e, "%s: cudaMalloc: %s", fn, cudaGetErrorString(err));
-    int rc = 0;
-    if ((err = cudaMemcpy(d, &h, sizeof h, cudaMemcpyHostToDevice)) != cudaSuccess) {
-        rc = moe_errf(e, "%s: cudaMemcpy: %s", fn, cudaGetErrorString(err));
-    } else {
-        e4m3_hw_check_kernel<<<4096, 256>>>(&d->bad, &d->bad_nan, &d->first);
-        if (launched(fn, "e4m3_hw_check_kernel", e))
-            rc = -1;
-        else if ((err = cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost)) != cudaSuccess)
-            rc = moe_errf(e, "%s: kernel e4m3_hw_check_kernel: %s", fn, cudaGetErrorString(err));
-    }
-    cudaFree(d);
-    if (rc)
-        return rc;
-    *mismatch = h.bad, *nan_mismatch = h.bad_nan, *first = h.first;
+    check_counts h;
+    if (run_check(fn, "e4m3_hw_check_kernel", launch_hw_check, &h, e))
+        return -1;
+    *mismatch = h.n[0], *nan_mismatch = h.n[1], *first = h.first;
     return 0;
 }
 

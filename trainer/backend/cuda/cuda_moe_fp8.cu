@@ -133,10 +133,10 @@ static int quant_weight(moe_backend *be, const char *op, const bf16 *w, size_t o
 {
     cuda_ctx *c = CTX(be);
     moe_err e = {{0}};
+    if (transposed)
+        dst = S_W;
     if (is_mx(be)) {
         q8 q = {NULL, NULL, NULL, NULL};
-        if (transposed)
-            dst = S_W;
         uint8_t *codes = (uint8_t *)cuda_scratch(be, dst, out * in);
         void *scales = cuda_scratch(be, dst + 1, transposed ? row_scale_bytes(be, in, out)
                                                          : row_scale_bytes(be, out, in));
@@ -153,8 +153,6 @@ static int quant_weight(moe_backend *be, const char *op, const bf16 *w, size_t o
         return 0;
     }
     /* fp8_block: w, or w^T's codes and scales straight from w in one pass */
-    if (transposed)
-        dst = S_W;
     size_t n_scales = transposed ? lowp_fp8blk_128x128_scales(in, out)
                                  : lowp_fp8blk_128x128_scales(out, in);
     uint8_t *codes = (uint8_t *)cuda_scratch(be, dst, out * in);
