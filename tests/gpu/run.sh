@@ -6,8 +6,12 @@
 #   3. L0_sanity trained on the GPU against the same run on the CPU: final train and held-out
 #      losses within 2% in bf16, within 3% with the experts in fp8_block (Hopper) and in
 #      mxfp8_emulated (MXFP8 values through bf16 GEMMs, any GPU);
-#   4. the quantiser kernels byte for byte against the C reference, and the FP8 GEMMs against
-#      float64 (tests/gpu/test_lowp_cuda.c, tests/gpu/test_fp8_gemm.c).
+#      L0_sanity also with the attention projections in fp8_block / mxfp8_emulated
+#      (precision.layers=all), within 3%;
+#   4. the quantiser kernels byte for byte against the C reference, the FP8 GEMMs against
+#      float64, and the attention projections in low precision against float64 on the C
+#      reference's quantised operands (tests/gpu/test_lowp_cuda.c, test_fp8_gemm.c,
+#      test_linear_lowp.c).
 # Usage: tests/gpu/run.sh [BUILD_DIR]; last line "gpu: N passed, N failed".
 # MOE_GPU_LOG_DIR=DIR keeps the logs and the per-op error table there.
 set -u
@@ -43,13 +47,16 @@ for fix in gqa_top2 genomic_top2of8; do
 done
 
 run_l0() { "$BIN" --config L0_sanity --backend "$1" logger.run_dir="$T/$2" logger.frequency=100 \
-    ${3:+precision.compute=$3} 2>&1 | tee "$T/$2.log" | grep -E "^step|^eval|done|backend" ; }
+    ${3:+precision.compute=$3} ${4:-} 2>&1 | tee "$T/$2.log" | grep -E "^step|^eval|done|backend" ; }
 final() { grep "moe-train: done" "$T/$1.log" | sed -E 's/.*final loss ([0-9.]+), held-out loss ([0-9.]+).*/\1 \2/'; }
 run_l0 cpu cpu >/dev/null
 c=$(final cpu)
-for prec in bf16:0.02 fp8_block:0.03 mxfp8_emulated:0.03; do
+# NAME+all: the attention projections in that precision too (precision.layers=all)
+for prec in bf16:0.02 fp8_block:0.03 fp8_block+all:0.03 mxfp8_emulated:0.03 mxfp8_emulated+all:0.03; do
     p=${prec%:*} tol=${prec#*:}
-    run_l0 cuda "cuda_$p" "$p"
+    layers=experts
+    [ "${p%+all}" != "$p" ] && layers=all
+    run_l0 cuda "cuda_$p" "${p%+all}" precision.layers=$layers
     g=$(final "cuda_$p")
     echo "  L0_sanity final (train, held-out): cuda $p $g, cpu $c"
     set -- $g $c
@@ -60,7 +67,7 @@ for prec in bf16:0.02 fp8_block:0.03 mxfp8_emulated:0.03; do
     fi
 done
 
-for t in test_lowp_cuda "test_fp8_gemm --no-bench"; do
+for t in test_lowp_cuda "test_fp8_gemm --no-bench" test_linear_lowp; do
     if "$ROOT/$B/tests/gpu/"$t > "$T/${t%% *}.log" 2>&1 && tail -1 "$T/${t%% *}.log" | grep -q ' 0 failed$'; then
         ok "${t%% *}"
     else

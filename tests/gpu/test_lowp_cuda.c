@@ -419,6 +419,22 @@ static void test_e4m3_hw(void)
     result(bad == 0, "e4m3 integer encoder vs cvt.rn.satfinite.e4m3x2.f32 on all 2^32 inputs");
 }
 
+static void test_silu_div(void)
+{
+    unsigned long long bad = 0;
+    uint32_t first = 0;
+    moe_err e = {{0}};
+    if (lowp_cuda_silu_check(&bad, &first, &e) != 0) {
+        printf("  %s\n", e.msg);
+        result(0, "SwiGLU silu division: reciprocal + correction vs __fdiv_rn");
+        return;
+    }
+    if (bad)
+        printf("  %llu gates give another silu, first bf16 %04x\n", bad, first);
+    result(bad == 0, "SwiGLU silu division: reciprocal + correction vs __fdiv_rn on all 65536 "
+                     "bf16 gates");
+}
+
 static void test_fp8blk_div(void)
 {
     unsigned long long bad = 0, bad_q = 0;
@@ -573,6 +589,15 @@ static void timings(void)
     b.st = (float *)s2.p;
     size_t b1s = 4 * (lowp_fp8blk_1x128_scales(R, C) + lowp_fp8blk_1x128_scales(C, R));
     report("fp8blk_1x128_kernel (rowwise + transposed)", &b, 2 * N + 2 * N + b1s, ca.p, cb.p);
+    /* the trainer's two other uses: an activation for fprop (rowwise), the
+     * wgrad's x (transposed) */
+    b.qt = NULL, b.st = NULL;
+    report("fp8blk_1x128_kernel (rowwise only)", &b,
+           2 * N + N + 4 * lowp_fp8blk_1x128_scales(R, C), ca.p, cb.p);
+    b.q = NULL, b.s = NULL, b.qt = cc.p, b.st = (float *)s2.p;
+    report("fp8blk_1x128_kernel (transposed only)", &b,
+           2 * N + N + 4 * lowp_fp8blk_1x128_scales(C, R), ca.p, cb.p);
+    b.q = rc.p, b.s = (float *)s1.p;
 
     b.op = OP_BLK2, b.qt = NULL, b.st = NULL;
     report("fp8blk_128x128_kernel", &b, 2 * N + N + 4 * lowp_fp8blk_128x128_scales(R, C), ca.p,
@@ -628,6 +653,7 @@ int main(void)
 
     test_e4m3_hw();
     test_fp8blk_div();
+    test_silu_div();
     timings();
     return summary();
 }

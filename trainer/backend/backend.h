@@ -229,6 +229,12 @@ struct moe_backend {
      * intermediate size I). NULL where the backend has one precision (cpu);
      * refuses, with the reason, what this device cannot run. */
     int (*set_expert_precision)(moe_backend *be, const char *precision, int C, int I, moe_err *e);
+    /* precision.layers=all: matmul_fwd / matmul_bwd (the attention
+     * projections) in the experts' low precision too (on), or in bf16.
+     * Call after set_expert_precision; widths: every in / out width the
+     * projections take. Refuses, with the reason, widths the recipe cannot
+     * block or experts in bf16. NULL where the backend has one precision. */
+    int (*set_linear_lowp)(moe_backend *be, int on, const int *widths, int n_widths, moe_err *e);
     /* fp8_block: experts_fwd keeps h1, h3 for the backward as E4M3 codes with
      * 1x128 scales (on, the default) or in bf16 (off). NULL on cpu. */
     void (*set_fp8_saved_activations)(moe_backend *be, int on);

@@ -30,6 +30,7 @@
 
 #include "lowp_cuda.h"
 #include "fp8_scalar.h"
+#include "fp8_blk_device.cuh"
 
 /* ---- launch bookkeeping ------------------------------------------------------- */
 
@@ -74,24 +75,6 @@ __device__ __forceinline__ void stage_out(uint8_t *dst, size_t ld, const uint8_t
 
 /* ---- four codes at a time ------------------------------------------------------------ */
 
-/* Two fp32 -> two E4M3 codes (lo in the low byte): lowp_e4m3_from_f32 on
- * each, in one cvt.rn.satfinite.e4m3x2.f32 when the hardware conversion is
- * on (fp8_scalar.h; the instruction converts its first source into the upper
- * byte). */
-__device__ __forceinline__ uint32_t e4m3x2(float lo, float hi)
-{
-#if defined(LOWP_CUDA_HW_CVT) && __CUDA_ARCH__ >= 890
-    unsigned short pair;
-    asm("{cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;}\n" : "=h"(pair) : "f"(hi), "f"(lo));
-    return pair;
-#else
-    return lowp_e4m3_from_f32(lo) | ((uint32_t)lowp_e4m3_from_f32(hi) << 8);
-#endif
-}
-
-__device__ __forceinline__ float bf16_lo(uint32_t w) { return __uint_as_float(w << 16); }
-__device__ __forceinline__ float bf16_hi(uint32_t w) { return __uint_as_float(w & 0xFFFF0000u); }
-
 /* lowp_mx_quant of the two bf16 in w (codes little-endian): a NaN block is
  * 0x7F codes, a zero block 0x00, else e4m3(v * 2^(127-x)). */
 __device__ __forceinline__ uint32_t mx_quant2(uint32_t w, uint8_t x, uint32_t amax)
@@ -107,64 +90,6 @@ __device__ __forceinline__ uint32_t mx_quant2(uint32_t w, uint8_t x, uint32_t am
 __device__ __forceinline__ uint32_t mx_quant4(uint32_t w0, uint32_t w1, uint8_t x, uint32_t amax)
 {
     return mx_quant2(w0, x, amax) | mx_quant2(w1, x, amax) << 16;
-}
-
-/* A block's scale as the FP8 block quantisers divide by it: s itself and,
- * for the fast division, its correctly rounded reciprocal. */
-typedef struct {
-    float s, r; /* scale (times k) and its reciprocal */
-    float k;    /* 1, or 2^64 for a scale under 2^-60 */
-    float s0;   /* the scale itself */
-    uint32_t amax;
-} blk_scale;
-
-/* A tiny scale would leave the correction's remainder v - q s subnormal,
- * hence inexact: value and scale are then both taken times 2^64 (exact, and
- * the quotient is the same). */
-__device__ __forceinline__ blk_scale blk_scale_of(uint32_t amax)
-{
-    blk_scale b;
-    b.amax = amax, b.s0 = lowp_fp8blk_scale(amax);
-    b.k = b.s0 < 0x1p-60f ? 0x1p64f : 1.0f;
-    b.s = __fmul_rn(b.s0, b.k), b.r = __frcp_rn(b.s);
-    return b;
-}
-
-/* v / s rounded as one IEEE division (lowp_fp8blk_quant's), in three
- * instructions instead of __fdiv_rn's subroutine: q = v r, then one
- * correction with the exact remainder v - q s (Markstein). Only for finite
- * blocks (an infinite v would make the remainder NaN); test_lowp_cuda checks
- * every (bf16 value, bf16 amax) pair against __fdiv_rn's E4M3 code
- * (lowp_cuda_fp8blk_div_check). LOWP_FAST_DIV=0 in rules.mk keeps
- * __fdiv_rn. */
-__device__ __forceinline__ float blk_div(float v, const blk_scale b)
-{
-#ifdef LOWP_CUDA_FAST_DIV
-    if (b.amax < LOWP_F32_INF_BITS) {
-        /* on |v|, the sign put back: the correction's sums turn a -0 (or a
-         * negative quotient that underflows) into +0 */
-        const uint32_t sign = __float_as_uint(v) & 0x80000000u;
-        const float a = __fmul_rn(fabsf(v), b.k), q = __fmul_rn(a, b.r);
-        return __uint_as_float(__float_as_uint(__fmaf_rn(__fmaf_rn(-q, b.s, a), b.r, q)) | sign);
-    }
-#endif
-    return LOWP_DIV(v, b.s0);
-}
-
-/* lowp_fp8blk_quant of the two bf16 in w: NaN block 0x7F, zero block 0x00,
- * else e4m3(v / s). */
-__device__ __forceinline__ uint32_t blk_quant2(uint32_t w, const blk_scale b)
-{
-    if (b.amax > LOWP_F32_INF_BITS)
-        return 0x7F7Fu;
-    if (b.amax == 0)
-        return 0;
-    return e4m3x2(blk_div(bf16_lo(w), b), blk_div(bf16_hi(w), b));
-}
-
-__device__ __forceinline__ uint32_t blk_quant4(uint32_t w0, uint32_t w1, const blk_scale b)
-{
-    return blk_quant2(w0, b) | blk_quant2(w1, b) << 16;
 }
 
 /* sixteen values (two uint4 of bf16) -> sixteen codes */
@@ -195,10 +120,38 @@ typedef struct {
     int vec_out; /* 16-byte code stores allowed */
 } mx_params;
 
+/* silu(g) = g / (1 + exp(-g)) of a bf16 gate, as lowp_swiglu_prob computes
+ * it (fp8_scalar.h), with the division as a reciprocal and one
+ * exact-remainder correction (blk_div's) where LOWP_FAST_DIV is on and the
+ * operands keep that exact: a finite gate not tiny (the remainder stays
+ * normal), a denominator under 2^126 (its reciprocal stays normal). A
+ * function of the 16-bit gate alone: lowp_cuda_silu_check compares it with
+ * __fdiv_rn's on all 65536 gates. */
+__device__ __forceinline__ float silu_bf16(uint16_t gate)
+{
+    const float g = lowp_bf16_to_f32(gate);
+    const float d = LOWP_ADD(1.0f, lowp_expf(-g));
+#ifdef LOWP_CUDA_FAST_DIV
+    const float a = fabsf(g);
+    if (d < 0x1p126f && a >= 0x1p-90f && a < 0x1p127f) {
+        const float r = __frcp_rn(d), q = __fmul_rn(g, r);
+        return __fmaf_rn(__fmaf_rn(-q, d, g), r, q);
+    }
+#endif
+    return LOWP_DIV(g, d);
+}
+
+/* lowp_swiglu_prob with silu_bf16: the same bits */
+__device__ __forceinline__ uint16_t swiglu_prob_dev(uint16_t gate, uint16_t up, float prob)
+{
+    const float t = LOWP_MUL(silu_bf16(gate), lowp_bf16_to_f32(up));
+    return lowp_f32_to_bf16(LOWP_MUL(t, prob));
+}
+
 __device__ __forceinline__ uint32_t swiglu_pair(uint32_t g, uint32_t u, float p)
 {
-    uint32_t lo = lowp_swiglu_prob((uint16_t)(g & 0xFFFFu), (uint16_t)(u & 0xFFFFu), p);
-    uint32_t hi = lowp_swiglu_prob((uint16_t)(g >> 16), (uint16_t)(u >> 16), p);
+    uint32_t lo = swiglu_prob_dev((uint16_t)(g & 0xFFFFu), (uint16_t)(u & 0xFFFFu), p);
+    uint32_t hi = swiglu_prob_dev((uint16_t)(g >> 16), (uint16_t)(u >> 16), p);
     return lo | (hi << 16);
 }
 
@@ -206,7 +159,7 @@ __device__ __forceinline__ uint16_t mx_element(const mx_params p, size_t i, size
 {
     if (!swiglu)
         return p.x[i];
-    uint16_t v = lowp_swiglu_prob(p.gate[i], p.up[i], p.prob[row]);
+    uint16_t v = swiglu_prob_dev(p.gate[i], p.up[i], p.prob[row]);
     if (p.y)
         p.y[i] = v;
     return v;
@@ -233,22 +186,32 @@ __device__ __forceinline__ void mx_tile(const mx_params p, const int swiglu)
 
     /* 1. the tile into shared memory, zeros outside the matrix */
     if (full && p.vec_in) {
-        for (int i = tid; i < MX_TR * MX_TC / 8; i += MX_THREADS) {
-            int r = i >> 4, v = i & 15;
-            size_t g = (row0 + r) * cols + col0 + v * 8;
-            uint4 q;
+        /* every load of the thread in flight before the first use (the y
+         * stores may alias the inputs as far as the compiler knows) */
+        enum { NL = MX_TR * MX_TC / 8 / MX_THREADS };
+        uint4 a[NL], b[NL];
+        float pr[NL];
+        for (int j = 0; j < NL; j++) {
+            const int i = tid + j * MX_THREADS, r = i >> 4, v = i & 15;
+            const size_t g = (row0 + r) * cols + col0 + v * 8;
             if (!swiglu) {
-                q = __ldg((const uint4 *)(p.x + g));
+                a[j] = __ldg((const uint4 *)(p.x + g));
             } else {
-                uint4 ga = __ldg((const uint4 *)(p.gate + g)),
-                      ua = __ldg((const uint4 *)(p.up + g));
-                float pr = __ldg(p.prob + row0 + r);
-                q.x = swiglu_pair(ga.x, ua.x, pr);
-                q.y = swiglu_pair(ga.y, ua.y, pr);
-                q.z = swiglu_pair(ga.z, ua.z, pr);
-                q.w = swiglu_pair(ga.w, ua.w, pr);
+                a[j] = __ldg((const uint4 *)(p.gate + g));
+                b[j] = __ldg((const uint4 *)(p.up + g));
+                pr[j] = __ldg(p.prob + row0 + r);
+            }
+        }
+        for (int j = 0; j < NL; j++) {
+            const int i = tid + j * MX_THREADS, r = i >> 4, v = i & 15;
+            uint4 q = a[j];
+            if (swiglu) {
+                q.x = swiglu_pair(a[j].x, b[j].x, pr[j]);
+                q.y = swiglu_pair(a[j].y, b[j].y, pr[j]);
+                q.z = swiglu_pair(a[j].z, b[j].z, pr[j]);
+                q.w = swiglu_pair(a[j].w, b[j].w, pr[j]);
                 if (p.y)
-                    *(uint4 *)(p.y + g) = q;
+                    *(uint4 *)(p.y + (row0 + r) * cols + col0 + v * 8) = q;
             }
             *(uint4 *)(tile + r * MX_LD + v * 8) = q;
         }
@@ -411,8 +374,25 @@ __device__ __forceinline__ uint32_t abs_max8(uint4 q)
     return max(max(abs_max2(q.x), abs_max2(q.y)), max(abs_max2(q.z), abs_max2(q.w)));
 }
 
+/* Per-column maxima, two 15-bit magnitudes a word (bf16 patterns with the
+ * sign cleared order as their magnitudes, NaN above infinity, as the
+ * reference's integer maxima do). */
+__device__ __forceinline__ uint4 abs_max8_cols(uint4 m, uint4 q)
+{
+    const uint32_t k = 0x7FFF7FFFu;
+    return make_uint4(__vmaxu2(m.x, q.x & k), __vmaxu2(m.y, q.y & k), __vmaxu2(m.z, q.z & k),
+                      __vmaxu2(m.w, q.w & k));
+}
+
+/* The 128 x 128 tile at (row0, col0) into shared memory, zeros outside;
+ * returns the largest magnitude (15-bit pattern) of the values this thread
+ * loaded, so a block-wide amax needs no second pass over the tile. With
+ * colmax (a full tile with 16-byte loads only), also the tile's column
+ * maxima into colmax[warp][128]: a thread holds eight rows of the same eight
+ * columns, the two lanes of a warp with those columns combine by a shuffle,
+ * and the column passes then read eight words instead of 64 values. */
 __device__ __forceinline__ uint32_t blk_load(const blk_params p, uint16_t *tile, size_t row0,
-                                             size_t col0, int full)
+                                             size_t col0, int full, uint16_t *colmax)
 {
     const int tid = threadIdx.x;
     uint32_t am = 0;
@@ -422,10 +402,22 @@ __device__ __forceinline__ uint32_t blk_load(const blk_params p, uint16_t *tile,
             int i = tid + j * BK_THREADS, r = i >> 4, v = i & 15;
             q[j] = __ldg((const uint4 *)(p.x + (row0 + r) * p.cols + col0 + v * 8));
         }
+        uint4 cm = make_uint4(0, 0, 0, 0);
         for (int j = 0; j < BK * BK / 8 / BK_THREADS; j++) {
             int i = tid + j * BK_THREADS, r = i >> 4, v = i & 15;
             *(uint4 *)(tile + r * BK + v * 8) = q[j];
             am = max(am, abs_max8(q[j]));
+            if (colmax)
+                cm = abs_max8_cols(cm, q[j]);
+        }
+        if (colmax) {
+            /* lanes l and l ^ 16 hold the same columns (v = tid & 15) */
+            cm.x = __vmaxu2(cm.x, __shfl_xor_sync(0xFFFFFFFFu, cm.x, 16));
+            cm.y = __vmaxu2(cm.y, __shfl_xor_sync(0xFFFFFFFFu, cm.y, 16));
+            cm.z = __vmaxu2(cm.z, __shfl_xor_sync(0xFFFFFFFFu, cm.z, 16));
+            cm.w = __vmaxu2(cm.w, __shfl_xor_sync(0xFFFFFFFFu, cm.w, 16));
+            if ((tid & 31) < 16)
+                *(uint4 *)(colmax + (tid >> 5) * BK + (tid & 15) * 8) = cm;
         }
     } else {
         for (int i = tid; i < BK * BK; i += BK_THREADS) {
@@ -494,11 +486,13 @@ __global__ void __launch_bounds__(BK_THREADS) fp8blk_1x128_kernel(const blk_para
 {
     __shared__ __align__(16) uint16_t tile[BK * BK];
     __shared__ uint32_t red[2][BK];
+    __shared__ __align__(16) uint16_t colmax[BK_THREADS / 32][BK];
     const size_t rows = p.rows, cols = p.cols;
     const size_t row0 = (size_t)blockIdx.x * BK, col0 = (size_t)blockIdx.y * BK;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int full = row0 + BK <= rows && col0 + BK <= cols;
-    blk_load(p, tile, row0, col0, full);
+    const int cols_in_regs = full && p.vec_in && (p.tc || p.ts);
+    blk_load(p, tile, row0, col0, full, cols_in_regs ? &colmax[0][0] : NULL);
     __syncthreads();
 
     /* rowwise: warp -> 16 rows, four at a time; eight lanes a row, sixteen
@@ -529,11 +523,17 @@ __global__ void __launch_bounds__(BK_THREADS) fp8blk_1x128_kernel(const blk_para
         const int c = tid & 127, h = tid >> 7;
         const size_t gc = col0 + c, ld = (cols + 3) / 4 * 4, kb = blockIdx.x;
         uint32_t am = 0;
-        for (int r = h * 64; r < h * 64 + 64; r++)
-            am = max(am, (uint32_t)(tile[r * BK + c] & 0x7FFFu));
-        red[h][c] = am;
-        __syncthreads();
-        const blk_scale b = blk_scale_of(max(red[0][c], red[1][c]) << 16);
+        if (cols_in_regs) {
+            for (int w = 0; w < BK_THREADS / 32; w++)
+                am = max(am, (uint32_t)colmax[w][c]);
+        } else {
+            for (int r = h * 64; r < h * 64 + 64; r++)
+                am = max(am, (uint32_t)(tile[r * BK + c] & 0x7FFFu));
+            red[h][c] = am;
+            __syncthreads();
+            am = max(red[0][c], red[1][c]);
+        }
+        const blk_scale b = blk_scale_of(am << 16);
         if (p.ts && h == 0 && gc < ld)
             p.ts[kb * ld + gc] = gc < cols ? b.s0 : 0.0f;
         if (p.tc)
@@ -552,7 +552,7 @@ __global__ void __launch_bounds__(BK_THREADS) fp8blk_128x128_kernel(const blk_pa
     const size_t row0 = (size_t)blockIdx.x * BK, col0 = (size_t)blockIdx.y * BK;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int full = row0 + BK <= rows && col0 + BK <= cols;
-    uint32_t am = blk_load(p, tile, row0, col0, full);
+    uint32_t am = blk_load(p, tile, row0, col0, full, NULL);
     for (int o = 16; o > 0; o >>= 1)
         am = max(am, __shfl_xor_sync(0xFFFFFFFFu, am, o));
     if (lane == 0)
@@ -677,6 +677,39 @@ static int run_check(const char *fn, const char *kernel, void (*launch)(check_co
     }
     cudaFree(d);
     return rc;
+}
+
+/* ---- SwiGLU's division, compared with IEEE's ------------------------------------ */
+
+/* Thread i takes the bf16 gate with pattern i: silu_bf16 against the same
+ * steps with __fdiv_rn (lowp_swiglu_prob's), as fp32 bit patterns. */
+__global__ void silu_check_kernel(check_counts *c) /* n[0] mismatches, n[1] NaN gates */
+{
+    const uint32_t gate = blockIdx.x * blockDim.x + threadIdx.x;
+    if (gate > 0xFFFFu)
+        return;
+    const float g = lowp_bf16_to_f32((uint16_t)gate);
+    const float ref = __fdiv_rn(g, LOWP_ADD(1.0f, lowp_expf(-g)));
+    const float fast = silu_bf16((uint16_t)gate);
+    if (ref != ref) { /* NaN gates: NaN either way, payloads aside */
+        if (fast == fast)
+            atomicAdd(&c->n[0], 1ull), atomicMin(&c->first, gate);
+        atomicAdd(&c->n[1], 1ull);
+    } else if (__float_as_uint(ref) != __float_as_uint(fast)) {
+        atomicAdd(&c->n[0], 1ull);
+        atomicMin(&c->first, gate);
+    }
+}
+
+static void launch_silu_check(check_counts *d) { silu_check_kernel<<<256, 256>>>(d); }
+
+extern "C" int lowp_cuda_silu_check(unsigned long long *mismatch, uint32_t *first, moe_err *e)
+{
+    check_counts h;
+    if (run_check("lowp_cuda_silu_check", "silu_check_kernel", launch_silu_check, &h, e))
+        return -1;
+    *mismatch = h.n[0], *first = h.first;
+    return 0;
 }
 
 /* ---- the fast division, compared with IEEE's ------------------------------------- */

@@ -101,6 +101,12 @@ int lowp_cuda_e4m3_hw_check(unsigned long long *mismatch, unsigned long long *na
 int lowp_cuda_fp8blk_div_check(unsigned long long *code_mismatch,
                                unsigned long long *quotient_mismatch, uint32_t *first, moe_err *e);
 
+/* The SwiGLU kernels' silu divides the same way (where its operands keep
+ * the correction exact). Compare it with the IEEE division's on every bf16
+ * gate. Synchronous. *mismatch counts gates with other fp32 results (NaN
+ * gates must give NaN), the smallest pattern in *first. */
+int lowp_cuda_silu_check(unsigned long long *mismatch, uint32_t *first, moe_err *e);
+
 /* 1 when the FP8 block quantisers use that division. */
 int lowp_cuda_uses_fast_div(void);
 

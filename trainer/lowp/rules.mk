@@ -29,14 +29,16 @@ ifeq ($(CUDA),1)
 # test on every run); LOWP_FAST_DIV=0 keeps __fdiv_rn.
 LOWP_HW_CVT ?= 1
 LOWP_FAST_DIV ?= 1
-LOWP_NVCCFLAGS := -O3 -lineinfo --fmad=false $(if $(filter 1,$(LOWP_HW_CVT)),-DLOWP_CUDA_HW_CVT) \
-	$(if $(filter 1,$(LOWP_FAST_DIV)),-DLOWP_CUDA_FAST_DIV) \
+# the same choices for every kernel that includes fp8_blk_device.cuh
+LOWP_DEVICE_DEFS := $(if $(filter 1,$(LOWP_HW_CVT)),-DLOWP_CUDA_HW_CVT) \
+	$(if $(filter 1,$(LOWP_FAST_DIV)),-DLOWP_CUDA_FAST_DIV)
+LOWP_NVCCFLAGS := -O3 -lineinfo --fmad=false $(LOWP_DEVICE_DEFS) \
 	-Xcompiler -fPIC -Xcompiler -Wall,-Wextra \
 	-gencode arch=compute_90a,code=sm_90a -gencode arch=compute_100a,code=sm_100a \
 	-gencode arch=compute_90,code=compute_90
 LOWP_CUDA_OBJS := $(B)/obj/trainer/lowp/lowp_cuda.o
 $(B)/obj/trainer/lowp/lowp_cuda.o: trainer/lowp/lowp_cuda.cu trainer/lowp/lowp_cuda.h \
-		trainer/lowp/fp8_scalar.h
+		trainer/lowp/fp8_scalar.h trainer/lowp/fp8_blk_device.cuh
 	@mkdir -p $(dir $@)
 	$(NVCC) $(LOWP_NVCCFLAGS) -c $< -o $@
 # The FP8 block-scaled GEMMs: host C over cuBLASLt (fp8_gemm.h).

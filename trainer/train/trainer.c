@@ -61,6 +61,36 @@ moe_dims trainer_model_dims(const moe_model_cfg *mc)
     return d;
 }
 
+/* precision.layers: the attention projections in the experts' recipe too
+ * (all) or in bf16; t->precision names what runs where. On refusal the
+ * projections are in bf16 and t->precision says so. */
+static int set_layers(moe_trainer *t, const char *name, int all, moe_err *e)
+{
+    static const char *const labels[][2] = {
+        {"fp8_block (experts) + bf16", "fp8_block (experts, attention projections) + bf16"},
+        {"mxfp8 (experts) + bf16", "mxfp8 (experts, attention projections) + bf16"},
+        {"mxfp8_emulated (experts) + bf16",
+         "mxfp8_emulated (experts, attention projections) + bf16"}};
+    const int k = !strcmp(name, "fp8_block") ? 0 : !strcmp(name, "mxfp8") ? 1 : 2;
+    const moe_model_cfg *mc = &t->cfg.model;
+    const moe_dims d = trainer_model_dims(mc);
+    const int widths[3] = {d.C, d.NH * d.HD, d.NKV * d.HD};
+    t->precision = labels[k][0];
+    if (t->be->set_linear_lowp && t->be->set_linear_lowp(t->be, 0, NULL, 0, e))
+        return -1;
+    if (!all)
+        return 0;
+    if (!t->be->set_linear_lowp)
+        return moe_errf(e,
+                        "precision.compute=%s with precision.layers=all: the %s backend has no "
+                        "low-precision attention projections; set precision.layers=experts",
+                        name, t->be->name);
+    if (t->be->set_linear_lowp(t->be, 1, widths, 3, e))
+        return -1;
+    t->precision = labels[k][1];
+    return 0;
+}
+
 static int resolve_precision(moe_trainer *t, moe_err *e)
 {
     moe_precision p = t->cfg.precision.compute;
@@ -79,7 +109,7 @@ static int resolve_precision(moe_trainer *t, moe_err *e)
     const moe_model_cfg *mc = &t->cfg.model;
     if (t->be->set_fp8_saved_activations)
         t->be->set_fp8_saved_activations(t->be, t->cfg.precision.fp8_saved_activations);
-    int experts_only = strcmp(t->cfg.precision.layers, "all") != 0;
+    const int all = strcmp(t->cfg.precision.layers, "all") == 0;
     switch (p) {
     case MOE_PREC_AUTO:
         /* mxfp8 on Blackwell, fp8_block on Hopper when allowed, else bf16;
@@ -87,13 +117,18 @@ static int resolve_precision(moe_trainer *t, moe_err *e)
         t->precision = "bf16";
         if (t->be->set_expert_precision) {
             moe_err why = {{0}};
+            const char *name = NULL;
             if (t->be->set_expert_precision(t->be, "mxfp8", mc->hidden_size,
                                             mc->intermediate_size, &why) == 0)
-                t->precision = "mxfp8 (experts) + bf16";
+                name = "mxfp8";
             else if (t->cfg.precision.allow_fp8_block &&
                      t->be->set_expert_precision(t->be, "fp8_block", mc->hidden_size,
                                                  mc->intermediate_size, &why) == 0)
-                t->precision = "fp8_block (experts) + bf16";
+                name = "fp8_block";
+            /* projections auto cannot block stay in bf16, with the reason */
+            if (name && set_layers(t, name, all, &why) && !t->quiet && t->rank == 0)
+                printf("moe-train: precision auto: the attention projections stay in bf16: %s\n",
+                       why.msg);
         }
         return 0;
     case MOE_PREC_BF16:
@@ -105,20 +140,12 @@ static int resolve_precision(moe_trainer *t, moe_err *e)
         /* mxfp8_emulated: the MXFP8 values through bf16 GEMMs, on any GPU, to
          * measure what MXFP8 training costs in accuracy */
         const char *name = precision_name(p);
-        if (!experts_only)
-            return moe_errf(e, "precision.compute=%s with precision.layers=all: the attention "
-                               "projections in FP8 are not in this build; set "
-                               "precision.layers=experts",
-                            name);
         if (!t->be->set_expert_precision)
             return moe_errf(e, "precision.compute=%s: the %s backend has no low-precision experts",
                             name, t->be->name);
         if (t->be->set_expert_precision(t->be, name, mc->hidden_size, mc->intermediate_size, e))
             return -1;
-        t->precision = p == MOE_PREC_MXFP8           ? "mxfp8 (experts) + bf16"
-                       : p == MOE_PREC_FP8_BLOCK     ? "fp8_block (experts) + bf16"
-                                                     : "mxfp8_emulated (experts) + bf16";
-        return 0;
+        return set_layers(t, name, all, e);
     }
     case MOE_PREC_FP32:
         return moe_errf(e, "precision.compute=fp32 runs on the cpu backend only; on a GPU use "

@@ -213,6 +213,7 @@ extern "C" int cuda_backend_create(moe_backend **out, int device, moe_err *e)
     c->cc_minor = prop.minor;
     c->fp8_saved_on = 1;
     c->fp8_chunk_rows = 8192;
+    c->fp8_fused_save = 1;
     c->stream = 0; /* the legacy default stream: cuBLAS and our kernels in order */
     cublasStatus_t st = cublasCreate(&c->blas);
     if (st != CUBLAS_STATUS_SUCCESS) {

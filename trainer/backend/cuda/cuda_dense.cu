@@ -352,15 +352,29 @@ static void rmsnorm_bwd(moe_backend *be, act *din, real *dw, const act *dout, co
 
 /* ---- linear layers ---- */
 
+/* precision.layers=all with a low-precision recipe set (cuda_linear_lowp.cu) */
+static int linear_lowp(moe_backend *be)
+{
+    return CTX(be)->linear_lowp && CTX(be)->expert_lowp != CUDA_EXPERTS_BF16;
+}
+
 static void matmul_fwd(moe_backend *be, act *out, const act *in, const act *w, int N, int IC,
                        int OC)
 {
+    if (linear_lowp(be)) {
+        cuda_linear_fwd_lowp(be, out, in, w, N, IC, OC);
+        return;
+    }
     cuda_gemm_xwT(be, out, 0, CB16(in), CB16(w), N, IC, OC, 0.f);
 }
 
 static void matmul_bwd(moe_backend *be, act *din, real *dw, const act *dout, const act *in,
                        const act *w, int N, int IC, int OC, int accumulate)
 {
+    if (linear_lowp(be)) {
+        cuda_linear_bwd_lowp(be, din, dw, dout, in, w, N, IC, OC, accumulate);
+        return;
+    }
     if (din)
         cuda_gemm_dyw(be, B16(din), CB16(dout), CB16(w), N, IC, OC, accumulate ? 1.f : 0.f);
     cuda_gemm_dyTx(be, dw, CB16(dout), CB16(in), N, IC, OC, 1.f);

@@ -18,7 +18,8 @@
 
 typedef __nv_bfloat16 bf16;
 
-/* slots 0-7: the bf16 ops; 8-19: the fp8_block expert FFN (cuda_moe_fp8.cu) */
+/* slots 0-7: the bf16 ops; 8-19: the FP8 and emulated MXFP8 paths (cuda_fp8_ops.h,
+ * cuda_moe_mxemu.cu), one precision at a time */
 #define CUDA_SCRATCH_SLOTS 20
 #define CUDA_ADAM_LAYOUTS 4
 #define CUDA_GEMM_PLANS 1024
@@ -59,6 +60,8 @@ typedef struct {
     int fp8_gemms; /* which of fprop / dgrad / wgrad (bits 1, 2, 4) run in FP8 */
     int fp8_saved_on; /* fp8_block keeps h1, h3 in E4M3 (set_fp8_saved_activations) */
     int fp8_chunk_rows; /* an expert's FP8 rows go through the GEMMs this many at a time */
+    int fp8_fused_save; /* the SwiGLU kernel writes fp8_block's saved h (MOE_FP8_FUSED_SAVE) */
+    int linear_lowp;    /* the attention projections in expert_lowp's recipe too */
     struct lowp_fp8_gemm *fp8_gemm;
     /* the bf16 GEMMs through cuBLASLt (cuda_gemm.cu); lt NULL: cublasGemmEx */
     cublasLtHandle_t lt;
@@ -187,6 +190,20 @@ typedef struct {
 } cuda_swiglu_in;
 void cuda_swiglu_prob_in(moe_backend *be, bf16 *a, cuda_swiglu_in h1, cuda_swiglu_in h3,
                          const float *p, size_t rows, int I);
+/* fp8_block's saved copy of h1 or h3 as the forward's SwiGLU writes it:
+ * E4M3 codes q [rows, I] and 1x128 scales s at column stride ld */
+typedef struct {
+    uint8_t *q;
+    float *s;
+    size_t ld;
+} cuda_fp8_save;
+/* SwiGLU x probability from bf16 h1, h3 that also writes their saved E4M3
+ * copies (the bytes of lowp_cuda_fp8blk_1x128's rowwise codes and scales,
+ * padding scales not written), in the same pass. Returns 1, doing nothing,
+ * where the shapes do not allow it (I a multiple of 256, the bf16 16-byte
+ * and the codes 8-byte aligned): the caller quantises then. */
+int cuda_swiglu_prob_save8(moe_backend *be, bf16 *a, const bf16 *h1, const bf16 *h3,
+                           const float *p, size_t rows, int I, cuda_fp8_save s1, cuda_fp8_save s3);
 void cuda_swiglu_prob_bwd_in(moe_backend *be, bf16 *dh1, bf16 *dh3, float *dp, const bf16 *da,
                              cuda_swiglu_in h1, cuda_swiglu_in h3, const float *p, size_t rows,
                              int I);
@@ -223,6 +240,27 @@ void cuda_experts_bwd_mxemu(moe_backend *be, act *dx_perm, real *dp_perm, real *
                             const act *h3, const real *p_perm, const act *w1, const act *w3,
                             const act *w2, const moe_route_plan *plan, int C, int I,
                             int dw_overwrite);
+/* the emulated MXFP8 copy of x [rows, cols] (blocked along the rows, or
+ * down the columns) in scratch slot `slot`; NULL when it cannot be made
+ * (noted). The emulated paths' slots: two rowwise copies, two columnwise
+ * ones (A: cuda_mxemu_proj_bwd's dy), a weight (cuda_moe_mxemu.cu). */
+enum { MXEMU_S_ROW = 8, MXEMU_S_COL_A, MXEMU_S_COL_B, MXEMU_S_ROW_B, MXEMU_S_W };
+const bf16 *cuda_mxemu_fake(moe_backend *be, const char *op, int slot, const bf16 *x,
+                            size_t rows, size_t cols, int colwise);
+/* one linear layer's backward with every operand emulated: dx (+)= dy w
+ * (skipped when dx is NULL), dw (+)= dy^T x (dy [rows, out], w [out, in];
+ * dy_row: dy's rowwise copy, x_col: x's columnwise copy [rows, in]) */
+int cuda_mxemu_proj_bwd(moe_backend *be, const char *op, bf16 *dx, float dx_beta, float *dw,
+                        float dw_beta, const bf16 *dy_row, const bf16 *dy, const bf16 *x_col,
+                        const bf16 *w, int64_t rows, int in, int out);
+/* the attention projections (matmul_fwd / matmul_bwd) in the experts' low
+ * precision, with precision.layers=all (cuda_linear_lowp.cu) */
+void cuda_linear_fwd_lowp(moe_backend *be, act *out, const act *in, const act *w, int N, int IC,
+                          int OC);
+void cuda_linear_bwd_lowp(moe_backend *be, act *din, real *dw, const act *dout, const act *in,
+                          const act *w, int N, int IC, int OC, int accumulate);
+extern "C" int cuda_set_linear_lowp(moe_backend *be, int on, const int *widths, int n_widths,
+                                    moe_err *e);
 /* the expert FFN's precision: "bf16", "fp8_block", "mxfp8", "mxfp8_emulated"
  * (cuda_lowp_select.cu) */
 extern "C" int cuda_set_expert_precision(moe_backend *be, const char *precision, int C, int I,

@@ -60,6 +60,18 @@ static int fp8_chunk_rows_from_env(moe_err *e)
     return (int)n;
 }
 
+/* MOE_FP8_FUSED_SAVE=0: fp8_block's saved h1, h3 quantised after the SwiGLU
+ * kernel instead of by it (the same bytes; the check and the ablation) */
+static int fp8_fused_save_from_env(moe_err *e)
+{
+    const char *v = getenv("MOE_FP8_FUSED_SAVE");
+    if (!v || !*v || !strcmp(v, "1"))
+        return 1;
+    if (!strcmp(v, "0"))
+        return 0;
+    return moe_errf(e, "MOE_FP8_FUSED_SAVE=%s: want 0 or 1", v);
+}
+
 /* fp8_block: a 128 x 16 x 128 GEMM on zero codes and scales must run */
 static int fp8_block_probe(cuda_ctx *c, moe_err *e)
 {
@@ -257,8 +269,12 @@ extern "C" int cuda_set_expert_precision(moe_backend *be, const char *precision,
     int chunk = fp8_chunk_rows_from_env(e);
     if (chunk < 0)
         return -1;
+    int fused_save = fp8_fused_save_from_env(e);
+    if (fused_save < 0)
+        return -1;
     c->fp8_chunk_rows = chunk;
     c->fp8_gemms = mask;
+    c->fp8_fused_save = fused_save;
     if (mx) {
         int keep = c->fp8_gemms;
         c->fp8_gemms = FP8_FPROP | FP8_DGRAD | FP8_WGRAD; /* the self-test checks all three */

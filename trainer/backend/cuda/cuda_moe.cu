@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../../lowp/fp8_blk_device.cuh"
 #include "../../lowp/fp8_scalar.h"
 #include "../route_plan.h"
 #include "cuda_internal.h"
@@ -216,6 +217,62 @@ void cuda_swiglu_prob_in(moe_backend *be, bf16 *a, cuda_swiglu_in h1, cuda_swigl
         return;
     swiglu_prob_kernel<<<(unsigned)rows, CUDA_THREADS, 0, CTX(be)->stream>>>(a, h1, h3, p, I);
     LAUNCHED(be, "swiglu_prob");
+}
+
+/* The 1x128 E4M3 codes of this lane's eight values v of a 128-block that
+ * sixteen consecutive lanes hold (i: the group of eight in the row); the
+ * block's first lane writes its scale. Every lane of the warp must call it. */
+__device__ __forceinline__ void save_e4m3_8(const cuda_fp8_save o, size_t row, int I, int i,
+                                            const bf16x8 v)
+{
+    const uint32_t *w = (const uint32_t *)&v;
+    uint32_t am = 0;
+    for (int k = 0; k < 4; k++)
+        am = max(am, max(w[k] & 0x7FFFu, (w[k] >> 16) & 0x7FFFu));
+    for (int off = 8; off > 0; off >>= 1)
+        am = max(am, __shfl_xor_sync(0xFFFFFFFFu, am, off));
+    const blk_scale b = blk_scale_of(am << 16);
+    *(uint2 *)(o.q + row * I + (size_t)i * 8) =
+        make_uint2(blk_quant4(w[0], w[1], b), blk_quant4(w[2], w[3], b));
+    if ((i & 15) == 0)
+        o.s[(size_t)(i >> 4) * o.ld + row] = b.s0;
+}
+
+/* swiglu_prob_kernel's vector path, quantising h1 and h3 on the way (I a
+ * multiple of 256: a warp's lanes are all in or all out of an iteration) */
+__global__ void swiglu_prob_save8_kernel(bf16 *a, const bf16 *h1, const bf16 *h3,
+                                         const float *p_perm, int I, cuda_fp8_save s1,
+                                         cuda_fp8_save s3)
+{
+    const size_t row = blockIdx.x, base = row * I;
+    const float p = p_perm[row];
+    const bf16x8 *g8 = (const bf16x8 *)(h1 + base), *u8 = (const bf16x8 *)(h3 + base);
+    bf16x8 *a8 = (bf16x8 *)(a + base);
+    for (int i = threadIdx.x; i < I / 8; i += blockDim.x) {
+        bf16x8 g = g8[i], u = u8[i], o;
+        for (int k = 0; k < 4; k++) {
+            float2 gf = __bfloat1622float2(g.v[k]), uf = __bfloat1622float2(u.v[k]);
+            o.v[k] = __floats2bfloat162_rn(swiglu_prob_elem(gf.x, uf.x, p),
+                                           swiglu_prob_elem(gf.y, uf.y, p));
+        }
+        a8[i] = o;
+        save_e4m3_8(s1, row, I, i, g);
+        save_e4m3_8(s3, row, I, i, u);
+    }
+}
+
+int cuda_swiglu_prob_save8(moe_backend *be, bf16 *a, const bf16 *h1, const bf16 *h3,
+                           const float *p, size_t rows, int I, cuda_fp8_save s1, cuda_fp8_save s3)
+{
+    if (rows == 0 || I == 0)
+        return 0;
+    if (I % 256 || ((uintptr_t)a | (uintptr_t)h1 | (uintptr_t)h3) & 15 ||
+        ((uintptr_t)s1.q | (uintptr_t)s3.q) & 7 || ((uintptr_t)s1.s | (uintptr_t)s3.s) & 3)
+        return 1;
+    swiglu_prob_save8_kernel<<<(unsigned)rows, CUDA_THREADS, 0, CTX(be)->stream>>>(a, h1, h3, p,
+                                                                                  I, s1, s3);
+    LAUNCHED(be, "swiglu_prob (with h kept in E4M3)");
+    return 0;
 }
 
 void cuda_swiglu_prob(moe_backend *be, bf16 *a, const bf16 *h1, const bf16 *h3, const float *p,
@@ -552,6 +609,7 @@ void cuda_fill_moe_ops(moe_backend *be)
     be->permute_bwd = permute_bwd;
     be->router_bwd = router_bwd;
     be->set_expert_precision = cuda_set_expert_precision;
+    be->set_linear_lowp = cuda_set_linear_lowp;
     be->set_fp8_saved_activations = cuda_set_fp8_saved_activations;
     be->expert_saved_bytes = cuda_expert_saved_bytes;
 }

@@ -20,11 +20,9 @@
 #define B16(p) ((bf16 *)(p))
 #define CB16(p) ((const bf16 *)(p))
 
-/* scratch slots (shared with the fp8_block path: one precision at a time) */
-enum { S_ROW = 8, S_COL_A, S_COL_B, S_ROW_B, S_W };
+enum { S_ROW = MXEMU_S_ROW, S_COL_A, S_COL_B, S_ROW_B, S_W = MXEMU_S_W };
 
-/* the emulated MXFP8 copy of x [rows, cols] in scratch slot `slot` */
-static const bf16 *fake(moe_backend *be, const char *op, int slot, const bf16 *x, size_t rows,
+const bf16 *cuda_mxemu_fake(moe_backend *be, const char *op, int slot, const bf16 *x, size_t rows,
                         size_t cols, int colwise)
 {
     bf16 *y = (bf16 *)cuda_scratch(be, slot, rows * cols * sizeof(bf16));
@@ -57,44 +55,43 @@ void cuda_experts_fwd_mxemu(moe_backend *be, act *y_perm, act *h1, act *h3, act 
     size_t rows_all = plan->n_rows;
     if (rows_all == 0 || reserve(be, rows_all, C, I))
         return;
-    const bf16 *Xq = fake(be, op, S_ROW, CB16(x_perm), rows_all, C, 0);
+    const bf16 *Xq = cuda_mxemu_fake(be, op, S_ROW, CB16(x_perm), rows_all, C, 0);
     for (int x = 0; Xq && x < plan->n_experts; x++) {
         int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x];
         if (rows == 0)
             continue;
-        const bf16 *W = fake(be, op, S_W, CB16(w1) + (size_t)x * I * C, I, C, 0);
+        const bf16 *W = cuda_mxemu_fake(be, op, S_W, CB16(w1) + (size_t)x * I * C, I, C, 0);
         if (!W)
             return;
         cuda_gemm_xwT(be, B16(h1) + r0 * I, 0, Xq + r0 * C, W, (int)rows, C, I, 0.f);
-        if (!(W = fake(be, op, S_W, CB16(w3) + (size_t)x * I * C, I, C, 0)))
+        if (!(W = cuda_mxemu_fake(be, op, S_W, CB16(w3) + (size_t)x * I * C, I, C, 0)))
             return;
         cuda_gemm_xwT(be, B16(h3) + r0 * I, 0, Xq + r0 * C, W, (int)rows, C, I, 0.f);
     }
     cuda_swiglu_prob(be, B16(a), CB16(h1), CB16(h3), p_perm, rows_all, I);
-    const bf16 *Aq = fake(be, op, S_ROW, CB16(a), rows_all, I, 0);
+    const bf16 *Aq = cuda_mxemu_fake(be, op, S_ROW, CB16(a), rows_all, I, 0);
     for (int x = 0; Aq && x < plan->n_experts; x++) {
         int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x];
         if (rows == 0)
             continue;
-        const bf16 *W = fake(be, op, S_W, CB16(w2) + (size_t)x * C * I, C, I, 0);
+        const bf16 *W = cuda_mxemu_fake(be, op, S_W, CB16(w2) + (size_t)x * C * I, C, I, 0);
         if (!W)
             return;
         cuda_gemm_xwT(be, B16(y_perm) + r0 * C, 0, Aq + r0 * I, W, (int)rows, I, C, 0.f);
     }
 }
 
-/* one projection's backward for one expert, as in cuda_moe.cu with every
- * operand emulated: dx (+)= dy w, dw += dy^T x (dy [rows, out], w [out, in];
- * dy_row: dy's rowwise copy, x_col: x's columnwise copy [rows, in]) */
-static int proj_bwd(moe_backend *be, const char *op, bf16 *dx, float dx_beta, float *dw,
+int cuda_mxemu_proj_bwd(moe_backend *be, const char *op, bf16 *dx, float dx_beta, float *dw,
                     float dw_beta, const bf16 *dy_row, const bf16 *dy, const bf16 *x_col, const bf16 *w,
                     int64_t rows, int in, int out)
 {
-    const bf16 *Wc = fake(be, op, S_W, w, out, in, 1);
-    if (!Wc)
-        return -1;
-    cuda_gemm_dyw(be, dx, dy_row, Wc, (int)rows, in, out, dx_beta);
-    const bf16 *DYc = fake(be, op, S_COL_A, dy, rows, out, 1);
+    if (dx) {
+        const bf16 *Wc = cuda_mxemu_fake(be, op, S_W, w, out, in, 1);
+        if (!Wc)
+            return -1;
+        cuda_gemm_dyw(be, dx, dy_row, Wc, (int)rows, in, out, dx_beta);
+    }
+    const bf16 *DYc = cuda_mxemu_fake(be, op, S_COL_A, dy, rows, out, 1);
     if (!DYc)
         return -1;
     cuda_gemm_dyTx(be, dw, DYc, x_col, (int)rows, in, out, dw_beta);
@@ -116,29 +113,29 @@ void cuda_experts_bwd_mxemu(moe_backend *be, act *dx_perm, real *dp_perm, real *
     if (cuda_expert_bwd_prepare(be, &b, h1, h3, p_perm, rows_all, I))
         return;
     bf16 *A = b.a, *dA = b.da, *dH1 = b.dh1, *dH3 = b.dh3;
-    const bf16 *DYr = fake(be, op, S_ROW, CB16(dy_perm), rows_all, C, 0);
+    const bf16 *DYr = cuda_mxemu_fake(be, op, S_ROW, CB16(dy_perm), rows_all, C, 0);
     for (int x = 0; DYr && x < plan->n_experts; x++) {
         int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x];
         if (rows == 0)
             continue;
-        const bf16 *Ac = fake(be, op, S_COL_B, A + r0 * I, rows, I, 1);
-        if (!Ac || proj_bwd(be, op, dA + r0 * I, 0.f, dw2 + (size_t)x * C * I, wb, DYr + r0 * C,
+        const bf16 *Ac = cuda_mxemu_fake(be, op, S_COL_B, A + r0 * I, rows, I, 1);
+        if (!Ac || cuda_mxemu_proj_bwd(be, op, dA + r0 * I, 0.f, dw2 + (size_t)x * C * I, wb, DYr + r0 * C,
                             CB16(dy_perm) + r0 * C, Ac, CB16(w2) + (size_t)x * C * I, rows, I, C))
             return;
     }
     cuda_swiglu_prob_bwd(be, dH1, dH3, dp_perm, dA, CB16(h1), CB16(h3), p_perm, rows_all, I);
-    const bf16 *G1 = fake(be, op, S_ROW, dH1, rows_all, I, 0);
-    const bf16 *G3 = fake(be, op, S_ROW_B, dH3, rows_all, I, 0);
+    const bf16 *G1 = cuda_mxemu_fake(be, op, S_ROW, dH1, rows_all, I, 0);
+    const bf16 *G3 = cuda_mxemu_fake(be, op, S_ROW_B, dH3, rows_all, I, 0);
     for (int x = 0; G1 && G3 && x < plan->n_experts; x++) {
         int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x];
         if (rows == 0)
             continue;
-        const bf16 *Xc = fake(be, op, S_COL_B, CB16(x_perm) + r0 * C, rows, C, 1);
+        const bf16 *Xc = cuda_mxemu_fake(be, op, S_COL_B, CB16(x_perm) + r0 * C, rows, C, 1);
         bf16 *DX = B16(dx_perm) + r0 * C;
         if (!Xc ||
-            proj_bwd(be, op, DX, 0.f, dw1 + (size_t)x * I * C, wb, G1 + r0 * I, dH1 + r0 * I, Xc,
+            cuda_mxemu_proj_bwd(be, op, DX, 0.f, dw1 + (size_t)x * I * C, wb, G1 + r0 * I, dH1 + r0 * I, Xc,
                      CB16(w1) + (size_t)x * I * C, rows, C, I) ||
-            proj_bwd(be, op, DX, 1.f, dw3 + (size_t)x * I * C, wb, G3 + r0 * I, dH3 + r0 * I, Xc,
+            cuda_mxemu_proj_bwd(be, op, DX, 1.f, dw3 + (size_t)x * I * C, wb, G3 + r0 * I, dH3 + r0 * I, Xc,
                      CB16(w3) + (size_t)x * I * C, rows, C, I))
             return;
     }

@@ -8,6 +8,7 @@ CUDA_SRCS := trainer/backend/cuda/cuda_backend.cu trainer/backend/cuda/cuda_dens
 	trainer/backend/cuda/cuda_attention.cu trainer/backend/cuda/cuda_attention_tc.cu \
 	trainer/backend/cuda/cuda_attention_mma.cu \
 	trainer/backend/cuda/cuda_moe.cu trainer/backend/cuda/cuda_moe_fp8.cu \
+	trainer/backend/cuda/cuda_fp8_ops.cu trainer/backend/cuda/cuda_linear_lowp.cu \
 	trainer/backend/cuda/cuda_moe_mxemu.cu trainer/backend/cuda/cuda_lowp_select.cu \
 	trainer/backend/cuda/cuda_optim.cu trainer/backend/cuda/cuda_gemm.cu
 # the host-side route plan builder is shared with the CPU backend (also in MODEL_LIB, so
@@ -17,8 +18,15 @@ CUDA_OBJS := $(patsubst %.cu,$(B)/obj/%.o,$(CUDA_SRCS)) $(call obj,trainer/backe
 # scale-layout sizes of trainer/lowp
 CUDA_OBJS += $(LOWP_CUDA_OBJS) $(call obj,trainer/lowp/fp8_block.c trainer/lowp/mx_swizzle.c)
 $(B)/obj/trainer/backend/cuda/cuda_moe_fp8.o: trainer/lowp/fp8.h trainer/lowp/fp8_gemm.h \
-	trainer/lowp/lowp_cuda.h
+	trainer/lowp/lowp_cuda.h trainer/backend/cuda/cuda_fp8_ops.h
+$(B)/obj/trainer/backend/cuda/cuda_fp8_ops.o: trainer/lowp/fp8.h trainer/lowp/fp8_gemm.h \
+	trainer/lowp/lowp_cuda.h trainer/backend/cuda/cuda_fp8_ops.h
+$(B)/obj/trainer/backend/cuda/cuda_linear_lowp.o: trainer/lowp/fp8_gemm.h \
+	trainer/backend/cuda/cuda_fp8_ops.h
 $(B)/obj/trainer/backend/cuda/cuda_moe_mxemu.o: trainer/lowp/lowp_cuda.h
+# the SwiGLU kernel quantises fp8_block's saved h with the quantisers' own arithmetic
+$(B)/obj/trainer/backend/cuda/cuda_moe.o: trainer/lowp/fp8_blk_device.cuh trainer/lowp/fp8_scalar.h
+$(B)/obj/trainer/backend/cuda/cuda_moe.o: NVCCFLAGS += $(LOWP_DEVICE_DEFS)
 $(B)/obj/trainer/backend/cuda/cuda_lowp_select.o: trainer/lowp/fp8_gemm.h
 $(B)/obj/%.o: %.cu trainer/backend/cuda/cuda_internal.h trainer/backend/backend.h
 	@mkdir -p $(dir $@)
@@ -32,6 +40,12 @@ CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lc
 GPU_TESTS := $(B)/tests/gpu/test_cuda_ops
 $(B)/tests/gpu/test_cuda_ops: $(call obj,tests/gpu/test_cuda_ops.c) $(CUDA_LIB) $(B)/lib/libmoe_model.a \
 		$(B)/lib/libmoe_common.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(CUDA_LDLIBS) $(LDLIBS_BASE)
+# the attention projections in low precision against the C reference quantisers
+GPU_TESTS += $(B)/tests/gpu/test_linear_lowp
+$(B)/tests/gpu/test_linear_lowp: $(call obj,tests/gpu/test_linear_lowp.c) $(CUDA_LIB) $(LOWP_LIB) \
+		$(B)/lib/libmoe_model.a $(B)/lib/libmoe_common.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(CUDA_LDLIBS) $(LDLIBS_BASE)
 GPU_TESTS += $(B)/tests/gpu/bench_ops
