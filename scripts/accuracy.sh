@@ -4,7 +4,8 @@
 # precision's loss) into summary.txt.
 #   scripts/accuracy.sh CONFIG OUT_DIR [PRECISION...]   train, then plot (default: bf16 fp8_block)
 #   scripts/accuracy.sh --plot OUT_DIR [PRECISION...]   plot runs already in OUT_DIR
-# PRECISION is a precision.compute value on the cuda backend, or "cpu" (the fp32 reference).
+# PRECISION is a precision.compute value on the cuda backend, or "cpu" (the fp32 reference);
+# NAME+all runs NAME with the attention projections in it too (precision.layers=all).
 # Extra settings for every run: MOE_ACCURACY_SET="key=value ...". Needs python3; gnuplot for
 # the PNG (skipped with a note when it is missing). BUILD_DIR defaults to build.
 set -euo pipefail
@@ -18,7 +19,9 @@ mkdir -p "$OUT"
 
 if [ $plot_only -eq 0 ]; then
     for p in $PRECS; do
-        if [ "$p" = cpu ]; then args=(--backend cpu); else args=(--backend cuda "precision.compute=$p"); fi
+        if [ "$p" = cpu ]; then args=(--backend cpu)
+        elif [ "${p%+all}" != "$p" ]; then args=(--backend cuda "precision.compute=${p%+all}" precision.layers=all)
+        else args=(--backend cuda "precision.compute=$p"); fi
         rm -rf "${OUT:?}/$p"
         echo "== $CONFIG in $p"
         # shellcheck disable=SC2086

@@ -61,7 +61,7 @@ static int mx_quant(moe_backend *be, const char *op, const q8 *q, uint8_t *tmp, 
 
 /* the copies in q of x [rows, cols] bf16 (skipped copies NULL) */
 int fp8_quant_act(moe_backend *be, const char *op, const q8 *q, const bf16 *x, size_t rows,
-                     size_t cols)
+                  size_t cols)
 {
     moe_err e = {{0}};
     if (fp8_is_mx(be)) {
@@ -82,7 +82,7 @@ int fp8_quant_act(moe_backend *be, const char *op, const q8 *q, const bf16 *x, s
  * dst + 1, or, transposed, w^T (k = out) into S_W, S_WS (mxfp8: S_WT holds
  * the untransposed codes on the way) */
 int fp8_quant_weight(moe_backend *be, const char *op, const bf16 *w, size_t out, size_t in,
-                        int transposed, int dst, lowp_fp8_operand *o)
+                     int transposed, int dst, lowp_fp8_operand *o)
 {
     cuda_ctx *c = CTX(be);
     moe_err e = {{0}};
@@ -92,7 +92,7 @@ int fp8_quant_weight(moe_backend *be, const char *op, const bf16 *w, size_t out,
         q8 q = {NULL, NULL, NULL, NULL};
         uint8_t *codes = (uint8_t *)cuda_scratch(be, dst, out * in);
         void *scales = cuda_scratch(be, dst + 1, transposed ? fp8_row_scale_bytes(be, in, out)
-                                                         : fp8_row_scale_bytes(be, out, in));
+                                                            : fp8_row_scale_bytes(be, out, in));
         uint8_t *tmp = transposed ? (uint8_t *)cuda_scratch(be, S_WT, out * in) : NULL;
         if (!codes || !scales || (transposed && !tmp))
             return -1;
@@ -126,8 +126,8 @@ int fp8_quant_weight(moe_backend *be, const char *op, const bf16 *w, size_t out,
 
 /* out = b . a^T with a quantised as ak, b an activation copy of this recipe */
 void fp8_gemm8(moe_backend *be, const char *op, int m, int n, int k, const uint8_t *ac,
-                  const void *as, lowp_blk_kind ak, const uint8_t *bc, const void *bs, void *out,
-                  int out_fp32, float beta)
+               const void *as, lowp_blk_kind ak, const uint8_t *bc, const void *bs, void *out,
+               int out_fp32, float beta)
 {
     cuda_ctx *c = CTX(be);
     lowp_fp8_operand a = {ac, as, ak}, b = {bc, bs, fp8_is_mx(be) ? LOWP_MX_1X32 : LOWP_BLK_1X128};
@@ -146,9 +146,9 @@ int64_t fp8_chunk_len(moe_backend *be, int64_t n8, int64_t c0)
 /* ---- one linear layer's backward ---- */
 
 int fp8_proj_bwd(moe_backend *be, const char *op, bf16 *dx, float dx_beta, float *dw,
-                    float dw_beta, const bf16 *dy, const bf16 *xin, const bf16 *w, const q8 *dyq,
-                    const q8 *xq, int64_t rows, int64_t nd, int64_t nw, int in, int out,
-                    int x_ready)
+                 float dw_beta, const bf16 *dy, const bf16 *xin, const bf16 *w, const q8 *dyq,
+                 const q8 *xq, int64_t rows, int64_t nd, int64_t nw, int in, int out,
+                 int x_ready)
 {
     if (!dx)
         nd = 0;
@@ -163,12 +163,12 @@ int fp8_proj_bwd(moe_backend *be, const char *op, bf16 *dx, float dx_beta, float
         if (nw && !(x_ready && n8 <= ch) && fp8_quant_act(be, op, xq, xin + c0 * in, cn, in))
             return -1;
         if (nd)
-            fp8_gemm8(be, op, in, (int)cn, out, wt.codes, wt.scales, wt.kind, dyq->codes, dyq->scales,
-                  dx + c0 * in, 0, dx_beta);
+            fp8_gemm8(be, op, in, (int)cn, out, wt.codes, wt.scales, wt.kind, dyq->codes,
+                      dyq->scales, dx + c0 * in, 0, dx_beta);
         if (nw)
             fp8_gemm8(be, op, in, out, (int)cn, xq->codes_t, xq->scales_t,
-                  fp8_is_mx(be) ? LOWP_MX_1X32 : LOWP_BLK_1X128, dyq->codes_t, dyq->scales_t, dw, 1,
-                  c0 ? 1.f : dw_beta);
+                      fp8_is_mx(be) ? LOWP_MX_1X32 : LOWP_BLK_1X128, dyq->codes_t, dyq->scales_t,
+                      dw, 1, c0 ? 1.f : dw_beta);
     }
     if (dx && rows > nd)
         cuda_gemm_dyw(be, dx + nd * in, dy + nd * out, w, (int)(rows - nd), in, out, dx_beta);

@@ -119,9 +119,9 @@ void cuda_experts_fwd_fp8(moe_backend *be, act *y_perm, act *h1, act *h3, act *a
                 if (fp8_quant_act(be, op, &xq, X + c0 * C, cn, C))
                     return;
                 fp8_gemm8(be, op, I, (int)cn, C, q1.codes, q1.scales, q1.kind, xq.codes, xq.scales,
-                      H1 + (r0 + c0) * I, 0, 0.f);
+                          H1 + (r0 + c0) * I, 0, 0.f);
                 fp8_gemm8(be, op, I, (int)cn, C, q3.codes, q3.scales, q3.kind, xq.codes, xq.scales,
-                      H3 + (r0 + c0) * I, 0, 0.f);
+                          H3 + (r0 + c0) * I, 0, 0.f);
             }
         }
         if (rows > n8) {
@@ -159,7 +159,7 @@ void cuda_experts_fwd_fp8(moe_backend *be, act *y_perm, act *h1, act *h3, act *a
                 if (fp8_quant_act(be, op, &xq, A + c0 * I, cn, I))
                     return;
                 fp8_gemm8(be, op, C, (int)cn, I, q2.codes, q2.scales, q2.kind, xq.codes, xq.scales,
-                      B16(y_perm) + (r0 + c0) * C, 0, 0.f);
+                          B16(y_perm) + (r0 + c0) * C, 0, 0.f);
             }
         }
         if (rows > n8)
