@@ -263,6 +263,8 @@ static void test_mxfp8(size_t rows, size_t cols, size_t skew)
     free(x);
 }
 
+static const char *silu_how = ""; /* the label of a run with silu computed */
+
 static void test_swiglu_mxfp8(size_t rows, size_t f, size_t skew)
 {
     size_t n = rows * f;
@@ -285,8 +287,8 @@ static void test_swiglu_mxfp8(size_t rows, size_t f, size_t skew)
     lowp_mx_out o = mx_dev_out(&d);
     moe_err e = {{0}};
     char what[96];
-    snprintf(what, sizeof what, "lowp_cuda_swiglu_mxfp8 (swiglu_mxfp8_kernel) %zux%zu%s", rows, f,
-             skew ? " (misaligned)" : "");
+    snprintf(what, sizeof what, "lowp_cuda_swiglu_mxfp8 (swiglu_mxfp8_kernel) %zux%zu%s%s", rows,
+             f, skew ? " (misaligned)" : "", silu_how);
     int ok = lowp_cuda_swiglu_mxfp8((const uint16_t *)dg.p, (const uint16_t *)du.p,
                                     (const float *)dp.p, rows, f, (uint16_t *)dy.p, &o, 0, &e) == 0;
     if (!ok)
@@ -433,6 +435,36 @@ static void test_silu_div(void)
         printf("  %llu gates give another silu, first bf16 %04x\n", bad, first);
     result(bad == 0, "SwiGLU silu division: reciprocal + correction vs __fdiv_rn on all 65536 "
                      "bf16 gates");
+}
+
+/* the SwiGLU kernel's silu table against the C reference's lowp_silu on
+ * every bf16 gate (NaN gates: NaN either way, payloads aside) */
+static void test_silu_table(void)
+{
+    float *t = xmalloc(65536 * sizeof(float));
+    for (int i = 0; i < 65536; i++)
+        t[i] = 1234.5f; /* poison */
+    moe_err e = {{0}};
+    if (lowp_cuda_silu_table(t, 0, &e) != 0) {
+        printf("  %s\n", e.msg);
+        result(0, "silu table");
+        free(t);
+        return;
+    }
+    unsigned bad = 0, first = 0;
+    for (uint32_t g = 0; g < 65536; g++) {
+        float ref = lowp_silu((uint16_t)g);
+        uint32_t a, b;
+        memcpy(&a, &t[g], 4), memcpy(&b, &ref, 4);
+        int same = ref != ref ? t[g] != t[g] : a == b;
+        if (!same && bad++ == 0)
+            first = g;
+    }
+    if (bad)
+        printf("  %u gates differ, first bf16 %04x: table %a, lowp_silu %a\n", bad, first,
+               t[first], lowp_silu((uint16_t)first));
+    result(bad == 0, "silu table vs the C reference's lowp_silu on all 65536 bf16 gates");
+    free(t);
 }
 
 static void test_fp8blk_div(void)
@@ -584,6 +616,10 @@ static void timings(void)
     size_t sws = 2 * SR * kb + lowp_mx_swizzled_bytes(SR, kb) + lowp_mx_swizzled_bytes(SF, rb);
     report("swiglu_mxfp8_kernel (silu(gate)*up*prob -> mxfp8 both copies)", &b,
            4 * SN + 4 * SR + 2 * SN + sws, ca.p, cb.p);
+    lowp_cuda_set_silu_lookup(0);
+    report("swiglu_mxfp8_kernel (silu computed, not looked up)", &b, 4 * SN + 4 * SR + 2 * SN + sws,
+           ca.p, cb.p);
+    lowp_cuda_set_silu_lookup(1);
 
     b.op = OP_BLK1, b.rows = R, b.cols = C, b.q = rc.p, b.qt = cc.p, b.s = (float *)s1.p,
     b.st = (float *)s2.p;
@@ -639,6 +675,12 @@ int main(void)
     for (size_t i = 0; i < sizeof sw_shapes / sizeof sw_shapes[0]; i++)
         test_swiglu_mxfp8(sw_shapes[i][0], sw_shapes[i][1], 0);
     test_swiglu_mxfp8(256, 512, 1);
+    lowp_cuda_set_silu_lookup(0); /* the computed silu the table replaces: the same bytes */
+    silu_how = " (silu computed)";
+    test_swiglu_mxfp8(513, 1408, 0);
+    test_swiglu_mxfp8(77, 200, 0);
+    lowp_cuda_set_silu_lookup(1);
+    silu_how = "";
 
     static const size_t bk_shapes[][2] = {{256, 384},   {200, 300}, {130, 1024},
                                           {129, 260},   {1, 128},   {384, 4096},
@@ -654,6 +696,7 @@ int main(void)
     test_e4m3_hw();
     test_fp8blk_div();
     test_silu_div();
+    test_silu_table();
     timings();
     return summary();
 }

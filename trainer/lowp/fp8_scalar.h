@@ -329,14 +329,20 @@ LOWP_HD float lowp_expf(float x)
     return LOWP_MUL(p, lowp_bits_f32((uint32_t)(k2 + 127) << 23));
 }
 
-/* bf16(silu(g) * u * p), in this order of fp32 operations:
- *   e = lowp_expf(-g); s = g / (1 + e); t = s * u; v = t * p; round v to bf16.
- * (silu(-inf) is NaN here: -inf / inf; any NaN comes out as 0x7FC0.) */
-LOWP_HD uint16_t lowp_swiglu_prob(uint16_t gate, uint16_t up, float prob)
+/* silu of a bf16 gate in fp32: e = lowp_expf(-g); s = g / (1 + e).
+ * (silu(-inf) is NaN here: -inf / inf.) */
+LOWP_HD float lowp_silu(uint16_t gate)
 {
     float g = lowp_bf16_to_f32(gate);
-    float e = lowp_expf(-g);
-    float s = LOWP_DIV(g, LOWP_ADD(1.0f, e));
+    return LOWP_DIV(g, LOWP_ADD(1.0f, lowp_expf(-g)));
+}
+
+/* bf16(silu(g) * u * p), in this order of fp32 operations:
+ *   s = lowp_silu(g); t = s * u; v = t * p; round v to bf16.
+ * (any NaN comes out as 0x7FC0.) */
+LOWP_HD uint16_t lowp_swiglu_prob(uint16_t gate, uint16_t up, float prob)
+{
+    float s = lowp_silu(gate);
     float t = LOWP_MUL(s, lowp_bf16_to_f32(up));
     return lowp_f32_to_bf16(LOWP_MUL(t, prob));
 }

@@ -113,7 +113,8 @@ typedef struct {
     const uint16_t *x;         /* plain input, or */
     const uint16_t *gate, *up; /* the SwiGLU inputs */
     const float *prob;
-    uint16_t *y; /* optional bf16 SwiGLU output */
+    const float *silu; /* silu_table, or NULL: computed */
+    uint16_t *y;       /* optional bf16 SwiGLU output */
     size_t rows, cols;
     uint8_t *rc, *rs, *rz, *cc, *cs, *cz;
     int vec_in;  /* 16-byte loads (and y stores) allowed */
@@ -141,17 +142,34 @@ __device__ __forceinline__ float silu_bf16(uint16_t gate)
     return LOWP_DIV(g, d);
 }
 
-/* lowp_swiglu_prob with silu_bf16: the same bits */
-__device__ __forceinline__ uint16_t swiglu_prob_dev(uint16_t gate, uint16_t up, float prob)
+/* silu of every bf16 gate (silu_bf16's bits, lowp_silu's): the SwiGLU ->
+ * MXFP8 kernel looks silu up instead of computing it. The exact exp and
+ * division are ~40 instructions a value and made that kernel ALU-bound at a
+ * third of a copy's bandwidth; a layer's gates span a few thousand patterns,
+ * whose entries stay in L1. Filled once per device (silu_table_on). */
+__device__ float silu_table[65536];
+
+__global__ void silu_table_kernel(void)
 {
-    const float t = LOWP_MUL(silu_bf16(gate), lowp_bf16_to_f32(up));
+    const uint32_t gate = blockIdx.x * blockDim.x + threadIdx.x;
+    if (gate <= 0xFFFFu)
+        silu_table[gate] = silu_bf16((uint16_t)gate);
+}
+
+/* lowp_swiglu_prob with silu from the table (or silu_bf16 without one):
+ * the same bits */
+__device__ __forceinline__ uint16_t swiglu_prob_dev(uint16_t gate, uint16_t up, float prob,
+                                                    const float *silu)
+{
+    const float s = silu ? __ldg(silu + gate) : silu_bf16(gate);
+    const float t = LOWP_MUL(s, lowp_bf16_to_f32(up));
     return lowp_f32_to_bf16(LOWP_MUL(t, prob));
 }
 
-__device__ __forceinline__ uint32_t swiglu_pair(uint32_t g, uint32_t u, float p)
+__device__ __forceinline__ uint32_t swiglu_pair(uint32_t g, uint32_t u, float p, const float *silu)
 {
-    uint32_t lo = swiglu_prob_dev((uint16_t)(g & 0xFFFFu), (uint16_t)(u & 0xFFFFu), p);
-    uint32_t hi = swiglu_prob_dev((uint16_t)(g >> 16), (uint16_t)(u >> 16), p);
+    uint32_t lo = swiglu_prob_dev((uint16_t)(g & 0xFFFFu), (uint16_t)(u & 0xFFFFu), p, silu);
+    uint32_t hi = swiglu_prob_dev((uint16_t)(g >> 16), (uint16_t)(u >> 16), p, silu);
     return lo | (hi << 16);
 }
 
@@ -159,7 +177,7 @@ __device__ __forceinline__ uint16_t mx_element(const mx_params p, size_t i, size
 {
     if (!swiglu)
         return p.x[i];
-    uint16_t v = swiglu_prob_dev(p.gate[i], p.up[i], p.prob[row]);
+    uint16_t v = swiglu_prob_dev(p.gate[i], p.up[i], p.prob[row], p.silu);
     if (p.y)
         p.y[i] = v;
     return v;
@@ -206,10 +224,10 @@ __device__ __forceinline__ void mx_tile(const mx_params p, const int swiglu)
             const int i = tid + j * MX_THREADS, r = i >> 4, v = i & 15;
             uint4 q = a[j];
             if (swiglu) {
-                q.x = swiglu_pair(a[j].x, b[j].x, pr[j]);
-                q.y = swiglu_pair(a[j].y, b[j].y, pr[j]);
-                q.z = swiglu_pair(a[j].z, b[j].z, pr[j]);
-                q.w = swiglu_pair(a[j].w, b[j].w, pr[j]);
+                q.x = swiglu_pair(a[j].x, b[j].x, pr[j], p.silu);
+                q.y = swiglu_pair(a[j].y, b[j].y, pr[j], p.silu);
+                q.z = swiglu_pair(a[j].z, b[j].z, pr[j], p.silu);
+                q.w = swiglu_pair(a[j].w, b[j].w, pr[j], p.silu);
                 if (p.y)
                     *(uint4 *)(p.y + (row0 + r) * cols + col0 + v * 8) = q;
             }
@@ -334,13 +352,60 @@ extern "C" int lowp_cuda_mxfp8(const uint16_t *x, size_t rows, size_t cols, cons
     return mx_launch("lowp_cuda_mxfp8", &p, out, 0, stream, e);
 }
 
+/* ---- the silu table ---- */
+
+static int silu_lookup = 1; /* lowp_cuda_set_silu_lookup */
+
+extern "C" void lowp_cuda_set_silu_lookup(int on) { silu_lookup = on; }
+
+/* silu_table on this device, filled on first use (stream-ordered, then
+ * waited for, so any stream sees it whole); *table its device address */
+static int silu_table_on(const char *fn, cudaStream_t stream, const float **table, moe_err *e)
+{
+    enum { MAX_DEVICES = 64 };
+    static int filled[MAX_DEVICES];
+    int dev = 0;
+    void *addr = NULL;
+    cudaError_t err = cudaGetDevice(&dev);
+    if (err == cudaSuccess)
+        err = cudaGetSymbolAddress(&addr, silu_table);
+    if (err != cudaSuccess)
+        return moe_errf(e, "%s: the silu table: %s", fn, cudaGetErrorString(err));
+    *table = (const float *)addr;
+    const int known = dev >= 0 && dev < MAX_DEVICES;
+    if (known && __atomic_load_n(&filled[dev], __ATOMIC_ACQUIRE))
+        return 0;
+    silu_table_kernel<<<256, 256, 0, stream>>>();
+    if (launched(fn, "silu_table_kernel", e))
+        return -1;
+    if ((err = cudaStreamSynchronize(stream)) != cudaSuccess)
+        return moe_errf(e, "%s: kernel silu_table_kernel: %s", fn, cudaGetErrorString(err));
+    if (known)
+        __atomic_store_n(&filled[dev], 1, __ATOMIC_RELEASE);
+    return 0;
+}
+
+extern "C" int lowp_cuda_silu_table(float *host, cudaStream_t stream, moe_err *e)
+{
+    const float *table = NULL;
+    if (silu_table_on("lowp_cuda_silu_table", stream, &table, e))
+        return -1;
+    cudaError_t err = cudaMemcpy(host, table, 65536 * sizeof(float), cudaMemcpyDeviceToHost);
+    if (err != cudaSuccess)
+        return moe_errf(e, "lowp_cuda_silu_table: cudaMemcpy: %s", cudaGetErrorString(err));
+    return 0;
+}
+
 extern "C" int lowp_cuda_swiglu_mxfp8(const uint16_t *gate, const uint16_t *up, const float *prob,
                                       size_t rows, size_t f, uint16_t *y, const lowp_mx_out *out,
                                       cudaStream_t stream, moe_err *e)
 {
+    static const char fn[] = "lowp_cuda_swiglu_mxfp8";
     mx_params p = {};
     p.gate = gate, p.up = up, p.prob = prob, p.y = y, p.rows = rows, p.cols = f;
-    return mx_launch("lowp_cuda_swiglu_mxfp8", &p, out, 1, stream, e);
+    if (rows && f && silu_lookup && silu_table_on(fn, stream, &p.silu, e))
+        return -1;
+    return mx_launch(fn, &p, out, 1, stream, e);
 }
 
 /* ---- FP8 block kernels -------------------------------------------------------------- */

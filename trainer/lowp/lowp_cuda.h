@@ -107,6 +107,15 @@ int lowp_cuda_fp8blk_div_check(unsigned long long *code_mismatch,
  * gates must give NaN), the smallest pattern in *first. */
 int lowp_cuda_silu_check(unsigned long long *mismatch, uint32_t *first, moe_err *e);
 
+/* The SwiGLU -> MXFP8 kernel's silu table (see lowp_cuda.cu) copied to
+ * host: 65536 floats, silu of each bf16 gate pattern; filled on first use.
+ * The test compares it with lowp_silu on every gate. */
+int lowp_cuda_silu_table(float *host, cudaStream_t stream, moe_err *e);
+
+/* 0: the SwiGLU -> MXFP8 kernel computes silu instead of looking it up (the
+ * same bits; for the timing comparison). Default 1. Not thread-safe. */
+void lowp_cuda_set_silu_lookup(int on);
+
 /* 1 when the FP8 block quantisers use that division. */
 int lowp_cuda_uses_fast_div(void);
 
