@@ -59,6 +59,19 @@ static int mx_quant(moe_backend *be, const char *op, const q8 *q, uint8_t *tmp, 
     return 0;
 }
 
+int fp8_swiglu_mx(moe_backend *be, const char *op, const q8 *q, bf16 *a, const bf16 *h1,
+                  const bf16 *h3, const float *p, size_t rows, int I)
+{
+    moe_err e = {{0}};
+    lowp_mx_out o = {q->codes, NULL, (uint8_t *)q->scales, NULL, NULL, NULL};
+    if (lowp_cuda_swiglu_mxfp8(U16(h1), U16(h3), p, rows, (size_t)I, (uint16_t *)a, &o,
+                               CTX(be)->stream, &e)) {
+        cuda_note(be, op, e.msg);
+        return -1;
+    }
+    return 0;
+}
+
 /* the copies in q of x [rows, cols] bf16 (skipped copies NULL) */
 int fp8_quant_act(moe_backend *be, const char *op, const q8 *q, const bf16 *x, size_t rows,
                   size_t cols)

@@ -46,6 +46,10 @@ int fp8_q8_ok(const q8 *q, int rowwise, int trans);
 /* the copies in q of x [rows, cols] bf16 (skipped copies NULL) */
 int fp8_quant_act(moe_backend *be, const char *op, const q8 *q, const bf16 *x, size_t rows,
                   size_t cols);
+/* mxfp8: a = bf16(silu(h1) h3 p) for `rows` rows and its rowwise copy in
+ * q (the operand of the down projection), in one pass */
+int fp8_swiglu_mx(moe_backend *be, const char *op, const q8 *q, bf16 *a, const bf16 *h1,
+                  const bf16 *h3, const float *p, size_t rows, int I);
 /* a weight w [out, in] as the operand w (k = in) into slots dst, dst + 1,
  * or, transposed, w^T (k = out) into S_W, S_WS */
 int fp8_quant_weight(moe_backend *be, const char *op, const bf16 *w, size_t out, size_t in,

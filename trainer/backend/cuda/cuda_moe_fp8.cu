@@ -90,6 +90,10 @@ void cuda_experts_fwd_fp8(moe_backend *be, act *y_perm, act *h1, act *h3, act *a
     const char *op = fp8_is_mx(be) ? "experts_fwd (mxfp8)" : "experts_fwd (fp8_block)";
     size_t rows_all = plan->n_rows;
     const int on = CTX(be)->fp8_gemms & FP8_FPROP, saved8 = cuda_fp8_saved(be);
+    /* mxfp8: SwiGLU x probability writes a's MXFP8 copy for the down
+     * projection itself, chunk by chunk (and a in bf16, for the rows the
+     * bf16 GEMM takes); fp8_block quantises a after one SwiGLU over all rows */
+    const int mx_fused = fp8_is_mx(be) && on && !saved8;
     bf16 *H1 = B16(h1), *H3 = B16(h3);
     if (rows_all == 0)
         return;
@@ -141,7 +145,7 @@ void cuda_experts_fwd_fp8(moe_backend *be, act *y_perm, act *h1, act *h3, act *a
             if (save_fp8(be, op, h1, H1, rows_all, I) || save_fp8(be, op, h3, H3, rows_all, I))
                 return;
         }
-    } else {
+    } else if (!mx_fused) {
         cuda_swiglu_prob(be, B16(a), H1, H3, p_perm, rows_all, I);
     }
     for (int x = 0; x < plan->n_experts; x++) {
@@ -149,22 +153,31 @@ void cuda_experts_fwd_fp8(moe_backend *be, act *y_perm, act *h1, act *h3, act *a
         int64_t n8 = on ? fp8_rows(be, rows) : 0;
         if (rows == 0)
             continue;
-        const bf16 *A = CB16(a) + r0 * I, *W2 = CB16(w2) + (size_t)x * C * I;
+        bf16 *A = B16(a) + r0 * I;
+        const bf16 *W2 = CB16(w2) + (size_t)x * C * I;
         if (n8) {
             lowp_fp8_operand q2;
             if (fp8_quant_weight(be, op, W2, C, I, 0, S_W, &q2))
                 return;
             for (int64_t c0 = 0; c0 < n8; c0 += CTX(be)->fp8_chunk_rows) {
                 int64_t cn = fp8_chunk_len(be, n8, c0);
-                if (fp8_quant_act(be, op, &xq, A + c0 * I, cn, I))
+                const size_t o = (size_t)(r0 + c0) * I;
+                if (mx_fused ? fp8_swiglu_mx(be, op, &xq, A + c0 * I, H1 + o, H3 + o,
+                                             p_perm + r0 + c0, cn, I)
+                             : fp8_quant_act(be, op, &xq, A + c0 * I, cn, I))
                     return;
                 fp8_gemm8(be, op, C, (int)cn, I, q2.codes, q2.scales, q2.kind, xq.codes, xq.scales,
                           B16(y_perm) + (r0 + c0) * C, 0, 0.f);
             }
         }
-        if (rows > n8)
+        if (rows > n8) {
+            const size_t o = (size_t)(r0 + n8) * I;
+            if (mx_fused)
+                cuda_swiglu_prob(be, A + n8 * I, H1 + o, H3 + o, p_perm + r0 + n8,
+                                 (size_t)(rows - n8), I);
             cuda_gemm_xwT(be, B16(y_perm) + (r0 + n8) * C, 0, A + n8 * I, W2, (int)(rows - n8), I,
                           C, 0.f);
+        }
     }
 }
 
