@@ -108,8 +108,9 @@ int lowp_cuda_fp8blk_div_check(unsigned long long *code_mismatch,
 int lowp_cuda_silu_check(unsigned long long *mismatch, uint32_t *first, moe_err *e);
 
 /* The SwiGLU -> MXFP8 kernel's silu table (see lowp_cuda.cu) copied to
- * host: 65536 floats, silu of each bf16 gate pattern; filled on first use.
- * The test compares it with lowp_silu on every gate. */
+ * host: 65536 floats, silu of each bf16 gate pattern (filled on stream,
+ * then copied: synchronous). The test compares it with lowp_silu on every
+ * gate. */
 int lowp_cuda_silu_table(float *host, cudaStream_t stream, moe_err *e);
 
 /* 0: the SwiGLU -> MXFP8 kernel computes silu instead of looking it up (the
