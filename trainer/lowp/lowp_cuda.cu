@@ -382,7 +382,8 @@ extern "C" int lowp_cuda_silu_table(float *host, cudaStream_t stream, moe_err *e
     if (err == cudaSuccess)
         err = cudaMemcpy(host, table, 65536 * sizeof(float), cudaMemcpyDeviceToHost);
     if (err != cudaSuccess)
-        return moe_errf(e, "lowp_cuda_silu_table: filling or copying it: %s", cudaGetErrorString(err));
+        return moe_errf(e, "lowp_cuda_silu_table: filling or copying it: %s",
+                        cudaGetErrorString(err));
     return 0;
 }
 
