@@ -737,15 +737,14 @@ static int run_check(const char *fn, const char *kernel, void (*launch)(check_co
 
 /* ---- SwiGLU's division, compared with IEEE's ------------------------------------ */
 
-/* Thread i takes the bf16 gate with pattern i: silu_bf16 against the same
- * steps with __fdiv_rn (lowp_swiglu_prob's), as fp32 bit patterns. */
+/* Thread i takes the bf16 gate with pattern i: silu_bf16 against lowp_silu
+ * (the same steps with __fdiv_rn), as fp32 bit patterns. */
 __global__ void silu_check_kernel(check_counts *c) /* n[0] mismatches, n[1] NaN gates */
 {
     const uint32_t gate = blockIdx.x * blockDim.x + threadIdx.x;
     if (gate > 0xFFFFu)
         return;
-    const float g = lowp_bf16_to_f32((uint16_t)gate);
-    const float ref = __fdiv_rn(g, LOWP_ADD(1.0f, lowp_expf(-g)));
+    const float ref = lowp_silu((uint16_t)gate);
     const float fast = silu_bf16((uint16_t)gate);
     if (ref != ref) { /* NaN gates: NaN either way, payloads aside */
         if (fast == fast)

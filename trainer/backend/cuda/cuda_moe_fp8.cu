@@ -93,7 +93,7 @@ void cuda_experts_fwd_fp8(moe_backend *be, act *y_perm, act *h1, act *h3, act *a
     /* mxfp8: SwiGLU x probability writes a's MXFP8 copy for the down
      * projection itself, chunk by chunk (and a in bf16, for the rows the
      * bf16 GEMM takes); fp8_block quantises a after one SwiGLU over all rows */
-    const int mx_fused = fp8_is_mx(be) && on && !saved8;
+    const int mx_fused = fp8_is_mx(be) && on;
     bf16 *H1 = B16(h1), *H3 = B16(h3);
     if (rows_all == 0)
         return;
