@@ -59,9 +59,10 @@ include common/rules.mk
 -include trainer/parallel/nccl.mk
 -include trainer/rules.mk
 -include trainer/parallel/rules.mk
+-include launch/rules.mk
 -include topo/rules.mk
--include plugin/core.mk
 -include plugin/rules.mk
+-include tests/plugin/rules.mk
 -include tests/rules.mk
 -include bench/rules.mk
 

@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 
-#include "verdict.h"
+#include "../launch/verdict.h"
 
 typedef enum {
     MOE_ARG_CONFIG = 0,
@@ -64,9 +64,6 @@ int args_config_is_path(const char *value);
  * or -1 with a message naming --moe-set and the item. */
 int args_split_set(const char *set, char *buf, size_t bufsz, char **items, int max_items,
                    moe_err *e);
-
-/* "auto", "mxfp8", "bf16", "fp8_block". */
-const char *args_precision_name(moe_req_precision p);
 
 /* Option name for messages: "--moe-precision". */
 const char *args_option_name(moe_arg_id id);

@@ -111,3 +111,20 @@ void resolve_apply_layout(moe_request *req, const moe_config_facts *facts)
     if (req->ep == 0)
         req->ep = facts->ep > 0 ? facts->ep : 0;
 }
+
+int resolve_request(const moe_policy *pol, const moe_request *req, moe_resolved *out, moe_err *e)
+{
+    out->want = *req;
+    out->n_items = 0;
+    if (req->set[0]) {
+        out->n_items = args_split_set(req->set, out->set_buf, sizeof out->set_buf, out->items,
+                                      MOE_ARG_MAX_ITEMS, e);
+        if (out->n_items < 0)
+            return -1;
+    }
+    if (resolve_config_path(pol, req->config, out->config_path, sizeof out->config_path, e) < 0 ||
+        resolve_config_facts(pol, out->config_path, out->items, out->n_items, &out->facts, e) < 0)
+        return -1;
+    resolve_apply_layout(&out->want, &out->facts);
+    return 0;
+}

@@ -124,7 +124,7 @@ int launch_build(moe_launch *l, const moe_verdict *v, const char *config_path,
         ok &= vec_pushf(&argv, "--backend") == 0;
         ok &= vec_pushf(&argv, "cpu") == 0;
     }
-    ok &= vec_pushf(&argv, "precision.compute=%s", v->precision) == 0;
+    ok &= vec_pushf(&argv, "precision.compute=%s", precision_name(v->precision)) == 0;
     ok &= vec_pushf(&argv, "parallel.ep=%d", v->ep) == 0;
     ok &= vec_pushf(&argv, "parallel.dp=%d", v->dp) == 0;
     for (int i = 0; i < n_items; i++)
@@ -134,7 +134,7 @@ int launch_build(moe_launch *l, const moe_verdict *v, const char *config_path,
         if (!replaced_by_plugin(*p, cuda_visible != NULL))
             ok &= vec_pushf(&env, "%s", *p) == 0;
     ok &= vec_pushf(&env, "MOE_CONFIG=%s", config_path) == 0;
-    ok &= vec_pushf(&env, "MOE_PRECISION=%s", v->precision) == 0;
+    ok &= vec_pushf(&env, "MOE_PRECISION=%s", precision_name(v->precision)) == 0;
     ok &= vec_pushf(&env, "MOE_EP=%d", v->ep) == 0;
     ok &= vec_pushf(&env, "MOE_DP=%d", v->dp) == 0;
     ok &= vec_pushf(&env, "MOE_RANK=%d", place->rank) == 0;

@@ -12,7 +12,7 @@
 
 #include <stddef.h>
 
-#include "verdict.h"
+#include "../launch/verdict.h"
 
 /* Where this task stands in the step. */
 typedef struct {

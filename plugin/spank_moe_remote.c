@@ -169,24 +169,15 @@ int moe_remote_task_init(spank_t sp)
     if (!req->config[0])
         return refuse(&ti, "the --moe-* options need --moe-config=NAME (the config to train)");
 
-    moe_err e;
-    char set_buf[sizeof req->set];
-    char *items[MOE_ARG_MAX_ITEMS];
-    int n_items = 0;
-    if (req->set[0]) {
-        n_items = args_split_set(req->set, set_buf, sizeof set_buf, items, MOE_ARG_MAX_ITEMS, &e);
-        if (n_items < 0)
-            return refuse(&ti, "%s", e.msg);
-    }
-
     /* Opened with the user's rights: task_init runs after Slurm drops root. */
-    char config_path[4096];
-    moe_config_facts facts;
-    if (resolve_config_path(pol, req->config, config_path, sizeof config_path, &e) < 0 ||
-        resolve_config_facts(pol, config_path, items, n_items, &facts, &e) < 0)
+    moe_err e;
+    moe_resolved *r = malloc(sizeof *r);
+    if (!r)
+        return refuse(&ti, "out of memory");
+    if (resolve_request(pol, req, r, &e) < 0) {
+        free(r);
         return refuse(&ti, "%s", e.msg);
-    moe_request want = *req;
-    resolve_apply_layout(&want, &facts);
+    }
 
     moe_topo *topo = malloc(sizeof *topo);
     moe_step *step = malloc(sizeof *step);
@@ -200,8 +191,8 @@ int moe_remote_task_init(spank_t sp)
         rc = refuse(&ti, "%s", e.msg);
         goto out;
     }
-    step->num_experts = facts.num_experts;
-    verdict_decide(pol, &want, step, v);
+    step->num_experts = r->facts.num_experts;
+    verdict_decide(pol, &r->want, step, v);
 
     if (ti.global_id == 0 || v->kind == MOE_VERDICT_REFUSE)
         fprintf(stderr, "%s\n", v->paragraph);
@@ -219,8 +210,9 @@ int moe_remote_task_init(spank_t sp)
     const char *cuda_visible = NULL;
     if (pol->bind)
         cuda_visible = bind_task(&ti, topo, gpu_idx, n_idx, visible_buf, sizeof visible_buf);
-    rc = start_trainer(&ti, v, config_path, items, n_items, cuda_visible);
+    rc = start_trainer(&ti, v, r->config_path, r->items, r->n_items, cuda_visible);
 out:
+    free(r);
     free(topo);
     free(step);
     free(v);

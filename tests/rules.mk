@@ -14,15 +14,15 @@ FUZZ_SRCS_fasta := $(DATA_SRCS)
 FUZZ_SRCS_safetensors := $(CKPT_SRCS)
 FUZZ_SRCS_json := $(CKPT_SRCS)
 FUZZ_SRCS_hf_config := $(CKPT_SRCS)
-FUZZ_SRCS_plugin_args := plugin/args.c
-FUZZ_SRCS_policy := plugin/policy.c
+FUZZ_SRCS_plugin_args := plugin/args.c launch/verdict.c
+FUZZ_SRCS_policy := launch/policy.c
 FUZZ_LIBS_config := $(CONFIG_LIB)
 FUZZ_LIBS_fasta := $(DATA_LIB)
 FUZZ_LIBS_safetensors := $(CKPT_LIB)
 FUZZ_LIBS_json := $(CKPT_LIB)
 FUZZ_LIBS_hf_config := $(CKPT_LIB)
-FUZZ_LIBS_plugin_args := $(PLUGIN_LIB)
-FUZZ_LIBS_policy := $(PLUGINCORE_LIB)
+FUZZ_LIBS_plugin_args := $(PLUGIN_LIB) $(LAUNCH_LIB)
+FUZZ_LIBS_policy := $(LAUNCH_LIB)
 FUZZ_COMMON := tests/fuzz/fuzz_util.c $(COMMON_SRCS)
 
 $(call obj,tests/fuzz/replay.c): CFLAGS += -DFUZZ_CORPUS_ROOT='"$(FUZZ_CORPUS_ROOT)"'

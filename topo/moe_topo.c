@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../plugin/policy.h"
-#include "../plugin/verdict.h"
+#include "../launch/policy.h"
+#include "../launch/verdict.h"
 #include "report.h"
 #include "step.h"
 #include "topo.h"

@@ -8,11 +8,9 @@ ALL_LIBS += $(TOPO_LIB)
 TOPO_LDLIBS := -lhwloc
 TOPO_FIXTURES := $(abspath tests/fixtures/topo)
 
-# moe-topo --check uses the plugin's policy and verdict code. plugin/core.mk
-# is included after this file and calls the same archive PLUGINCORE_LIB.
-TOPO_PLUGINCORE_LIB := $(B)/lib/libmoe_plugincore.a
+# moe-topo --check reaches the plugin's verdict through launch/ (below topo/).
 MOE_TOPO_BIN := $(B)/bin/moe-topo
-$(MOE_TOPO_BIN): $(call obj,topo/moe_topo.c topo/report.c) $(TOPO_LIB) $(TOPO_PLUGINCORE_LIB) \
+$(MOE_TOPO_BIN): $(call obj,topo/moe_topo.c topo/report.c) $(TOPO_LIB) $(LAUNCH_LIB) \
 		$(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(TOPO_LDLIBS) $(LDLIBS_BASE)

@@ -3,7 +3,7 @@
 #ifndef MOE_TOPO_STEP_H
 #define MOE_TOPO_STEP_H
 
-#include "../plugin/verdict.h"
+#include "../launch/verdict.h"
 #include "topo.h"
 
 /* The step's GPUs as indices into t->gpus, in the order CUDA numbers them

@@ -569,14 +569,14 @@ static void cmp_saved_fp8(const char *what, pair *h, size_t bytes, size_t rows, 
     free(b);
 }
 
-/* prec: NULL for the bf16 experts, else "fp8_block" or "mxfp8_emulated" */
-static void moe_case(int routing, int N, int C, int I, const char *prec)
+/* prec: the experts' recipe (bf16, fp8_block, mxfp8 or mxfp8_emulated) */
+static void moe_case(int routing, int N, int C, int I, moe_precision prec)
 {
-    int fp8 = prec != NULL;
+    int fp8 = prec != MOE_PREC_BF16;
     int E = 8, K = 2;
     const char *names[] = {"uneven counts", "idle experts", "one expert takes all"};
     fprintf(stderr, "  moe: %s, %d tokens, hidden %d, ffn %d, experts in %s\n", names[routing], N,
-            C, I, fp8 ? prec : "bf16");
+            C, I, precision_name(prec));
     moe_err e = {{0}};
     const double TX = fp8 ? TF8 : TB; /* what the expert GEMMs feed */
     const double TXS = fp8 ? TF8_ROWSUM : TB; /* the probability gradient and what it feeds */
@@ -714,7 +714,7 @@ static void moe_case(int routing, int N, int C, int I, const char *prec)
     cmp("router_bwd dx (accumulate)", &dx, TXS);
     cmp("router_bwd dwg", &dwg, TXS);
     free(idx); free(w); free(z); free(ph);
-    if (fp8 && gpu->set_expert_precision(gpu, "bf16", C, I, &e)) {
+    if (fp8 && gpu->set_expert_precision(gpu, MOE_PREC_BF16, C, I, &e)) {
         fprintf(stderr, "  FAIL set_expert_precision bf16: %s\n", e.msg);
         CHECK(0);
     }
@@ -722,11 +722,11 @@ static void moe_case(int routing, int N, int C, int I, const char *prec)
 
 static void test_moe(void)
 {
-    moe_case(0, 160, 64, 96, NULL);
-    moe_case(1, 160, 64, 96, NULL);
-    moe_case(2, 160, 64, 96, NULL);
-    moe_case(0, 100, 48, 100, NULL); /* ffn not a multiple of 8: the SwiGLU kernels' scalar path */
-    moe_case(1, 90, 36, 64, NULL);   /* hidden not a multiple of 8: the gathers' scalar path */
+    moe_case(0, 160, 64, 96, MOE_PREC_BF16);
+    moe_case(1, 160, 64, 96, MOE_PREC_BF16);
+    moe_case(2, 160, 64, 96, MOE_PREC_BF16);
+    moe_case(0, 100, 48, 100, MOE_PREC_BF16); /* ffn not a multiple of 8: the SwiGLU kernels' scalar path */
+    moe_case(1, 90, 36, 64, MOE_PREC_BF16);   /* hidden not a multiple of 8: the gathers' scalar path */
 }
 
 /* fp8_block experts: ~75 rows per expert (FP8 for 64, bf16 for the rest),
@@ -734,18 +734,18 @@ static void test_moe(void)
  * hidden 192 ends in a partial 128-block */
 static void test_moe_fp8(void)
 {
-    moe_case(0, 300, 192, 256, "fp8_block");
-    moe_case(2, 300, 128, 256, "fp8_block");
+    moe_case(0, 300, 192, 256, MOE_PREC_FP8_BLOCK);
+    moe_case(2, 300, 128, 256, MOE_PREC_FP8_BLOCK);
     /* the FP8 rows in chunks of 128 (two experts of 300 rows: 128 + 128 + 32, then 12 in bf16) */
     setenv("MOE_FP8_CHUNK_ROWS", "128", 1);
-    moe_case(2, 300, 128, 256, "fp8_block");
-    moe_case(0, 1000, 128, 256, "fp8_block");
+    moe_case(2, 300, 128, 256, MOE_PREC_FP8_BLOCK);
+    moe_case(0, 1000, 128, 256, MOE_PREC_FP8_BLOCK);
     unsetenv("MOE_FP8_CHUNK_ROWS");
     /* h1, h3 kept in bf16 */
     gpu->set_fp8_saved_activations(gpu, 0);
-    moe_case(0, 300, 192, 256, "fp8_block");
+    moe_case(0, 300, 192, 256, MOE_PREC_FP8_BLOCK);
     gpu->set_fp8_saved_activations(gpu, 1);
-    moe_case(0, 40, 64, 128, "fp8_block");
+    moe_case(0, 40, 64, 128, MOE_PREC_FP8_BLOCK);
 }
 
 /* mxfp8 experts: on Blackwell the same cases (set_expert_precision runs its
@@ -755,12 +755,12 @@ static void test_moe_mxfp8(void)
     struct cudaDeviceProp prop;
     CHECK(cudaGetDeviceProperties(&prop, 0) == cudaSuccess);
     if (prop.major == 10) {
-        moe_case(0, 300, 192, 256, "mxfp8");
-        moe_case(2, 300, 128, 256, "mxfp8");
+        moe_case(0, 300, 192, 256, MOE_PREC_MXFP8);
+        moe_case(2, 300, 128, 256, MOE_PREC_MXFP8);
         return;
     }
     moe_err e = {{0}};
-    CHECK(gpu->set_expert_precision(gpu, "mxfp8", 128, 256, &e) == -1);
+    CHECK(gpu->set_expert_precision(gpu, MOE_PREC_MXFP8, 128, 256, &e) == -1);
     CHECK_MSG(strstr(e.msg, "Blackwell") && strstr(e.msg, "use bf16"), "%s", e.msg);
     fprintf(stderr, "  mxfp8 on compute capability %d.%d: refused: %s\n", prop.major, prop.minor,
             e.msg);
@@ -769,9 +769,9 @@ static void test_moe_mxfp8(void)
 /* mxfp8_emulated experts: the same shapes; 32-blocks with partial ends (hidden 200) */
 static void test_moe_mxfp8_emulated(void)
 {
-    moe_case(0, 300, 200, 256, "mxfp8_emulated");
-    moe_case(2, 300, 128, 256, "mxfp8_emulated");
-    moe_case(1, 40, 64, 128, "mxfp8_emulated");
+    moe_case(0, 300, 200, 256, MOE_PREC_MXFP8_EMULATED);
+    moe_case(2, 300, 128, 256, MOE_PREC_MXFP8_EMULATED);
+    moe_case(1, 40, 64, 128, MOE_PREC_MXFP8_EMULATED);
 }
 
 int main(int argc, char **argv)

@@ -31,6 +31,7 @@ extern "C" {
 #endif
 
 #include "../../common/err.h"
+#include "../../common/precision.h"
 
 #ifdef MOE_REAL_DOUBLE
 typedef double real; /* gradient-check builds of the CPU reference */
@@ -225,10 +226,11 @@ struct moe_backend {
                         const moe_param_span *spans, int n_spans, const moe_adamw_hyper *h);
 
     /* ---- precision ---- */
-    /* The expert FFN's GEMMs: "bf16" or "fp8_block" (hidden size C, expert
-     * intermediate size I). NULL where the backend has one precision (cpu);
-     * refuses, with the reason, what this device cannot run. */
-    int (*set_expert_precision)(moe_backend *be, const char *precision, int C, int I, moe_err *e);
+    /* The expert FFN's GEMMs in recipe p (hidden size C, expert intermediate
+     * size I): 0 when this device runs it (and from now on does), else -1
+     * with the reason (precision_gpu_can_run's rule, the shapes, a probe).
+     * NULL where the backend has one precision (cpu). */
+    int (*set_expert_precision)(moe_backend *be, moe_precision p, int C, int I, moe_err *e);
     /* precision.layers=all: matmul_fwd / matmul_bwd (the attention
      * projections) in the experts' low precision too (on), or in bf16.
      * Call after set_expert_precision; widths: every in / out width the

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "../../common/err.h"
+#include "../../common/precision.h"
 
 #define MOE_PATH_MAX 4096
 #define MOE_MAX_FILES 16
@@ -90,15 +91,6 @@ typedef struct {
     double timeout_s;               /* parallel.timeout_s: collective wait before abort */
 } moe_parallel_cfg;
 
-typedef enum {
-    MOE_PREC_AUTO = 0,
-    MOE_PREC_FP32,
-    MOE_PREC_BF16,
-    MOE_PREC_FP8_BLOCK,
-    MOE_PREC_MXFP8,
-    MOE_PREC_MXFP8_EMULATED,
-} moe_precision;
-
 typedef struct {
     moe_precision compute;          /* precision.compute: auto|fp32|bf16|fp8_block|mxfp8|mxfp8_emulated */
     int allow_fp8_block;            /* precision.allow_fp8_block (bool): auto may pick fp8_block on Hopper */
@@ -154,8 +146,5 @@ int config_resolve_path(const char *name_or_path, const char *configs_dir, char 
 /* Apply one "a.b=value" override to cfg, typed by the schema. It does not
  * validate the whole: call config_validate when done changing cfg. */
 int config_apply_override(moe_config *cfg, const char *override, moe_err *e);
-
-const char *precision_name(moe_precision p);
-int precision_parse(const char *s, moe_precision *out);
 
 #endif

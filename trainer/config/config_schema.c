@@ -11,10 +11,6 @@
 
 #include "config_suggest.h"
 
-/* Indexed by moe_precision: the order must match the enum. */
-static const char *const precision_choices[] = {
-    "auto", "fp32", "bf16", "fp8_block", "mxfp8", "mxfp8_emulated", NULL,
-};
 static const char *const layers_choices[] = {"experts", "all", NULL};
 static const char *const backend_choices[] = {"auto", "cpu", "cuda", NULL};
 
@@ -139,9 +135,9 @@ const config_key config_keys[] = {
               "seconds a rank waits in a collective for its peers before the job is aborted"),
 
     {.path = "precision.compute", .type = KEY_ENUM, .offset = AT(precision.compute),
-     .choices = precision_choices, .def = "auto",
-     .doc = "GEMM precision; auto = fp8_block experts on Hopper (when allow_fp8_block), bf16 "
-            "on other GPUs, fp32 on CPU"},
+     .choices = precision_names, .def = "auto",
+     .doc = "GEMM precision; auto = mxfp8 experts on data-centre Blackwell, fp8_block experts "
+            "on Hopper (when allow_fp8_block), bf16 on other GPUs, fp32 on CPU"},
     BOOL_KEY("precision.allow_fp8_block", precision.allow_fp8_block, "true",
              "let auto pick fp8_block on Hopper"),
     BOOL_KEY("precision.fp8_saved_activations", precision.fp8_saved_activations, "true",
@@ -215,23 +211,6 @@ int config_unknown_key(const char *path, int is_group, moe_err *e)
     if (hint)
         return moe_errf(e, "unknown %s '%s' (did you mean '%s'?)", what, path, hint);
     return moe_errf(e, "unknown %s '%s'", what, path);
-}
-
-const char *precision_name(moe_precision p)
-{
-    if ((int)p < 0 || (size_t)p >= sizeof precision_choices / sizeof precision_choices[0] - 1)
-        return "invalid";
-    return precision_choices[p];
-}
-
-int precision_parse(const char *s, moe_precision *out)
-{
-    for (int i = 0; precision_choices[i]; i++)
-        if (strcmp(precision_choices[i], s) == 0) {
-            *out = (moe_precision)i;
-            return 0;
-        }
-    return -1;
 }
 
 void config_defaults(moe_config *cfg)

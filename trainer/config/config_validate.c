@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "config_schema.h"
+#include "../../common/layout.h"
 
 typedef struct {
     const moe_config *cfg;
@@ -102,7 +103,8 @@ static int check_training(const rule_ctx *r)
 static int check_parallel(const rule_ctx *r)
 {
     const moe_config *c = r->cfg;
-    if (c->model.num_experts % c->parallel.ep)
+    if (layout_rule(0, c->parallel.ep, c->parallel.dp, c->model.num_experts, NULL) ==
+        MOE_LAYOUT_EP_SPLITS_EXPERTS)
         return violation(r, "parallel.ep", "model.num_experts",
                          "parallel.ep = %d must divide model.num_experts = %d "
                          "(every rank of an expert-parallel group holds the same number of "

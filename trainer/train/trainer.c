@@ -64,18 +64,14 @@ moe_dims trainer_model_dims(const moe_model_cfg *mc)
 /* precision.layers: the attention projections in the experts' recipe too
  * (all) or in bf16; t->precision names what runs where. On refusal the
  * projections are in bf16 and t->precision says so. */
-static int set_layers(moe_trainer *t, const char *name, int all, moe_err *e)
+static int set_layers(moe_trainer *t, moe_precision p, int all, moe_err *e)
 {
-    static const char *const labels[][2] = {
-        {"fp8_block (experts) + bf16", "fp8_block (experts, attention projections) + bf16"},
-        {"mxfp8 (experts) + bf16", "mxfp8 (experts, attention projections) + bf16"},
-        {"mxfp8_emulated (experts) + bf16",
-         "mxfp8_emulated (experts, attention projections) + bf16"}};
-    const int k = !strcmp(name, "fp8_block") ? 0 : !strcmp(name, "mxfp8") ? 1 : 2;
+    const char *name = precision_name(p);
     const moe_model_cfg *mc = &t->cfg.model;
     const moe_dims d = trainer_model_dims(mc);
     const int widths[3] = {d.C, d.NH * d.HD, d.NKV * d.HD};
-    t->precision = labels[k][0];
+    snprintf(t->precision_label, sizeof t->precision_label, "%s (experts) + bf16", name);
+    t->precision = t->precision_label;
     if (t->be->set_linear_lowp && t->be->set_linear_lowp(t->be, 0, NULL, 0, e))
         return -1;
     if (!all)
@@ -87,8 +83,24 @@ static int set_layers(moe_trainer *t, const char *name, int all, moe_err *e)
                         name, t->be->name);
     if (t->be->set_linear_lowp(t->be, 1, widths, 3, e))
         return -1;
-    t->precision = labels[k][1];
+    snprintf(t->precision_label, sizeof t->precision_label,
+             "%s (experts, attention projections) + bf16", name);
     return 0;
+}
+
+/* One recipe for the experts: bf16 needs nothing; a low precision is set if
+ * the backend can run it here (else -1 with its reason in e). */
+static int try_precision(moe_trainer *t, moe_precision p, moe_err *e)
+{
+    const moe_model_cfg *mc = &t->cfg.model;
+    if (p == MOE_PREC_BF16) {
+        t->precision = "bf16";
+        return 0;
+    }
+    if (!t->be->set_expert_precision)
+        return moe_errf(e, "precision.compute=%s: the %s backend has no low-precision experts",
+                        precision_name(p), t->be->name);
+    return t->be->set_expert_precision(t->be, p, mc->hidden_size, mc->intermediate_size, e);
 }
 
 static int resolve_precision(moe_trainer *t, moe_err *e)
@@ -103,61 +115,36 @@ static int resolve_precision(moe_trainer *t, moe_err *e)
         t->precision = sizeof(real) == 8 ? "fp64" : "fp32";
         return 0;
     }
-    /* cuda: bf16 runs everywhere; the expert FFN's GEMMs in E4M3 with
-     * fp8_block (1x128 / 128x128 block scales) on Hopper, mxfp8 on Blackwell;
-     * a precision the GPU cannot run is refused with the reason */
-    const moe_model_cfg *mc = &t->cfg.model;
+    if (p == MOE_PREC_FP32)
+        return moe_errf(e, "precision.compute=fp32 runs on the cpu backend only; on a GPU use "
+                           "bf16 (or auto)");
     if (t->be->set_fp8_saved_activations)
         t->be->set_fp8_saved_activations(t->be, t->cfg.precision.fp8_saved_activations);
     const int all = strcmp(t->cfg.precision.layers, "all") == 0;
-    switch (p) {
-    case MOE_PREC_AUTO:
-        /* mxfp8 on Blackwell, fp8_block on Hopper when allowed, else bf16;
-         * the backend refuses what this GPU cannot run, and auto moves on */
-        t->precision = "bf16";
-        if (t->be->set_expert_precision) {
-            moe_err why = {{0}};
-            const char *name = NULL;
-            if (t->be->set_expert_precision(t->be, "mxfp8", mc->hidden_size,
-                                            mc->intermediate_size, &why) == 0)
-                name = "mxfp8";
-            else if (t->cfg.precision.allow_fp8_block &&
-                     t->be->set_expert_precision(t->be, "fp8_block", mc->hidden_size,
-                                                 mc->intermediate_size, &why) == 0)
-                name = "fp8_block";
-            /* projections auto cannot block stay in bf16, with the reason */
-            if (name && set_layers(t, name, all, &why) && !t->quiet && t->rank == 0)
-                printf("moe-train: precision auto: the attention projections stay in bf16: %s\n",
-                       why.msg);
-        }
+    /* auto: the first recipe this GPU runs, in this order (fp8_block only
+     * when allowed); an explicit recipe is the only one tried, and refused
+     * with the backend's reason */
+    moe_precision order[3] = {MOE_PREC_MXFP8, MOE_PREC_FP8_BLOCK, MOE_PREC_BF16};
+    int n = 3;
+    if (p != MOE_PREC_AUTO)
+        order[0] = p, n = 1;
+    else if (!t->cfg.precision.allow_fp8_block)
+        order[1] = MOE_PREC_BF16, n = 2;
+    for (int i = 0; i < n; i++) {
+        moe_err why = {{0}};
+        if (try_precision(t, order[i], p == MOE_PREC_AUTO ? &why : e))
+            continue;
+        if (order[i] == MOE_PREC_BF16)
+            return 0;
+        if (p != MOE_PREC_AUTO)
+            return set_layers(t, order[i], all, e);
+        /* projections auto cannot block stay in bf16, with the reason */
+        if (set_layers(t, order[i], all, &why) && !t->quiet && t->rank == 0)
+            printf("moe-train: precision auto: the attention projections stay in bf16: %s\n",
+                   why.msg);
         return 0;
-    case MOE_PREC_BF16:
-        t->precision = "bf16";
-        return 0;
-    case MOE_PREC_FP8_BLOCK:
-    case MOE_PREC_MXFP8:
-    case MOE_PREC_MXFP8_EMULATED: {
-        /* mxfp8_emulated: the MXFP8 values through bf16 GEMMs, on any GPU, to
-         * measure what MXFP8 training costs in accuracy */
-        const char *name = precision_name(p);
-        if (!t->be->set_expert_precision)
-            return moe_errf(e, "precision.compute=%s: the %s backend has no low-precision experts",
-                            name, t->be->name);
-        if (t->be->set_expert_precision(t->be, name, mc->hidden_size, mc->intermediate_size, e))
-            return -1;
-        return set_layers(t, name, all, e);
     }
-    case MOE_PREC_FP32:
-        return moe_errf(e, "precision.compute=fp32 runs on the cpu backend only; on a GPU use "
-                           "bf16 (or auto)");
-    default:
-        return moe_errf(e,
-                        "precision.compute=%s is not available in this moe-train (it trains "
-                        "in bf16 or mxfp8_emulated on any GPU, fp8_block on Hopper, mxfp8 on "
-                        "Blackwell): set precision.compute=auto, bf16, fp8_block, mxfp8 or "
-                        "mxfp8_emulated",
-                        precision_name(p));
-    }
+    return -1; /* an explicit recipe refused: e says why */
 }
 
 static void print_summary(moe_trainer *t, const char *backend_why)

@@ -30,6 +30,7 @@ typedef struct {
     int have_par;
     moe_zero *zero;         /* sharded AdamW when world > 1 (else the model keeps the moments) */
     const char *precision;  /* what the backend computes in */
+    char precision_label[80]; /* its text when composed ("mxfp8 (experts) + bf16") */
     /* host staging of one global batch */
     int32_t *inputs, *targets;
     int quiet;

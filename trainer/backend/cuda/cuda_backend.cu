@@ -211,6 +211,7 @@ extern "C" int cuda_backend_create(moe_backend **out, int device, moe_err *e)
     c->sm_count = prop.multiProcessorCount;
     c->cc_major = prop.major;
     c->cc_minor = prop.minor;
+    c->expert_lowp = MOE_PREC_BF16;
     c->fp8_saved_on = 1;
     c->fp8_chunk_rows = 8192;
     c->fp8_fused_save = 1;

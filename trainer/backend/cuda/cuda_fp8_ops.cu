@@ -10,7 +10,7 @@
 
 #define U16(p) ((const uint16_t *)(p))
 
-int fp8_is_mx(moe_backend *be) { return CTX(be)->expert_lowp == CUDA_EXPERTS_MXFP8; }
+int fp8_is_mx(moe_backend *be) { return CTX(be)->expert_lowp == MOE_PREC_MXFP8; }
 
 int64_t fp8_rows(moe_backend *be, int64_t rows)
 {

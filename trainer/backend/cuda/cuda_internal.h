@@ -25,7 +25,6 @@ typedef __nv_bfloat16 bf16;
 #define CUDA_GEMM_PLANS 1024
 typedef struct cuda_gemm_plan cuda_gemm_plan; /* cuda_gemm.cu */
 struct lowp_fp8_gemm;
-enum { CUDA_EXPERTS_BF16 = 0, CUDA_EXPERTS_FP8_BLOCK, CUDA_EXPERTS_MXFP8, CUDA_EXPERTS_MXFP8_EMULATED };
 /* which expert GEMMs run in FP8 under fp8_block / mxfp8 (MOE_FP8_GEMMS) */
 enum { FP8_FPROP = 1, FP8_DGRAD = 2, FP8_WGRAD = 4 };
 
@@ -56,7 +55,7 @@ typedef struct {
     int *d_bad;                    /* first out-of-vocabulary target, 1-based */
     size_t loss_cap;
     /* precision of the expert FFN (cuda_set_expert_precision) */
-    int expert_lowp; /* CUDA_EXPERTS_BF16, _FP8_BLOCK or _MXFP8_EMULATED */
+    moe_precision expert_lowp; /* MOE_PREC_BF16, _FP8_BLOCK, _MXFP8 or _MXFP8_EMULATED */
     int fp8_gemms; /* which of fprop / dgrad / wgrad (bits 1, 2, 4) run in FP8 */
     int fp8_saved_on; /* fp8_block keeps h1, h3 in E4M3 (set_fp8_saved_activations) */
     int fp8_chunk_rows; /* an expert's FP8 rows go through the GEMMs this many at a time */
@@ -261,9 +260,9 @@ void cuda_linear_bwd_lowp(moe_backend *be, act *din, real *dw, const act *dout, 
                           const act *w, int N, int IC, int OC, int accumulate);
 extern "C" int cuda_set_linear_lowp(moe_backend *be, int on, const int *widths, int n_widths,
                                     moe_err *e);
-/* the expert FFN's precision: "bf16", "fp8_block", "mxfp8", "mxfp8_emulated"
- * (cuda_lowp_select.cu) */
-extern "C" int cuda_set_expert_precision(moe_backend *be, const char *precision, int C, int I,
+/* the expert FFN's precision: bf16, fp8_block, mxfp8 or mxfp8_emulated, when
+ * this GPU can run it (cuda_lowp_select.cu) */
+extern "C" int cuda_set_expert_precision(moe_backend *be, moe_precision p, int C, int I,
                                          moe_err *e);
 
 void cuda_fill_dense_ops(moe_backend *be);

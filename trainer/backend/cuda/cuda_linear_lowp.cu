@@ -19,7 +19,7 @@
 
 static int emulated(moe_backend *be)
 {
-    return CTX(be)->expert_lowp == CUDA_EXPERTS_MXFP8_EMULATED;
+    return CTX(be)->expert_lowp == MOE_PREC_MXFP8_EMULATED;
 }
 
 static void fwd_emulated(moe_backend *be, bf16 *out, const bf16 *in, const bf16 *w, int N, int IC,
@@ -101,16 +101,13 @@ extern "C" int cuda_set_linear_lowp(moe_backend *be, int on, const int *widths, 
     c->linear_lowp = 0;
     if (!on)
         return 0;
-    const char *name = c->expert_lowp == CUDA_EXPERTS_FP8_BLOCK ? "fp8_block"
-                       : c->expert_lowp == CUDA_EXPERTS_MXFP8   ? "mxfp8"
-                       : c->expert_lowp == CUDA_EXPERTS_MXFP8_EMULATED ? "mxfp8_emulated"
-                                                                         : NULL;
-    if (!name)
+    const char *name = precision_name(c->expert_lowp);
+    if (c->expert_lowp == MOE_PREC_BF16)
         return moe_errf(e, "precision.layers=all: the experts run in bf16, so the attention "
                            "projections have no low precision to share");
     /* the E4M3 GEMMs' alignment along k and m (the emulation blocks any width) */
-    const int align = c->expert_lowp == CUDA_EXPERTS_MXFP8 ? 32
-                      : c->expert_lowp == CUDA_EXPERTS_FP8_BLOCK ? 16
+    const int align = c->expert_lowp == MOE_PREC_MXFP8 ? 32
+                      : c->expert_lowp == MOE_PREC_FP8_BLOCK ? 16
                                                                  : 1;
     for (int i = 0; i < n_widths; i++)
         if (widths[i] <= 0 || widths[i] % align)

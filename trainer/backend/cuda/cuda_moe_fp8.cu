@@ -40,7 +40,7 @@
 
 int cuda_fp8_saved(moe_backend *be)
 {
-    return CTX(be)->expert_lowp == CUDA_EXPERTS_FP8_BLOCK && CTX(be)->fp8_saved_on;
+    return CTX(be)->expert_lowp == MOE_PREC_FP8_BLOCK && CTX(be)->fp8_saved_on;
 }
 
 void cuda_set_fp8_saved_activations(moe_backend *be, int on) { CTX(be)->fp8_saved_on = on != 0; }

@@ -1,7 +1,7 @@
 /* Unit tests: plugstack.conf arguments -> moe_policy (plugin/policy.c). */
 #include <string.h>
 
-#include "../../plugin/policy.h"
+#include "../../launch/policy.h"
 #include "../check.h"
 
 static int parse(moe_policy *p, moe_err *e, int argc, char **argv)

@@ -70,12 +70,12 @@ static void test_precision(void)
     moe_request r;
     moe_err e;
     const char *names[] = {"auto", "mxfp8", "bf16", "fp8_block"};
-    moe_req_precision want[] = {MOE_REQ_PREC_AUTO, MOE_REQ_PREC_MXFP8, MOE_REQ_PREC_BF16,
-                                MOE_REQ_PREC_FP8_BLOCK};
+    moe_precision want[] = {MOE_PREC_AUTO, MOE_PREC_MXFP8, MOE_PREC_BF16,
+                                MOE_PREC_FP8_BLOCK};
     for (int i = 0; i < 4; i++) {
         CHECK(apply1(&r, MOE_ARG_PRECISION, names[i], 0, &e) == 0);
         CHECK(r.precision == want[i]);
-        CHECK(strcmp(args_precision_name(r.precision), names[i]) == 0);
+        CHECK(strcmp(precision_name(r.precision), names[i]) == 0);
     }
     REFUSED(MOE_ARG_PRECISION, "fp8", 0, "unknown precision");
     REFUSED(MOE_ARG_PRECISION, "BF16", 0, "unknown precision");

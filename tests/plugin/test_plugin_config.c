@@ -7,8 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../tests/check.h"
-#include "../config_resolve.h"
+#include "../check.h"
+#include "../../plugin/config_resolve.h"
 
 static char scratch[256];
 

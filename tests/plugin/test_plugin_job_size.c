@@ -2,8 +2,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../tests/check.h"
-#include "../job_size.h"
+#include "../check.h"
+#include "../../plugin/job_size.h"
 
 /* Scan a NULL-terminated command line. */
 static moe_job_size scan(char **argv)

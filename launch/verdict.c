@@ -1,6 +1,7 @@
 /* moekit: the launch verdict (see verdict.h).
  *
- * Precision, from the GPUs the step was given; the weakest GPU decides:
+ * Precision, from the GPUs the step was given; the weakest GPU decides.
+ * Which GPU runs which recipe is precision_gpu_can_run's rule (common/):
  *   - MXFP8 only when every GPU is data-centre Blackwell, compute capability
  *     10.x (B200, GB200, B300). Consumer and workstation Blackwell (12.x,
  *     RTX 5090, RTX PRO 6000) is not MXFP8-capable for moekit: its MXFP8
@@ -9,7 +10,7 @@
  *     Blackwell, and the paragraph says so.
  *   - Not all Blackwell, policy on_non_blackwell=reject: refused, whatever
  *     precision was asked (bf16 included). on_non_blackwell=bf16: BF16, or
- *     fp8_block when every GPU is Hopper (9.0), allow_fp8_block=yes and the
+ *     fp8_block when every GPU is Hopper (9.x), allow_fp8_block=yes and the
  *     request is auto or fp8_block. An explicit mxfp8 request falls back with
  *     a warning.
  *   - Compute capability below 8.0 (no BF16 tensor cores): refused.
@@ -25,23 +26,13 @@
 #include <stdio.h>
 #include <string.h>
 
-typedef enum {
-    GPU_UNKNOWN,    /* compute capability unknown */
-    GPU_TOO_OLD,    /* < 8.0: no BF16 tensor cores */
-    GPU_BF16,       /* Ampere, Ada, consumer Blackwell, ... */
-    GPU_HOPPER,     /* 9.0: BF16, or fp8_block when allowed */
-    GPU_BLACKWELL,  /* 10.x: MXFP8 */
-} gpu_class;
+#include "../common/layout.h"
 
-static gpu_class classify(const moe_step_gpu *g)
+/* What one GPU can run, by precision_gpu_can_run (common/precision.h), the
+ * rule the CUDA backend applies too. */
+static int gpu_runs(const moe_step_gpu *g, moe_precision p)
 {
-    if (g->cc_major < 0)
-        return GPU_UNKNOWN;
-    if (g->cc_major == 10)
-        return GPU_BLACKWELL;
-    if (g->cc_major == 9 && g->cc_minor == 0)
-        return GPU_HOPPER;
-    return g->cc_major >= 8 ? GPU_BF16 : GPU_TOO_OLD;
+    return precision_gpu_can_run(p, g->cc_major, g->cc_minor, NULL, 0);
 }
 
 const char *verdict_arch_name(int cc_major, int cc_minor)
@@ -67,26 +58,13 @@ void verdict_sm_name(char *buf, size_t len, int cc_major, int cc_minor)
         snprintf(buf, len, "sm_%d%d", cc_major, cc_minor);
 }
 
-const char *verdict_precision_name(moe_req_precision p)
+int verdict_parse_precision(const char *s, moe_precision *out)
 {
-    switch (p) {
-    case MOE_REQ_PREC_MXFP8: return "mxfp8";
-    case MOE_REQ_PREC_BF16: return "bf16";
-    case MOE_REQ_PREC_FP8_BLOCK: return "fp8_block";
-    default: return "auto";
-    }
-}
-
-int verdict_parse_precision(const char *s, moe_req_precision *out)
-{
-    static const moe_req_precision all[] = {MOE_REQ_PREC_AUTO, MOE_REQ_PREC_MXFP8,
-                                            MOE_REQ_PREC_BF16, MOE_REQ_PREC_FP8_BLOCK};
-    for (size_t i = 0; s && i < sizeof all / sizeof all[0]; i++)
-        if (strcmp(s, verdict_precision_name(all[i])) == 0) {
-            *out = all[i];
-            return 0;
-        }
-    return -1;
+    moe_precision p;
+    if (precision_parse(s, &p) < 0 || p == MOE_PREC_FP32 || p == MOE_PREC_MXFP8_EMULATED)
+        return -1;
+    *out = p;
+    return 0;
 }
 
 /* The paragraph is built by appending; snprintf truncates safely at the end. */
@@ -144,7 +122,7 @@ static void say_not_blackwell(moe_verdict *v, const moe_step *s)
     for (int i = 0; i < s->n_gpus; i++) {
         if (s->gpus[i].cc_major == 12)
             consumer = 1;
-        if (classify(&s->gpus[i]) == GPU_UNKNOWN && unknown < 0)
+        if (s->gpus[i].cc_major < 0 && unknown < 0)
             unknown = i;
     }
     say(v, "MXFP8 needs every GPU to be data-centre Blackwell (sm_100)");
@@ -160,12 +138,12 @@ static void say_not_blackwell(moe_verdict *v, const moe_step *s)
 static void refuse(moe_verdict *v)
 {
     v->kind = MOE_VERDICT_REFUSE;
-    v->precision[0] = '\0';
+    v->precision = MOE_PREC_AUTO;
 }
 
-static void set_precision(moe_verdict *v, const char *p)
+static void set_precision(moe_verdict *v, moe_precision p)
 {
-    snprintf(v->precision, sizeof v->precision, "%s", p);
+    v->precision = p;
 }
 
 /* Divisors of `experts` that also divide `ranks`: the EP values that work. */
@@ -177,54 +155,51 @@ static void say_ep_choices(moe_verdict *v, int experts, int ranks)
             say(v, "%s%d", n++ ? ", " : "", d);
 }
 
-/* DP and EP for `ranks` ranks (GPUs, or tasks on CPU). On failure the
- * reason is appended to an already-started refusal paragraph. `unit` is
- * "GPUs" or "tasks". Returns 0 when the layout is valid. */
+/* DP and EP for `ranks` ranks (GPUs, or tasks on CPU), by layout_rule
+ * (common/layout.h). On failure the reason is appended to an already-started
+ * refusal paragraph. `unit` is "GPUs" or "tasks". Returns 0 when the layout
+ * is valid. */
 static int layout(moe_verdict *v, const moe_request *req, const moe_step *s, int ranks,
                   const char *unit)
 {
-    int ep = req->ep > 0 ? req->ep : 1;
+    int ep = req->ep > 0 ? req->ep : 1, dp = 0;
     v->ep = ep;
-    if (req->ep < 0 || req->dp < 0) {
+    moe_layout_code code = layout_rule(ranks, req->ep < 0 ? -1 : ep, req->dp, s->num_experts, &dp);
+    v->dp = code == MOE_LAYOUT_OK ? dp : req->dp > 0 ? req->dp : ranks % ep ? 0 : ranks / ep;
+    switch (code) {
+    case MOE_LAYOUT_OK:
+        return 0;
+    case MOE_LAYOUT_NOT_POSITIVE:
         say(v, ", but --moe-ep=%d --moe-dp=%d is not a valid layout: EP and DP must be positive. "
                "Fix the options.", req->ep, req->dp);
-        return -1;
-    }
-    if (ep > ranks) {
+        break;
+    case MOE_LAYOUT_EP_OVER_RANKS:
         say(v, ", but EP=%d needs at least %d %s and the step has %d. Request %d %s or lower "
                "--moe-ep.", ep, ep, unit, ranks, ep, unit);
-        return -1;
-    }
-    if (req->dp > 0) {
-        v->dp = req->dp;
-        if ((long long)req->dp * ep != ranks) {
-            say(v, ", but DP x EP = %d x %d = %lld ranks does not match its %d %s (one rank per "
-                   "%s). ", req->dp, ep, (long long)req->dp * ep, ranks, unit,
-                strcmp(unit, "GPUs") == 0 ? "GPU" : "task");
-            if (ranks % ep == 0)
-                say(v, "Use --moe-dp=%d, or leave --moe-dp out and it defaults to %s / EP.",
-                    ranks / ep, unit);
-            else
-                say(v, "Request %lld %s, or change --moe-dp/--moe-ep.", (long long)req->dp * ep,
-                    unit);
-            return -1;
-        }
-    } else {
-        if (ranks % ep) {
-            say(v, ", but its %d %s do not divide by EP=%d, so DP (%s / EP) has no whole "
-                   "value. Choose an EP that divides %d.", ranks, unit, ep, unit, ranks);
-            return -1;
-        }
-        v->dp = ranks / ep;
-    }
-    if (s->num_experts > 0 && s->num_experts % ep) {
+        break;
+    case MOE_LAYOUT_DP_X_EP:
+        say(v, ", but DP x EP = %d x %d = %lld ranks does not match its %d %s (one rank per "
+               "%s). ", req->dp, ep, (long long)req->dp * ep, ranks, unit,
+            strcmp(unit, "GPUs") == 0 ? "GPU" : "task");
+        if (ranks % ep == 0)
+            say(v, "Use --moe-dp=%d, or leave --moe-dp out and it defaults to %s / EP.",
+                ranks / ep, unit);
+        else
+            say(v, "Request %lld %s, or change --moe-dp/--moe-ep.", (long long)req->dp * ep,
+                unit);
+        break;
+    case MOE_LAYOUT_EP_SPLITS_RANKS:
+        say(v, ", but its %d %s do not divide by EP=%d, so DP (%s / EP) has no whole "
+               "value. Choose an EP that divides %d.", ranks, unit, ep, unit, ranks);
+        break;
+    case MOE_LAYOUT_EP_SPLITS_EXPERTS:
         say(v, ", but the config's %d experts do not split evenly over EP=%d. Use an EP that "
                "divides both %d and %d: ", s->num_experts, ep, s->num_experts, ranks);
         say_ep_choices(v, s->num_experts, ranks);
         say(v, ".");
-        return -1;
+        break;
     }
-    return 0;
+    return -1;
 }
 
 static void decide_cpu(const moe_policy *pol, const moe_request *req, const moe_step *s,
@@ -251,13 +226,13 @@ static void decide_cpu(const moe_policy *pol, const moe_request *req, const moe_
         return;
     }
     v->kind = MOE_VERDICT_RUN;
-    set_precision(v, "fp32");
+    set_precision(v, MOE_PREC_FP32);
     v->paragraph[0] = '\0';
     say(v, "moekit: %s; the policy allows CPU training (allow_cpu=yes), so the job runs moekit's "
            "FP32 CPU backend.", head);
-    if (req->precision != MOE_REQ_PREC_AUTO)
+    if (req->precision != MOE_PREC_AUTO)
         say(v, " Warning: --moe-precision=%s was requested, but the CPU backend computes in "
-               "FP32.", verdict_precision_name(req->precision));
+               "FP32.", precision_name(req->precision));
     say(v, " Running EP=%d x DP=%d on %d task%s.", v->ep, v->dp, ranks, ranks == 1 ? "" : "s");
 }
 
@@ -267,10 +242,9 @@ static int choose_precision(const moe_policy *pol, const moe_request *req, const
 {
     int all_bw = 1, all_hopper = 1, too_old = -1;
     for (int i = 0; i < s->n_gpus; i++) {
-        gpu_class c = classify(&s->gpus[i]);
-        all_bw &= c == GPU_BLACKWELL;
-        all_hopper &= c == GPU_HOPPER;
-        if (c == GPU_TOO_OLD && too_old < 0)
+        all_bw &= gpu_runs(&s->gpus[i], MOE_PREC_MXFP8);
+        all_hopper &= gpu_runs(&s->gpus[i], MOE_PREC_FP8_BLOCK);
+        if (!gpu_runs(&s->gpus[i], MOE_PREC_BF16) && too_old < 0)
             too_old = i;
     }
     int mixed = 0;
@@ -278,7 +252,7 @@ static int choose_precision(const moe_policy *pol, const moe_request *req, const
         mixed |= !same_kind(&s->gpus[0], &s->gpus[i]);
     /* What follows the list of GPUs, before the decision. */
     const char *lead = mixed ? "; the weakest GPU decides the precision. " : ". ";
-    moe_req_precision want = req->precision;
+    moe_precision want = req->precision;
 
     if (too_old >= 0) {
         char sm[16];
@@ -289,16 +263,16 @@ static int choose_precision(const moe_policy *pol, const moe_request *req, const
         return -1;
     }
     if (all_bw) {
-        if (want == MOE_REQ_PREC_BF16) {
-            set_precision(v, "bf16");
+        if (want == MOE_PREC_BF16) {
+            set_precision(v, MOE_PREC_BF16);
             say(v, "%sThe job trains in BF16 as requested (--moe-precision=bf16); these GPUs "
                    "could also run MXFP8.", lead);
-        } else if (want == MOE_REQ_PREC_FP8_BLOCK) {
-            set_precision(v, "mxfp8");
+        } else if (want == MOE_PREC_FP8_BLOCK) {
+            set_precision(v, MOE_PREC_MXFP8);
             say(v, "%sfp8_block is moekit's Hopper recipe; on Blackwell the job trains in MXFP8 "
                    "instead (finer 1x32 block scaling).", lead);
         } else {
-            set_precision(v, "mxfp8");
+            set_precision(v, MOE_PREC_MXFP8);
             say(v, "%sEvery GPU is Blackwell, so the job trains in MXFP8.", lead);
         }
         return 0;
@@ -314,17 +288,17 @@ static int choose_precision(const moe_policy *pol, const moe_request *req, const
     int fp8_block_ok = all_hopper && pol->allow_fp8_block;
     say(v, "%s", lead);
     switch (want) {
-    case MOE_REQ_PREC_BF16:
-        set_precision(v, "bf16");
+    case MOE_PREC_BF16:
+        set_precision(v, MOE_PREC_BF16);
         say(v, "The job trains in BF16 as requested (--moe-precision=bf16).");
         break;
-    case MOE_REQ_PREC_FP8_BLOCK:
+    case MOE_PREC_FP8_BLOCK:
         if (fp8_block_ok) {
-            set_precision(v, "fp8_block");
+            set_precision(v, MOE_PREC_FP8_BLOCK);
             say(v, "The job trains in FP8 with block scaling as requested "
                    "(--moe-precision=fp8_block, allowed on Hopper by allow_fp8_block=yes).");
         } else {
-            set_precision(v, "bf16");
+            set_precision(v, MOE_PREC_BF16);
             if (all_hopper)
                 say(v, "Warning: --moe-precision=fp8_block was requested, but the policy does "
                        "not allow it (allow_fp8_block=no), so the job falls back to BF16.");
@@ -333,8 +307,8 @@ static int choose_precision(const moe_policy *pol, const moe_request *req, const
                        "GPU to be Hopper (sm_90), so the job falls back to BF16.");
         }
         break;
-    case MOE_REQ_PREC_MXFP8:
-        set_precision(v, "bf16");
+    case MOE_PREC_MXFP8:
+        set_precision(v, MOE_PREC_BF16);
         say(v, "Warning: --moe-precision=mxfp8 was requested, but ");
         say_not_blackwell(v, s);
         say(v, ", so the job falls back to BF16 (policy on_non_blackwell=bf16).");
@@ -344,11 +318,11 @@ static int choose_precision(const moe_policy *pol, const moe_request *req, const
     default:
         say_not_blackwell(v, s);
         if (fp8_block_ok) {
-            set_precision(v, "fp8_block");
+            set_precision(v, MOE_PREC_FP8_BLOCK);
             say(v, "; on Hopper the policy allows FP8 with block scaling (allow_fp8_block=yes), "
                    "so the job trains in fp8_block.");
         } else {
-            set_precision(v, "bf16");
+            set_precision(v, MOE_PREC_BF16);
             say(v, ", so the job falls back to BF16 (policy on_non_blackwell=bf16).");
         }
     }
@@ -424,18 +398,20 @@ int verdict_precheck(const moe_policy *pol, const moe_request *req, int requeste
     for (int i = 0; i < 2; i++) {
         int n = counts[i].n;
         const char *unit = counts[i].unit;
-        if (n <= 0)
-            continue;
-        if (ep > n)
+        switch (n > 0 ? layout_rule(n, ep, req->dp, 0, NULL) : MOE_LAYOUT_OK) {
+        case MOE_LAYOUT_EP_OVER_RANKS:
             return moe_errf(e, "--moe-ep=%d needs at least %d %s, but the job requests %d", ep,
                             ep, unit, n);
-        if (req->dp > 0 && (long long)req->dp * ep != n)
+        case MOE_LAYOUT_DP_X_EP:
             return moe_errf(e, "--moe-dp=%d x --moe-ep=%d = %lld ranks, but the job requests "
                                "%d %s (moekit runs one rank per GPU)",
                             req->dp, ep, (long long)req->dp * ep, n, unit);
-        if (req->dp <= 0 && n % ep)
+        case MOE_LAYOUT_EP_SPLITS_RANKS:
             return moe_errf(e, "the job requests %d %s, which do not divide by --moe-ep=%d "
                                "(DP defaults to %s / EP)", n, unit, ep, unit);
+        default: /* the signs are checked above; the experts need the config */
+            break;
+        }
     }
     if (requested_gpus > 0 && requested_tasks > 0 && requested_gpus != requested_tasks)
         return moe_errf(e, "the job requests %d GPUs but %d tasks; moekit runs one task per GPU "

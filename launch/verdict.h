@@ -1,5 +1,5 @@
 /* moekit: the launch verdict, as the SPANK plugin and `moe-topo --check`
- * both reach it. Plain functions with no Slurm in them, unit-tested on the
+ * both reach it (launch/ sits below plugin/ and topo/; both include this). Plain functions with no Slurm in them, unit-tested on the
  * fixture topologies.
  *
  * Inputs: the admin policy (plugstack.conf arguments), the user's request
@@ -10,6 +10,7 @@
 #define MOE_VERDICT_H
 
 #include "../common/err.h"
+#include "../common/precision.h"
 
 #define MOE_VERDICT_MAX_GPUS 64
 
@@ -27,20 +28,13 @@ typedef struct {
     int bind;                  /* bind=yes|no: bind tasks to the GPU's NUMA node and CPUs */
 } moe_policy;
 
-typedef enum {
-    MOE_REQ_PREC_AUTO = 0,
-    MOE_REQ_PREC_MXFP8,
-    MOE_REQ_PREC_BF16,
-    MOE_REQ_PREC_FP8_BLOCK,
-} moe_req_precision;
-
 /* What the user asked for with --moe-* options (already syntax-checked). */
 typedef struct {
     int active;                /* any --moe-* option given: the plugin acts only then */
     char config[4096];         /* --moe-config=NAME|PATH */
     int ep;                    /* --moe-ep=N (0 = not given: 1) */
     int dp;                    /* --moe-dp=N (0 = not given: GPUs / EP) */
-    moe_req_precision precision; /* --moe-precision */
+    moe_precision precision;   /* --moe-precision: auto, mxfp8, bf16 or fp8_block */
     char set[8192];            /* --moe-set=k=v[,k=v] (raw, validated syntax) */
     int check_only;            /* --moe-check */
 } moe_request;
@@ -65,7 +59,7 @@ typedef enum { MOE_VERDICT_RUN = 0, MOE_VERDICT_REFUSE } moe_verdict_kind;
 
 typedef struct {
     moe_verdict_kind kind;
-    char precision[16];        /* "mxfp8" | "bf16" | "fp8_block" | "fp32" (cpu) */
+    moe_precision precision;   /* mxfp8, bf16, fp8_block or fp32 (cpu); auto when refused */
     int ep, dp;
     int cpu_only;              /* training on CPUs (allow_cpu=yes, no GPU) */
     char paragraph[2048];      /* one readable paragraph: GPUs found, decision, why */
@@ -89,9 +83,8 @@ int verdict_precheck(const moe_policy *pol, const moe_request *req, int requeste
 const char *verdict_arch_name(int cc_major, int cc_minor);
 void verdict_sm_name(char *buf, size_t len, int cc_major, int cc_minor);
 
-/* "auto", "mxfp8", "bf16", "fp8_block"; verdict_parse_precision returns -1
- * for anything else. */
-const char *verdict_precision_name(moe_req_precision p);
-int verdict_parse_precision(const char *s, moe_req_precision *out);
+/* A --moe-precision value: one of the precision names a user may ask for
+ * (auto, mxfp8, bf16, fp8_block); -1 for anything else. */
+int verdict_parse_precision(const char *s, moe_precision *out);
 
 #endif

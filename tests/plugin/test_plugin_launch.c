@@ -4,9 +4,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../tests/check.h"
-#include "../bind.h"
-#include "../launch.h"
+#include "../check.h"
+#include "../../plugin/bind.h"
+#include "../../plugin/launch.h"
 
 static int argv_count(char **v)
 {
@@ -30,7 +30,7 @@ static moe_verdict gpu_verdict(void)
     moe_verdict v;
     memset(&v, 0, sizeof v);
     v.kind = MOE_VERDICT_RUN;
-    snprintf(v.precision, sizeof v.precision, "mxfp8");
+    v.precision = MOE_PREC_MXFP8;
     v.ep = 2;
     v.dp = 4;
     return v;
@@ -67,7 +67,7 @@ static void test_argv_contract(void)
 
     /* CPU-only: --backend cpu right after the config. */
     v.cpu_only = 1;
-    snprintf(v.precision, sizeof v.precision, "fp32");
+    v.precision = MOE_PREC_FP32;
     CHECK(launch_build(&l, &v, "c.cfg", NULL, 0, &p, env, NULL, &e) == 0);
     CHECK(argv_count(l.argv) == 8);
     CHECK(strcmp(l.argv[3], "--backend") == 0 && strcmp(l.argv[4], "cpu") == 0);
