@@ -1,7 +1,7 @@
 /* moekit SPANK plugin: the --moe-* user options.
  *
  * Plain C, no Slurm: the option table the plugin registers, and the parsing
- * of each value into a moe_request (plugin/verdict.h). Every refusal names
+ * of each value into a moe_request (launch/verdict.h). Every refusal names
  * the option and says what is accepted. Applying the same option twice with
  * the same value gives the same request (Slurm may call a callback twice in
  * slurmstepd); a later value replaces an earlier one, as Slurm forwards only

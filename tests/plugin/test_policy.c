@@ -1,4 +1,4 @@
-/* Unit tests: plugstack.conf arguments -> moe_policy (plugin/policy.c). */
+/* Unit tests: plugstack.conf arguments -> moe_policy (launch/policy.c). */
 #include <string.h>
 
 #include "../../launch/policy.h"

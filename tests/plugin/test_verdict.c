@@ -1,4 +1,4 @@
-/* Unit tests: the launch verdict (plugin/verdict.c) on every fixture node,
+/* Unit tests: the launch verdict (launch/verdict.c) on every fixture node,
  * for precision requests, policies and EP/DP layouts. */
 #include <stdlib.h>
 #include <string.h>
