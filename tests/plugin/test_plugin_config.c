@@ -144,6 +144,41 @@ static void test_layout_defaults(void)
     CHECK(r.ep == 1 && r.dp == 0);
 }
 
+/* The opening the submit and remote contexts share: --moe-set split, the
+ * config found and loaded with it, its layout applied. */
+static void test_resolve_request(void)
+{
+    moe_policy p = policy(MOE_CONFIG_DIR_DEFAULT, 0);
+    moe_resolved *r = malloc(sizeof *r);
+    moe_request req;
+    moe_err e;
+    CHECK(r != NULL);
+    memset(&req, 0, sizeof req);
+    snprintf(req.config, sizeof req.config, "L0_sanity");
+    snprintf(req.set, sizeof req.set, "model.num_experts=8,optimizer.betas=[0.9,0.95]");
+    CHECK_MSG(resolve_request(&p, &req, r, &e) == 0, "%s", e.msg);
+    CHECK(r->n_items == 2 && strcmp(r->items[1], "optimizer.betas=[0.9,0.95]") == 0);
+    CHECK(r->facts.num_experts == 8 && r->want.ep == 2 && r->want.dp == 1);
+    CHECK(strstr(r->config_path, "/L0_sanity.cfg") != NULL);
+    CHECK(strcmp(r->want.set, req.set) == 0);
+
+    req.ep = 4; /* given: kept, and DP left to the verdict */
+    CHECK_MSG(resolve_request(&p, &req, r, &e) == 0, "%s", e.msg);
+    CHECK(r->want.ep == 4 && r->want.dp == 0);
+
+    snprintf(req.set, sizeof req.set, "train.no_such_key=1");
+    CHECK(resolve_request(&p, &req, r, &e) == -1);
+    CHECK_MSG(strstr(e.msg, "no_such_key") != NULL, "%s", e.msg);
+    snprintf(req.set, sizeof req.set, "a=1,,b=2");
+    CHECK(resolve_request(&p, &req, r, &e) == -1);
+    CHECK_MSG(strstr(e.msg, "--moe-set") != NULL, "%s", e.msg);
+    req.set[0] = '\0';
+    snprintf(req.config, sizeof req.config, "no_such_config");
+    CHECK(resolve_request(&p, &req, r, &e) == -1);
+    CHECK_MSG(strstr(e.msg, "L0_sanity") != NULL, "%s", e.msg); /* lists what there is */
+    free(r);
+}
+
 int main(void)
 {
     snprintf(scratch, sizeof scratch, "/tmp/moe-test-config-XXXXXX");
@@ -155,6 +190,7 @@ int main(void)
     RUN(test_unknown_name_lists_available);
     RUN(test_paths_follow_policy);
     RUN(test_layout_defaults);
+    RUN(test_resolve_request);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", scratch);
     if (system(cmd) != 0)

@@ -94,7 +94,7 @@ static int try_precision(moe_trainer *t, moe_precision p, moe_err *e)
 {
     const moe_model_cfg *mc = &t->cfg.model;
     if (p == MOE_PREC_BF16) {
-        t->precision = "bf16";
+        t->precision = precision_name(MOE_PREC_BF16);
         return 0;
     }
     if (!t->be->set_expert_precision)
@@ -112,7 +112,7 @@ static int resolve_precision(moe_trainer *t, moe_err *e)
                             "precision.compute=%s needs the cuda backend; the cpu backend "
                             "computes in fp32 (set precision.compute=auto or fp32)",
                             precision_name(p));
-        t->precision = sizeof(real) == 8 ? "fp64" : "fp32";
+        t->precision = sizeof(real) == 8 ? "fp64" : precision_name(MOE_PREC_FP32);
         return 0;
     }
     if (p == MOE_PREC_FP32)
