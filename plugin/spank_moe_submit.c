@@ -28,17 +28,14 @@ static int check_config_here(const char *who, moe_request *want)
 
     moe_err e;
     moe_resolved *r = malloc(sizeof *r);
-    int rc = -1;
-    if (!r)
-        moe_errf(&e, "out of memory");
-    else if (resolve_request(pol, want, r, &e) == 0) {
+    int rc = r ? resolve_request(pol, want, r, &e) : moe_errf(&e, "out of memory");
+    if (rc == 0) {
         *want = r->want;
         if (want->ep > 0 && layout_rule(0, want->ep, 0, r->facts.num_experts, NULL) ==
                                 MOE_LAYOUT_EP_SPLITS_EXPERTS)
-            moe_errf(&e, "EP=%d does not divide the %d experts of %s (--moe-ep must divide "
-                         "model.num_experts)", want->ep, r->facts.num_experts, r->config_path);
-        else
-            rc = 0;
+            rc = moe_errf(&e, "EP=%d does not divide the %d experts of %s (--moe-ep must "
+                              "divide model.num_experts)",
+                          want->ep, r->facts.num_experts, r->config_path);
     }
     free(r);
     if (rc < 0)
