@@ -1,5 +1,5 @@
 # The trainer: model, dispatcher, CPU reference backend, training loop, CLI.
-MODEL_SRCS := trainer/backend/route_plan.c trainer/model/params.c trainer/model/model.c trainer/model/dispatch_local.c \
+MODEL_SRCS := trainer/backend/route_plan.c trainer/model/params.c trainer/model/model_init.c trainer/model/model.c trainer/model/dispatch_local.c \
 	trainer/backend/cpu/cpu_backend.c trainer/backend/cpu/cpu_gemm.c \
 	trainer/backend/cpu/cpu_dense.c trainer/backend/cpu/cpu_attention.c \
 	trainer/backend/cpu/cpu_moe.c trainer/backend/cpu/cpu_optim.c
