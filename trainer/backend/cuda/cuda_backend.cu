@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lowp/fp8_gemm.h"
+#include "lowp/fp8_gemm.h"
 #include "cuda_internal.h"
 
 void cuda_note(moe_backend *be, const char *op, const char *what)

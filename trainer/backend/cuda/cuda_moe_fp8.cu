@@ -2,7 +2,7 @@
  * mxfp8 on Blackwell; the two differ in the quantisers, cuda_fp8_ops.h).
  * For fp8_block: same loop over the local experts as the bf16 path
  * (cuda_moe.cu), with every expert GEMM an E4M3 GEMM through cuBLASLt
- * (trainer/lowp/fp8_gemm.h): weights in 128x128 blocks, activations and
+ * (lowp/fp8_gemm.h): weights in 128x128 blocks, activations and
  * gradients in 1x128 tiles along each GEMM's contraction (the operands by
  * GEMM: cuda_fp8_ops.h), fp32 accumulation, bf16 outputs, fp32 weight
  * gradients accumulated in place.
@@ -27,8 +27,8 @@
 #include <string.h>
 
 #include "../../lowp/fp8.h"
-#include "../../lowp/fp8_gemm.h"
-#include "../../lowp/lowp_cuda.h"
+#include "lowp/fp8_gemm.h"
+#include "lowp/lowp_cuda.h"
 #include "../route_plan.h"
 #include "cuda_fp8_ops.h"
 

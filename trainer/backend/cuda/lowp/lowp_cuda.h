@@ -24,7 +24,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "../../common/err.h"
+#include "../../../../common/err.h"
 
 #ifdef __cplusplus
 extern "C" {
