@@ -51,20 +51,21 @@ obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 all: everything
 
 include common/rules.mk
--include trainer/config/rules.mk
--include trainer/data/rules.mk
--include trainer/ckpt/rules.mk
--include trainer/lowp/rules.mk
--include trainer/backend/cuda/rules.mk
--include trainer/parallel/nccl.mk
--include trainer/rules.mk
--include trainer/parallel/rules.mk
--include launch/rules.mk
--include topo/rules.mk
--include plugin/rules.mk
--include tests/plugin/rules.mk
--include tests/rules.mk
--include bench/rules.mk
+include trainer/config/rules.mk
+include trainer/data/rules.mk
+include trainer/ckpt/rules.mk
+include trainer/lowp/rules.mk
+include trainer/backend/cuda/lowp/rules.mk
+include trainer/backend/cuda/rules.mk
+include trainer/parallel/nccl.mk
+include trainer/rules.mk
+include trainer/parallel/rules.mk
+include launch/rules.mk
+include topo/rules.mk
+include plugin/rules.mk
+include tests/plugin/rules.mk
+include tests/rules.mk
+include bench/rules.mk
 
 everything: $(BINS) $(UNIT_TESTS)
 

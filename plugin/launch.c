@@ -135,7 +135,6 @@ int launch_build(moe_launch *l, const moe_verdict *v, const char *config_path,
             ok &= vec_pushf(&env, "%s", *p) == 0;
     ok &= vec_pushf(&env, "MOE_CONFIG=%s", config_path) == 0;
     ok &= vec_pushf(&env, "MOE_PRECISION=%s", precision_name(v->precision)) == 0;
-    ok &= vec_pushf(&env, "MOE_EP=%d", v->ep) == 0;
     ok &= vec_pushf(&env, "MOE_DP=%d", v->dp) == 0;
     ok &= vec_pushf(&env, "MOE_RANK=%d", place->rank) == 0;
     ok &= vec_pushf(&env, "MOE_WORLD_SIZE=%d", place->world_size) == 0;

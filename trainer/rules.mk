@@ -1,10 +1,17 @@
 # The trainer: model, dispatcher, CPU reference backend, training loop, CLI.
-MODEL_SRCS := trainer/backend/route_plan.c trainer/model/params.c trainer/model/model.c trainer/model/dispatch_local.c \
-	trainer/backend/cpu/cpu_backend.c trainer/backend/cpu/cpu_gemm.c \
-	trainer/backend/cpu/cpu_dense.c trainer/backend/cpu/cpu_attention.c \
-	trainer/backend/cpu/cpu_moe.c trainer/backend/cpu/cpu_optim.c
+# One library a folder: trainer/model, trainer/backend/cpu, trainer/train.
+MODEL_SRCS := trainer/model/params.c trainer/model/model_init.c trainer/model/model.c \
+	trainer/model/dispatch_local.c
 MODEL_LIB := $(B)/lib/libmoe_model.a
 $(MODEL_LIB): $(call obj,$(MODEL_SRCS))
+# the CPU reference backend, with trainer/backend's host route plan builder
+# (also in libmoe_cuda.a, so either backend links alone)
+CPU_SRCS := trainer/backend/route_plan.c trainer/backend/cpu/cpu_backend.c \
+	trainer/backend/cpu/cpu_gemm.c trainer/backend/cpu/cpu_dense.c \
+	trainer/backend/cpu/cpu_attention.c trainer/backend/cpu/cpu_moe.c \
+	trainer/backend/cpu/cpu_optim.c
+CPU_LIB := $(B)/lib/libmoe_cpu.a
+$(CPU_LIB): $(call obj,$(CPU_SRCS))
 
 # The same model and backend in double precision, for the gradient check.
 obj64 = $(patsubst %.c,$(B)/obj64/%.o,$(1))
@@ -12,7 +19,7 @@ $(B)/obj64/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DMOE_REAL_DOUBLE -MMD -MP -c $< -o $@
 MODEL64_LIB := $(B)/lib/libmoe_model64.a
-$(MODEL64_LIB): $(call obj64,$(MODEL_SRCS))
+$(MODEL64_LIB): $(call obj64,$(MODEL_SRCS) $(CPU_SRCS))
 
 UNIT_TESTS += $(B)/tests/test_gradcheck
 $(B)/tests/test_gradcheck: $(call obj64,tests/unit/test_gradcheck.c) $(MODEL64_LIB) $(COMMON_LIB)
@@ -31,12 +38,13 @@ $(B)/tests/test_init_normal: $(call obj,tests/unit/test_init_normal.c)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
 
 UNIT_TESTS += $(B)/tests/test_lazy_grads
-$(B)/tests/test_lazy_grads: $(call obj,tests/unit/test_lazy_grads.c) $(MODEL_LIB) $(COMMON_LIB)
+$(B)/tests/test_lazy_grads: $(call obj,tests/unit/test_lazy_grads.c) $(MODEL_LIB) $(CPU_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
 
 UNIT_TESTS += $(B)/tests/test_recompute
-$(B)/tests/test_recompute: $(call obj,tests/unit/test_recompute.c) $(MODEL_LIB) $(COMMON_LIB)
+$(B)/tests/test_recompute: $(call obj,tests/unit/test_recompute.c) $(MODEL_LIB) $(CPU_LIB) \
+		$(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
 
@@ -47,7 +55,8 @@ TRAIN_LIB := $(B)/lib/libmoe_train.a
 $(TRAIN_LIB): $(call obj,$(TRAIN_SRCS))
 # libmoe_parallel.a is built by trainer/parallel/rules.mk
 PARALLEL_LIB := $(B)/lib/libmoe_parallel.a
-TRAINER_LIBS = $(TRAIN_LIB) $(PARALLEL_NCCL_LIB) $(PARALLEL_LIB) $(CUDA_LIB) $(MODEL_LIB) $(DATA_LIB) $(CKPT_LIB) $(CONFIG_LIB) $(COMMON_LIB)
+TRAINER_LIBS = $(TRAIN_LIB) $(PARALLEL_NCCL_LIB) $(PARALLEL_LIB) $(MODEL_LIB) $(CUDA_LIBS) \
+	$(CPU_LIB) $(DATA_LIB) $(CKPT_LIB) $(CONFIG_LIB) $(COMMON_LIB)
 
 BINS += $(B)/bin/moe-train
 $(B)/bin/moe-train: $(call obj,trainer/main.c) $(TRAINER_LIBS)

@@ -19,6 +19,13 @@
 #include "../check.h"
 
 static moe_backend *cpu, *gpu;
+/* the GPU backend's run options (runtime.* in a run), as a case sets them */
+static moe_backend_opts run_opts;
+static void apply_run_opts(void)
+{
+    moe_err e = {{0}};
+    CHECK_MSG(gpu->set_run_opts(gpu, &run_opts, &e) == 0, "set_run_opts: %s", e.msg);
+}
 static unsigned long long rng_state = 1;
 static double urand(void)
 {
@@ -446,9 +453,8 @@ static void test_dense(void)
 
 static void attention_case(int B, int T, int NH, int NKV, int HD, float qscale)
 {
-    const char *fam = getenv("MOE_CUDA_ATTENTION");
     fprintf(stderr, "  attention B=%d T=%d heads %d/%d dim %d q x%g (kernels: %s)\n", B, T, NH, NKV,
-            HD, qscale, fam ? fam : "default");
+            HD, qscale, run_opts.attention == MOE_ATTN_WMMA ? "wmma" : "default");
     size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD;
     pair q = mk_rand(nq, 1, qscale), k = mk_rand(nk, 1, 1), v = mk_rand(nk, 1, 1);
     pair o = mk(nq, 1, NULL), lse = mk((size_t)B * NH * T, 0, NULL);
@@ -481,14 +487,15 @@ static void test_attention(void)
     /* Mixtral's head dim, GQA 4:1: the default (mma.sync) kernels, then the WMMA ones; several
      * key tiles, a ragged last tile, and peaky scores */
     for (int wmma = 0; wmma < 2; wmma++) {
-        if (wmma)
-            setenv("MOE_CUDA_ATTENTION", "wmma", 1);
+        run_opts.attention = wmma ? MOE_ATTN_WMMA : MOE_ATTN_MMA;
+        apply_run_opts();
         attention_case(1, 64, 8, 2, 128, 1);
         attention_case(2, 300, 8, 2, 128, 1);
         attention_case(1, 257, 4, 4, 128, 6);
         attention_case(1, 200, 4, 1, 64, 3);
-        unsetenv("MOE_CUDA_ATTENTION");
     }
+    run_opts.attention = MOE_ATTN_MMA;
+    apply_run_opts();
 }
 
 /* routing: 0 = random, 1 = only experts 0..3 of 8 (idle experts), 2 = all tokens to 0 and 1 */
@@ -656,11 +663,13 @@ static void moe_case(int routing, int N, int C, int I, moe_precision prec)
     cmp("experts_fwd y", &yp, TX);
     if (saved8 && I % 256 == 0) {
         /* the SwiGLU kernel wrote h1, h3's E4M3 copies itself: the quantiser
-         * run after it (MOE_FP8_FUSED_SAVE=0) must give the same bytes */
+         * run after it (runtime.fp8_fused_save=false) must give the same bytes */
         void *q1 = gpu->alloc(gpu, saved, &e), *q3 = gpu->alloc(gpu, saved, &e);
-        setenv("MOE_FP8_FUSED_SAVE", "0", 1);
-        int ok = q1 && q3 && gpu->set_expert_precision(gpu, prec, C, I, &e) == 0;
-        unsetenv("MOE_FP8_FUSED_SAVE");
+        run_opts.fp8_fused_save = 0;
+        int ok = q1 && q3 && gpu->set_run_opts(gpu, &run_opts, &e) == 0 &&
+                 gpu->set_expert_precision(gpu, prec, C, I, &e) == 0;
+        run_opts.fp8_fused_save = 1;
+        ok = gpu->set_run_opts(gpu, &run_opts, &e) == 0 && ok;
         if (ok) {
             gpu->experts_fwd(gpu, G(yp), q1, q3, G(a), G(xp), G(pp), G(w1), G(w3), G(w2), &pg, C, I);
             ok = gpu->set_expert_precision(gpu, prec, C, I, &e) == 0 &&
@@ -737,10 +746,12 @@ static void test_moe_fp8(void)
     moe_case(0, 300, 192, 256, MOE_PREC_FP8_BLOCK);
     moe_case(2, 300, 128, 256, MOE_PREC_FP8_BLOCK);
     /* the FP8 rows in chunks of 128 (two experts of 300 rows: 128 + 128 + 32, then 12 in bf16) */
-    setenv("MOE_FP8_CHUNK_ROWS", "128", 1);
+    run_opts.fp8_chunk_rows = 128;
+    apply_run_opts();
     moe_case(2, 300, 128, 256, MOE_PREC_FP8_BLOCK);
     moe_case(0, 1000, 128, 256, MOE_PREC_FP8_BLOCK);
-    unsetenv("MOE_FP8_CHUNK_ROWS");
+    run_opts.fp8_chunk_rows = backend_opts_default().fp8_chunk_rows;
+    apply_run_opts();
     /* h1, h3 kept in bf16 */
     gpu->set_fp8_saved_activations(gpu, 0);
     moe_case(0, 300, 192, 256, MOE_PREC_FP8_BLOCK);
@@ -783,6 +794,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "backend: %s\n", e.msg);
         return 1;
     }
+    run_opts = backend_opts_default();
     RUN(test_dense);
     RUN(test_split_masters);
     RUN(test_masters_init);

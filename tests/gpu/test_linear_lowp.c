@@ -393,9 +393,12 @@ int main(void)
     if (prop.major == 9) {
         linear_case(R_FP8_BLOCK, 300, 192, 256); /* 288 rows FP8, 12 bf16; in ends in a part-block */
         linear_case(R_FP8_BLOCK, 10, 128, 64);   /* all rows bf16 */
-        setenv("MOE_FP8_CHUNK_ROWS", "128", 1);  /* 1000 rows: 7 chunks of 128 and one of 96 */
+        moe_backend_opts opts = backend_opts_default();
+        opts.fp8_chunk_rows = 128; /* 1000 rows: 7 chunks of 128 and one of 96 */
+        must(gpu->set_run_opts(gpu, &opts, &e), "runtime.fp8_chunk_rows=128", &e);
         linear_case(R_FP8_BLOCK, 1000, 128, 192);
-        unsetenv("MOE_FP8_CHUNK_ROWS");
+        opts = backend_opts_default();
+        must(gpu->set_run_opts(gpu, &opts, &e), "the default run options", &e);
         refusals();
     } else if (prop.major == 10) {
         linear_case(R_MXFP8, 300, 192, 256);

@@ -773,6 +773,48 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
     return remove(path);
 }
 
+/* The runtime switches: keys with their defaults, validated, and the old
+ * environment variables read as those keys under the command line. */
+static void test_runtime_switches(void)
+{
+    moe_config cfg;
+    moe_err e = {{0}};
+    CHECK_MSG(load_text(&cfg, "rt.cfg", "", &e) == 0, "%s", e.msg);
+    int mask = -1;
+    CHECK(config_fp8_gemms_mask(cfg.runtime.fp8_gemms, &mask, &e) == 0 &&
+          mask == (MOE_RT_FP8_FPROP | MOE_RT_FP8_DGRAD | MOE_RT_FP8_WGRAD));
+    CHECK(config_fp8_gemms_mask("none", &mask, &e) == 0 && mask == 0);
+    CHECK(config_fp8_gemms_mask("wgrad,fprop", &mask, &e) == 0 &&
+          mask == (MOE_RT_FP8_FPROP | MOE_RT_FP8_WGRAD));
+    CHECK(cfg.runtime.fp8_chunk_rows == 8192 && cfg.runtime.fp8_fused_save == 1 &&
+          cfg.runtime.gemm == MOE_RT_GEMM_CUBLASLT && cfg.runtime.attention == MOE_RT_ATTN_MMA &&
+          cfg.runtime.init_on == MOE_RT_INIT_DEVICE && cfg.runtime.ep_comm == MOE_RT_EP_AUTO);
+    char *bad_list[] = {"runtime.fp8_gemms=fprop,wgard"};
+    CHECK_ERR(config_load(&cfg, write_file("rt.cfg", ""), NULL, 1, bad_list, &e), e,
+              "'wgard' is not one of fprop, dgrad, wgrad, none", "runtime.fp8_gemms from");
+    char *bad_rows[] = {"runtime.fp8_chunk_rows=200"};
+    CHECK_ERR(config_load(&cfg, write_file("rt.cfg", ""), NULL, 1, bad_rows, &e), e,
+              "multiple of 128");
+    char *bad_attn[] = {"runtime.attention=flash"};
+    CHECK_ERR(config_load(&cfg, write_file("rt.cfg", ""), NULL, 1, bad_attn, &e), e,
+              "runtime.attention", "simt");
+
+    setenv("MOE_FP8_FUSED_SAVE", "0", 1);
+    setenv("MOE_CUDA_ATTENTION", "wmma", 1);
+    setenv("MOE_EP_COMM", "mpi", 1);
+    char *over[] = {"runtime.attention=simt"};
+    CHECK(config_load(&cfg, write_file("rt.cfg", ""), NULL, 1, over, &e) == 0);
+    CHECK(cfg.runtime.fp8_fused_save == 0 && cfg.runtime.ep_comm == MOE_RT_EP_MPI);
+    CHECK_MSG(cfg.runtime.attention == MOE_RT_ATTN_SIMT, "the command line wins over the env");
+    setenv("MOE_INIT_ON", "cpu", 1);
+    CHECK_ERR(config_load(&cfg, write_file("rt.cfg", ""), NULL, 0, NULL, &e), e,
+              "environment MOE_INIT_ON", "runtime.init_on");
+    unsetenv("MOE_FP8_FUSED_SAVE");
+    unsetenv("MOE_CUDA_ATTENTION");
+    unsetenv("MOE_EP_COMM");
+    unsetenv("MOE_INIT_ON");
+}
+
 int main(void)
 {
     snprintf(tmp_dir, sizeof tmp_dir, "%s/moe_test_config.XXXXXX",
@@ -799,6 +841,7 @@ int main(void)
     RUN(test_name_lookup);
     RUN(test_suggestions);
     RUN(test_source_check);
+    RUN(test_runtime_switches);
     nftw(tmp_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
     return check_summary("test_config");
 }

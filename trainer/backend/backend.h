@@ -86,6 +86,27 @@ enum {
                                   caller counts them as zeros (moe_adamw_hyper.zero_grads) */
 };
 
+/* How a backend runs, not what it computes: the config's runtime.* keys that
+ * the trainer hands over (set_run_opts). backend_opts_default gives the
+ * values a backend starts with. */
+enum { MOE_FP8_FPROP = 1, MOE_FP8_DGRAD = 2, MOE_FP8_WGRAD = 4 };
+typedef enum { MOE_GEMM_CUBLASLT = 0, MOE_GEMM_CUBLAS } moe_gemm_lib;
+typedef enum { MOE_ATTN_MMA = 0, MOE_ATTN_WMMA, MOE_ATTN_SIMT } moe_attn_kernels;
+typedef struct {
+    int fp8_gemms;              /* MOE_FP8_* bits: the expert GEMMs fp8_block / mxfp8 run in FP8 */
+    int fp8_chunk_rows;         /* an expert's FP8 rows go through the GEMMs this many at a time */
+    int fp8_fused_save;         /* the SwiGLU kernel writes fp8_block's saved h1, h3 itself */
+    moe_gemm_lib gemm;          /* the bf16 GEMMs through cuBLASLt or cublasGemmEx */
+    moe_attn_kernels attention; /* the attention kernel family tried first */
+} moe_backend_opts;
+
+static inline moe_backend_opts backend_opts_default(void)
+{
+    moe_backend_opts o = {MOE_FP8_FPROP | MOE_FP8_DGRAD | MOE_FP8_WGRAD, 8192, 1,
+                          MOE_GEMM_CUBLASLT, MOE_ATTN_MMA};
+    return o;
+}
+
 typedef struct moe_backend moe_backend;
 
 struct moe_backend {
@@ -237,6 +258,10 @@ struct moe_backend {
      * projections take. Refuses, with the reason, widths the recipe cannot
      * block or experts in bf16. NULL where the backend has one precision. */
     int (*set_linear_lowp)(moe_backend *be, int on, const int *widths, int n_widths, moe_err *e);
+    /* The run options above; takes effect from the next op (the FP8 ones
+     * from the next set_expert_precision). NULL where a backend has none
+     * (cpu). Refuses, with the reason, a value it cannot take. */
+    int (*set_run_opts)(moe_backend *be, const moe_backend_opts *o, moe_err *e);
     /* fp8_block: experts_fwd keeps h1, h3 for the backward as E4M3 codes with
      * 1x128 scales (on, the default) or in bf16 (off). NULL on cpu. */
     void (*set_fp8_saved_activations)(moe_backend *be, int on);

@@ -98,9 +98,27 @@ typedef struct {
     char layers[64];                /* precision.layers: experts|all (which GEMMs go low precision) */
 } moe_precision_cfg;
 
+/* runtime.gemm, runtime.attention, runtime.init_on, runtime.ep_comm: indexed
+ * like their choices in config_schema.c */
+typedef enum { MOE_RT_GEMM_CUBLASLT = 0, MOE_RT_GEMM_CUBLAS } moe_rt_gemm;
+typedef enum { MOE_RT_ATTN_MMA = 0, MOE_RT_ATTN_WMMA, MOE_RT_ATTN_SIMT } moe_rt_attention;
+typedef enum { MOE_RT_INIT_DEVICE = 0, MOE_RT_INIT_HOST } moe_rt_init_on;
+typedef enum { MOE_RT_EP_AUTO = 0, MOE_RT_EP_MPI } moe_rt_ep_comm;
+
+/* runtime.fp8_gemms's words, as bits */
+enum { MOE_RT_FP8_FPROP = 1, MOE_RT_FP8_DGRAD = 2, MOE_RT_FP8_WGRAD = 4 };
+
 typedef struct {
     char backend[16];               /* runtime.backend: auto|cpu|cuda */
     int threads;                    /* runtime.threads: CPU threads (0 = OpenMP default) */
+    /* how the run goes, not what it computes (studies, comparisons, tests) */
+    char fp8_gemms[32];             /* runtime.fp8_gemms: comma list of fprop,dgrad,wgrad or none */
+    int fp8_chunk_rows;             /* runtime.fp8_chunk_rows: FP8 rows per expert GEMM (128k) */
+    int fp8_fused_save;             /* runtime.fp8_fused_save (bool): SwiGLU kernel quantises h */
+    moe_rt_gemm gemm;               /* runtime.gemm: cublaslt|cublas */
+    moe_rt_attention attention;     /* runtime.attention: mma|wmma|simt */
+    moe_rt_init_on init_on;         /* runtime.init_on: device|host */
+    moe_rt_ep_comm ep_comm;         /* runtime.ep_comm: auto|mpi */
 } moe_runtime_cfg;
 
 typedef struct {
@@ -146,5 +164,9 @@ int config_resolve_path(const char *name_or_path, const char *configs_dir, char 
 /* Apply one "a.b=value" override to cfg, typed by the schema. It does not
  * validate the whole: call config_validate when done changing cfg. */
 int config_apply_override(moe_config *cfg, const char *override, moe_err *e);
+
+/* runtime.fp8_gemms's list as MOE_RT_FP8_* bits; a word that is none of
+ * fprop, dgrad, wgrad, none is an error naming it. */
+int config_fp8_gemms_mask(const char *list, int *mask, moe_err *e);
 
 #endif

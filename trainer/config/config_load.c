@@ -352,6 +352,42 @@ int config_apply_override(moe_config *cfg, const char *override, moe_err *e)
     return apply_override(cfg, override, NULL, e);
 }
 
+/* The environment variables that set runtime.* keys before those keys
+ * existed, still taken: read here and nowhere else, applied between the
+ * files and the command line (which wins), and told on stderr, so the key
+ * shows in --print-config, the saved config and any error's origin. */
+static const struct {
+    const char *var, *key;
+} env_keys[] = {
+    {"MOE_FP8_GEMMS", "runtime.fp8_gemms"},   {"MOE_FP8_CHUNK_ROWS", "runtime.fp8_chunk_rows"},
+    {"MOE_FP8_FUSED_SAVE", "runtime.fp8_fused_save"}, {"MOE_CUDA_GEMM", "runtime.gemm"},
+    {"MOE_CUDA_ATTENTION", "runtime.attention"}, {"MOE_INIT_ON", "runtime.init_on"},
+    {"MOE_EP_COMM", "runtime.ep_comm"},
+};
+
+static int apply_env_keys(loader *L, moe_err *e)
+{
+    for (size_t i = 0; i < sizeof env_keys / sizeof env_keys[0]; i++) {
+        const char *v = getenv(env_keys[i].var);
+        if (!v || !*v)
+            continue;
+        const config_key *k = config_key_find(env_keys[i].key);
+        /* the bool was spelled 0 / 1 */
+        const char *text = k->type == KEY_BOOL && !strcmp(v, "0")   ? "false"
+                           : k->type == KEY_BOOL && !strcmp(v, "1") ? "true"
+                                                                    : v;
+        if (config_key_set_text(k, &L->cfg, text, e))
+            return moe_err_prefix(e, "environment %s (read as %s)", env_keys[i].var, k->path);
+        char where[160];
+        snprintf(where, sizeof where, "environment %s=%.64s", env_keys[i].var, v);
+        if (set_origin(L, k, where))
+            return moe_errf(e, "out of memory applying %s", where);
+        fprintf(stderr, "moekit: %s=%s read as %s=%s (set the config key instead)\n",
+                env_keys[i].var, v, k->path, text);
+    }
+    return 0;
+}
+
 static void set_name(moe_config *cfg, const char *path)
 {
     const char *base = strrchr(path, '/');
@@ -378,6 +414,8 @@ int config_load(moe_config *cfg, const char *name_or_path, const char *configs_d
     L->origin = origin;
     config_defaults(&L->cfg);
     int rc = load_chain(L, path, e);
+    if (rc == 0)
+        rc = apply_env_keys(L, e);
     for (int i = 0; rc == 0 && i < n_overrides; i++) {
         const config_key *k = NULL;
         rc = apply_override(&L->cfg, overrides[i], &k, e);

@@ -13,6 +13,11 @@
 
 static const char *const layers_choices[] = {"experts", "all", NULL};
 static const char *const backend_choices[] = {"auto", "cpu", "cuda", NULL};
+/* Indexed by moe_rt_gemm, moe_rt_attention, moe_rt_init_on, moe_rt_ep_comm. */
+static const char *const gemm_choices[] = {"cublaslt", "cublas", NULL};
+static const char *const attention_choices[] = {"mma", "wmma", "simt", NULL};
+static const char *const init_on_choices[] = {"device", "host", NULL};
+static const char *const ep_comm_choices[] = {"auto", "mpi", NULL};
 
 #define AT(field) offsetof(moe_config, field)
 
@@ -34,6 +39,8 @@ static const char *const backend_choices[] = {"auto", "cpu", "cuda", NULL};
 #define STRING_KEY(p, field, d, text)                                                      \
     {.path = p, .type = KEY_STRING, .offset = AT(field),                                   \
      .size = sizeof(((moe_config *)0)->field), .def = d, .doc = text}
+#define ENUM_KEY(p, field, list, d, text)                                                  \
+    {.path = p, .type = KEY_ENUM, .offset = AT(field), .choices = list, .def = d, .doc = text}
 #define CHOICE_KEY(p, field, list, d, text)                                                \
     {.path = p, .type = KEY_CHOICE, .offset = AT(field),                                   \
      .size = sizeof(((moe_config *)0)->field), .choices = list, .def = d, .doc = text}
@@ -150,12 +157,37 @@ const config_key config_keys[] = {
                "compute backend; auto = cuda when a GPU is usable, else cpu"),
     INT_KEY("runtime.threads", runtime.threads, AT_LEAST(0), "0",
             "CPU threads; 0 = the OpenMP default"),
+    STRING_KEY("runtime.fp8_gemms", runtime.fp8_gemms, "fprop,dgrad,wgrad",
+               "which expert GEMMs fp8_block and mxfp8 run in FP8: a comma list of fprop, "
+               "dgrad, wgrad, or none (the others in bf16; a precision study's knob)"),
+    {.path = "runtime.fp8_chunk_rows", .type = KEY_INT, .offset = AT(runtime.fp8_chunk_rows),
+     .imin = 128, .imax = 1 << 24, .def = "8192",
+     .doc = "an expert's FP8 rows go through the GEMMs this many at a time (a multiple of 128; "
+            "bounds the quantised copies however the router spreads tokens)"},
+    BOOL_KEY("runtime.fp8_fused_save", runtime.fp8_fused_save, "true",
+             "fp8_block: the SwiGLU kernel quantises the saved h1, h3 itself; false runs the "
+             "quantiser after it (the same bytes; a check and an ablation)"),
+    ENUM_KEY("runtime.gemm", runtime.gemm, gemm_choices, "cublaslt",
+             "library of the bf16 GEMMs: cublaslt (an algorithm per shape family) or cublas "
+             "(cublasGemmEx every call; to compare)"),
+    ENUM_KEY("runtime.attention", runtime.attention, attention_choices, "mma",
+             "attention kernels tried first: mma (mma.sync), wmma or simt (older families, to "
+             "test and time); a head dim a family lacks falls to the next"),
+    ENUM_KEY("runtime.init_on", runtime.init_on, init_on_choices, "device",
+             "where the random init runs: device (where the backend can) or host (the same "
+             "bits, slower; to compare)"),
+    ENUM_KEY("runtime.ep_comm", runtime.ep_comm, ep_comm_choices, "auto",
+             "the expert-parallel all-to-all: auto = NCCL on the cuda backend when built "
+             "with NCCL, else MPI; mpi = host staging over MPI"),
 };
 
 const size_t config_key_count = sizeof config_keys / sizeof config_keys[0];
 
 /* Enum fields are stored through an int; make sure that is what they are. */
-_Static_assert(sizeof(moe_precision) == sizeof(int), "moe_precision must be int-sized");
+_Static_assert(sizeof(moe_precision) == sizeof(int) && sizeof(moe_rt_gemm) == sizeof(int) &&
+                   sizeof(moe_rt_attention) == sizeof(int) &&
+                   sizeof(moe_rt_init_on) == sizeof(int) && sizeof(moe_rt_ep_comm) == sizeof(int),
+               "enum keys must be int-sized");
 
 const config_key *config_key_find(const char *path)
 {
@@ -211,6 +243,26 @@ int config_unknown_key(const char *path, int is_group, moe_err *e)
     if (hint)
         return moe_errf(e, "unknown %s '%s' (did you mean '%s'?)", what, path, hint);
     return moe_errf(e, "unknown %s '%s'", what, path);
+}
+
+int config_fp8_gemms_mask(const char *list, int *mask, moe_err *e)
+{
+    static const char *const words[] = {"fprop", "dgrad", "wgrad"};
+    char buf[sizeof(((moe_config *)0)->runtime.fp8_gemms)];
+    if (snprintf(buf, sizeof buf, "%s", list) >= (int)sizeof buf)
+        return moe_errf(e, "runtime.fp8_gemms = \"%s\" is too long", list);
+    *mask = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        int bit = 0;
+        for (int i = 0; i < 3; i++)
+            if (!strcmp(t, words[i]))
+                bit = 1 << i;
+        if (!bit && strcmp(t, "none"))
+            return moe_errf(e, "runtime.fp8_gemms = \"%s\": '%s' is not one of fprop, dgrad, "
+                               "wgrad, none", list, t);
+        *mask |= bit;
+    }
+    return 0;
 }
 
 void config_defaults(moe_config *cfg)

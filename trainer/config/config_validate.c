@@ -113,6 +113,24 @@ static int check_parallel(const rule_ctx *r)
     return 0;
 }
 
+static int check_runtime(const rule_ctx *r)
+{
+    const moe_runtime_cfg *rt = &r->cfg->runtime;
+    int mask;
+    moe_err scratch;
+    if (config_fp8_gemms_mask(rt->fp8_gemms, &mask, r->e ? r->e : &scratch)) {
+        const char *keys[1] = {"runtime.fp8_gemms"};
+        add_origins(r, keys, 1);
+        return -1;
+    }
+    if (rt->fp8_chunk_rows % 128)
+        return violation(r, "runtime.fp8_chunk_rows", NULL,
+                         "runtime.fp8_chunk_rows = %d must be a multiple of 128 (the chunks "
+                         "cut no 1x128 scale block along the tokens)",
+                         rt->fp8_chunk_rows);
+    return 0;
+}
+
 int config_validate_traced(const moe_config *cfg, const char *const *origin, moe_err *e)
 {
     rule_ctx r = {cfg, origin, e};
@@ -122,7 +140,7 @@ int config_validate_traced(const moe_config *cfg, const char *const *origin, moe
             add_origins(&r, keys, 1);
             return -1;
         }
-    if (check_model(&r) || check_training(&r) || check_parallel(&r))
+    if (check_model(&r) || check_training(&r) || check_parallel(&r) || check_runtime(&r))
         return -1;
     return 0;
 }

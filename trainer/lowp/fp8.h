@@ -1,5 +1,5 @@
 /* moekit low precision: the reference quantisers (ground truth for the CUDA
- * kernels in lowp_cuda.cu, which must match them byte for byte).
+ * kernels in trainer/backend/cuda/lowp/, which must match them byte for byte).
  *
  * Matrices are row-major [rows, cols]; the high-precision input is fp32 or
  * bf16 (uint16 bit patterns). Scalar arithmetic: fp8_scalar.h.

@@ -74,6 +74,9 @@ typedef struct {
      * expert no token reached this step is neither zeroed nor read, only
      * marked; expert_dw_valid[l * E_local + x] says whose dW holds a value. */
     int lazy_expert_grads;
+    /* model_init_random fills the masters on the host even where the backend
+     * could (runtime.init_on=host: the same bits, for comparison) */
+    int init_on_host;
     unsigned char *expert_dw_valid;
     moe_range *grad_ranges; /* scratch of the zero / non-zero range lists */
     int grad_ranges_cap;

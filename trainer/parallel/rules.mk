@@ -28,17 +28,17 @@ PARALLEL_LIB := $(B)/lib/libmoe_parallel.a
 $(PARALLEL_LIB): $(call obj,$(PARALLEL_SRCS)) $(if $(PARALLEL_NCCL_LIB),,$(call obj,trainer/parallel/comm_nccl.c))
 
 UNIT_TESTS += $(B)/tests/test_parallel
-$(B)/tests/test_parallel: $(call obj,tests/unit/test_parallel.c) $(PARALLEL_LIB) $(MODEL_LIB) \
+$(B)/tests/test_parallel: $(call obj,tests/unit/test_parallel.c) $(PARALLEL_LIB) $(MODEL_LIB) $(CPU_LIB) \
 		$(DATA_LIB) $(CONFIG_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LIBCONFIG) $(LDLIBS_BASE)
 
 ifneq ($(PARALLEL_NCCL_LIB),)
 # World size 1 through NCCL, the EP dispatcher and sharded AdamW on the GPU
-# (run on a GPU machine: tests/unit/test_parallel_nccl.c).
+# (run on a GPU machine: tests/gpu/test_parallel_nccl.c).
 PARALLEL_GPU_TESTS := $(B)/tests/gpu/test_parallel_nccl
-$(B)/tests/gpu/test_parallel_nccl: $(call obj,tests/unit/test_parallel_nccl.c) \
-		$(PARALLEL_NCCL_LIB) $(PARALLEL_LIB) $(MODEL_LIB) $(CUDA_LIB) $(COMMON_LIB)
+$(B)/tests/gpu/test_parallel_nccl: $(call obj,tests/gpu/test_parallel_nccl.c) \
+		$(PARALLEL_NCCL_LIB) $(PARALLEL_LIB) $(MODEL_LIB) $(CUDA_LIBS) $(CPU_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(NCCL_LDLIBS) $(CUDA_LDLIBS) $(LDLIBS_BASE)
 everything: $(PARALLEL_GPU_TESTS)

@@ -221,22 +221,19 @@ static int world_sum(void *ctx, double *v, int n, moe_err *e)
 }
 
 /* NCCL for the EP all-to-all: on the cuda backend when this build has NCCL,
- * unless MOE_EP_COMM=mpi asks for host staging over MPI */
+ * unless runtime.ep_comm=mpi asks for host staging over MPI */
 static int use_nccl_for_ep(const moe_trainer *t)
 {
-    const char *v = getenv("MOE_EP_COMM");
-    if (v && !strcmp(v, "mpi"))
+    if (t->cfg.runtime.ep_comm == MOE_RT_EP_MPI)
         return 0;
     return !strcmp(t->be->name, "cuda") && comm_nccl_built();
 }
 
-int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, int quiet, moe_err *e)
+/* The ranks: launched by MPI, or by a launcher that set MOE_RANK and
+ * NCCL_COMM_ID (NCCL alone); cfg's EP x DP becomes the layout they found. */
+static int open_ranks(moe_trainer *t, moe_err *e)
 {
-    memset(t, 0, sizeof *t);
-    t->cfg = *cfg;
-    t->quiet = quiet;
     moe_config *c = &t->cfg;
-    double t0 = now_s();
     int env_rank, env_size, env_local;
     int from_env = par_launch_from_env(&env_rank, &env_size, &env_local, e);
     if (from_env < 0)
@@ -268,112 +265,202 @@ int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, i
     }
     c->parallel.ep = t->par.ep_size;
     c->parallel.dp = t->par.dp_size;
+    return 0;
+}
+
+/* runtime.* as the backend takes them */
+static moe_backend_opts backend_opts_from_config(const moe_runtime_cfg *rt)
+{
+    moe_backend_opts o = backend_opts_default();
+    int mask = 0;
+    moe_err ignored;
+    if (config_fp8_gemms_mask(rt->fp8_gemms, &mask, &ignored) == 0) /* validated on load */
+        o.fp8_gemms = (mask & MOE_RT_FP8_FPROP ? MOE_FP8_FPROP : 0) |
+                      (mask & MOE_RT_FP8_DGRAD ? MOE_FP8_DGRAD : 0) |
+                      (mask & MOE_RT_FP8_WGRAD ? MOE_FP8_WGRAD : 0);
+    o.fp8_chunk_rows = rt->fp8_chunk_rows;
+    o.fp8_fused_save = rt->fp8_fused_save;
+    o.gemm = rt->gemm == MOE_RT_GEMM_CUBLAS ? MOE_GEMM_CUBLAS : MOE_GEMM_CUBLASLT;
+    o.attention = rt->attention == MOE_RT_ATTN_SIMT   ? MOE_ATTN_SIMT
+                  : rt->attention == MOE_RT_ATTN_WMMA ? MOE_ATTN_WMMA
+                                                      : MOE_ATTN_MMA;
+    return o;
+}
+
+/* The backend: --backend, else runtime.backend. */
+static int open_backend(moe_trainer *t, const char *backend, char *why, size_t why_len,
+                        moe_err *e)
+{
+    const moe_config *c = &t->cfg;
     const char *bname = backend && *backend ? backend : c->runtime.backend;
-    char why[128];
-    if (backend_open(bname, c->runtime.threads, t->par.local_rank, &t->be, why, sizeof why, e))
+    return backend_open(bname, c->runtime.threads, t->par.local_rank, &t->be, why, why_len, e);
+}
+
+/* The backend's run options (runtime.*) and the precision it computes in. */
+static int configure_backend(moe_trainer *t, moe_err *e)
+{
+    moe_backend_opts opts = backend_opts_from_config(&t->cfg.runtime);
+    if (t->be->set_run_opts && t->be->set_run_opts(t->be, &opts, e))
         return -1;
-    if (resolve_precision(t, e))
-        goto fail;
+    return resolve_precision(t, e);
+}
+
+/* The token dispatcher: local, or over the EP group (through NCCL where it
+ * can go GPU to GPU). */
+static int open_dispatcher(moe_trainer *t, moe_err *e)
+{
     if (t->par.ep_size > 1 && !t->par.ep->device_memory && use_nccl_for_ep(t)) {
         /* the experts' tokens go GPU to GPU (NVLink) instead of through host
          * memory and MPI; the id is passed over the EP group's MPI ranks */
-        if (comm_nccl_create(&t->ep_gpu, t->par.ep_rank, t->par.ep_size, t->par.ep, e)) {
-            moe_err_prefix(e, "the expert-parallel group over NCCL (MOE_EP_COMM=mpi stages "
-                              "through host memory instead)");
-            goto fail;
-        }
+        if (comm_nccl_create(&t->ep_gpu, t->par.ep_rank, t->par.ep_size, t->par.ep, e))
+            return moe_err_prefix(e, "the expert-parallel group over NCCL (runtime.ep_comm=mpi "
+                                     "stages through host memory instead)");
     }
-    if (t->par.ep_size > 1 ? dispatcher_ep_create(&t->disp, t->ep_gpu ? t->ep_gpu : t->par.ep,
-                                                  c->model.num_experts, e)
-                           : dispatcher_local_create(&t->disp, e))
-        goto fail;
-    t->startup_s[0] = now_s() - t0;
-    t0 = now_s();
+    if (t->par.ep_size > 1)
+        return dispatcher_ep_create(&t->disp, t->ep_gpu ? t->ep_gpu : t->par.ep,
+                                    t->cfg.model.num_experts, e);
+    return dispatcher_local_create(&t->disp, e);
+}
+
+/* The model's memory, and who reads its gradients: ZeRO over several ranks. */
+static int build_model(moe_trainer *t, moe_err *e)
+{
+    const moe_config *c = &t->cfg;
     moe_dims d = trainer_model_dims(&c->model);
     if (model_create_parallel(&t->model, &d, t->be, t->disp, c->train.micro_batch_size,
                               c->train.seq_length, t->par.ep_rank, t->par.ep_size,
                               t->world == 1, c->train.activation_recompute, e))
-        goto fail;
+        return -1;
+    t->model->init_on_host = c->runtime.init_on == MOE_RT_INIT_HOST;
     if (t->world > 1) {
         t->model->stats_sum = world_sum;
         t->model->stats_ctx = &t->par;
-        if (zero_create(&t->zero, t->model, &t->par, e))
-            goto fail;
-    } else {
-        /* one rank: only model_grad_sum_squares and model_adamw read the
-         * gradients, so an expert no token reached costs no gradient bytes */
-        model_set_lazy_expert_grads(t->model, 1);
+        return zero_create(&t->zero, t->model, &t->par, e);
     }
-    t->startup_s[1] = now_s() - t0;
-    t0 = now_s();
+    /* one rank: only model_grad_sum_squares and model_adamw read the
+     * gradients, so an expert no token reached costs no gradient bytes */
+    model_set_lazy_expert_grads(t->model, 1);
+    return 0;
+}
+
+/* The data and the host staging of one step's tokens. */
+static int open_data(moe_trainer *t, moe_err *e)
+{
+    const moe_config *c = &t->cfg;
     /* every rank reads its own windows: shard = world rank, shards = world */
     if (dataset_open(&t->data, &c->data, c->train.seq_length, c->train.seed, t->rank, t->world,
                      NULL, e))
-        goto fail;
+        return -1;
     size_t staged = (size_t)c->train.grad_accum_steps * c->train.micro_batch_size *
                     c->train.seq_length;
     t->inputs = malloc(sizeof(int32_t) * staged);
     t->targets = malloc(sizeof(int32_t) * staged);
-    if (!t->inputs || !t->targets) {
-        moe_errf(e, "out of memory staging a batch of %zu tokens", staged);
-        goto fail;
-    }
+    if (!t->inputs || !t->targets)
+        return moe_errf(e, "out of memory staging a batch of %zu tokens", staged);
+    return 0;
+}
 
-    t->startup_s[2] = now_s() - t0;
-    t0 = now_s();
-    /* where the weights come from: the latest checkpoint, a Hub model, or the seed */
-    long resume_step = -1;
-    if (c->checkpoint.resume_from_checkpoint && c->checkpoint.ckpt_dir[0]) {
-        /* rank 0 looks (it writes the checkpoints); every rank learns the answer */
-        struct { int32_t found, failed; int64_t step; char dir[4096]; char warn[MOE_ERR_LEN]; } r;
-        memset(&r, 0, sizeof r);
-        if (t->rank == 0) {
-            e->msg[0] = 0;
-            r.found = ckpt_latest(c->checkpoint.ckpt_dir, r.dir, sizeof r.dir, &r.step, e);
-            if (r.found < 0) {
-                r.failed = 1;
-            } else if (r.found == 1 && e->msg[0]) {
-                /* checkpoints exist but none verifies: starting over silently
-                 * would throw the run away, so stop and say why */
-                moe_err_prefix(e, "checkpoint.resume_from_checkpoint: no checkpoint in %s can be "
-                                  "resumed", c->checkpoint.ckpt_dir);
-                r.failed = 1;
-            } else if (r.found == 0 && e->msg[0]) {
-                snprintf(r.warn, sizeof r.warn, "%s", e->msg);
-            }
-        }
-        watchdog_allow(INFINITY);
-        if (comm_agree(t->par.world, r.failed, "looking for a checkpoint", e) ||
-            comm_broadcast(t->par.world, &r, sizeof r, 0, e))
-            goto fail;
-        if (r.found == 0 && r.warn[0] && t->rank == 0)
-            fprintf(stderr, "moe-train: warning: %s\n", r.warn);
-        if (r.found == 0) {
-            if (trainer_load_checkpoint(t, r.dir, 0, e))
-                goto fail;
-            resume_step = t->step;
-            if (t->rank == 0)
-                printf("moe-train: resuming from %s (step %d)\n", r.dir, t->step);
+/* checkpoint.resume_from_checkpoint: the latest checkpoint that verifies,
+ * loaded; *resume_step stays -1 where there is none. */
+static int resume_latest(moe_trainer *t, long *resume_step, moe_err *e)
+{
+    const moe_config *c = &t->cfg;
+    /* rank 0 looks (it writes the checkpoints); every rank learns the answer */
+    struct { int32_t found, failed; int64_t step; char dir[4096]; char warn[MOE_ERR_LEN]; } r;
+    memset(&r, 0, sizeof r);
+    if (t->rank == 0) {
+        e->msg[0] = 0;
+        r.found = ckpt_latest(c->checkpoint.ckpt_dir, r.dir, sizeof r.dir, &r.step, e);
+        if (r.found < 0) {
+            r.failed = 1;
+        } else if (r.found == 1 && e->msg[0]) {
+            /* checkpoints exist but none verifies: starting over silently
+             * would throw the run away, so stop and say why */
+            moe_err_prefix(e, "checkpoint.resume_from_checkpoint: no checkpoint in %s can be "
+                              "resumed", c->checkpoint.ckpt_dir);
+            r.failed = 1;
+        } else if (r.found == 0 && e->msg[0]) {
+            snprintf(r.warn, sizeof r.warn, "%s", e->msg);
         }
     }
-    if (resume_step < 0) {
-        if (c->checkpoint.init_from[0]) {
-            if (trainer_load_checkpoint(t, c->checkpoint.init_from, 1, e))
-                goto fail;
-        } else if (model_init_random(t->model, c->train.seed, c->model.init_std, e)) {
-            goto fail;
-        }
-    }
-    t->startup_s[3] = now_s() - t0;
-    /* rank 0 speaks for the job: one metrics file, one config copy */
+    watchdog_allow(INFINITY);
+    if (comm_agree(t->par.world, r.failed, "looking for a checkpoint", e) ||
+        comm_broadcast(t->par.world, &r, sizeof r, 0, e))
+        return -1;
+    if (r.found == 0 && r.warn[0] && t->rank == 0)
+        fprintf(stderr, "moe-train: warning: %s\n", r.warn);
+    if (r.found != 0)
+        return 0;
+    if (trainer_load_checkpoint(t, r.dir, 0, e))
+        return -1;
+    *resume_step = t->step;
+    if (t->rank == 0)
+        printf("moe-train: resuming from %s (step %d)\n", r.dir, t->step);
+    return 0;
+}
+
+/* Where the weights come from: the latest checkpoint, a Hub model, or the seed. */
+static int load_weights(moe_trainer *t, long *resume_step, moe_err *e)
+{
+    const moe_config *c = &t->cfg;
+    *resume_step = -1;
+    if (c->checkpoint.resume_from_checkpoint && c->checkpoint.ckpt_dir[0] &&
+        resume_latest(t, resume_step, e))
+        return -1;
+    if (*resume_step >= 0)
+        return 0;
+    if (c->checkpoint.init_from[0])
+        return trainer_load_checkpoint(t, c->checkpoint.init_from, 1, e);
+    return model_init_random(t->model, c->train.seed, c->model.init_std, e);
+}
+
+/* rank 0 speaks for the job: one metrics file, one config copy */
+static int open_outputs(moe_trainer *t, long resume_step, moe_err *e)
+{
+    const moe_config *c = &t->cfg;
     if (metrics_open(&t->metrics, t->rank == 0 ? c->logger.run_dir : "", resume_step, e))
-        goto fail;
+        return -1;
     if (c->logger.run_dir[0] && t->rank == 0) {
         char path[4200];
         snprintf(path, sizeof path, "%s/config.cfg", c->logger.run_dir);
         if (config_save(c, path, e))
-            goto fail;
+            return -1;
     }
+    return 0;
+}
+
+/* seconds since *t0, which moves to now */
+static double lap(double *t0)
+{
+    double now = now_s(), s = now - *t0;
+    *t0 = now;
+    return s;
+}
+
+int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, int quiet, moe_err *e)
+{
+    memset(t, 0, sizeof *t);
+    t->cfg = *cfg;
+    t->quiet = quiet;
+    double t0 = now_s();
+    char why[128];
+    long resume_step = -1;
+    if (open_ranks(t, e) || open_backend(t, backend, why, sizeof why, e))
+        return -1;
+    if (configure_backend(t, e) || open_dispatcher(t, e))
+        goto fail;
+    t->startup_s[0] = lap(&t0);
+    if (build_model(t, e))
+        goto fail;
+    t->startup_s[1] = lap(&t0);
+    if (open_data(t, e))
+        goto fail;
+    t->startup_s[2] = lap(&t0);
+    if (load_weights(t, &resume_step, e))
+        goto fail;
+    t->startup_s[3] = lap(&t0);
+    if (open_outputs(t, resume_step, e))
+        goto fail;
     print_summary(t, why);
     return 0;
 fail:

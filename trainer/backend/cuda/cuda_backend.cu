@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lowp/fp8_gemm.h"
+#include "lowp/fp8_gemm.h"
 #include "cuda_internal.h"
 
 void cuda_note(moe_backend *be, const char *op, const char *what)
@@ -183,6 +183,25 @@ extern "C" int cuda_device_count(void)
 
 extern "C" int cuda_backend_available(void) { return cuda_device_count() > 0; }
 
+/* the GEMM library switches at once (cuBLASLt's handle and plans made or
+ * dropped); the FP8 values reach the kernels through the ctx */
+static int cu_set_run_opts(moe_backend *be, const moe_backend_opts *o, moe_err *e)
+{
+    cuda_ctx *c = CTX(be);
+    if (o->fp8_chunk_rows < 128 || o->fp8_chunk_rows % 128)
+        return moe_errf(e, "cuda: FP8 chunk of %d rows: want a positive multiple of 128",
+                        o->fp8_chunk_rows);
+    if (o->gemm == MOE_GEMM_CUBLAS && c->lt)
+        cuda_gemm_destroy(be); /* c->lt NULL: every GEMM through cublasGemmEx */
+    else if (o->gemm == MOE_GEMM_CUBLASLT && !c->lt && cuda_gemm_init(be, e))
+        return -1;
+    c->fp8_gemms = o->fp8_gemms;
+    c->fp8_chunk_rows = o->fp8_chunk_rows;
+    c->fp8_fused_save = o->fp8_fused_save != 0;
+    c->attention = o->attention;
+    return 0;
+}
+
 extern "C" int cuda_backend_create(moe_backend **out, int device, moe_err *e)
 {
     int n = 0;
@@ -213,8 +232,11 @@ extern "C" int cuda_backend_create(moe_backend **out, int device, moe_err *e)
     c->cc_minor = prop.minor;
     c->expert_lowp = MOE_PREC_BF16;
     c->fp8_saved_on = 1;
-    c->fp8_chunk_rows = 8192;
-    c->fp8_fused_save = 1;
+    moe_backend_opts opts = backend_opts_default();
+    c->fp8_gemms = opts.fp8_gemms;
+    c->fp8_chunk_rows = opts.fp8_chunk_rows;
+    c->fp8_fused_save = opts.fp8_fused_save;
+    c->attention = opts.attention;
     c->stream = 0; /* the legacy default stream: cuBLAS and our kernels in order */
     cublasStatus_t st = cublasCreate(&c->blas);
     if (st != CUBLAS_STATUS_SUCCESS) {
@@ -250,6 +272,7 @@ extern "C" int cuda_backend_create(moe_backend **out, int device, moe_err *e)
     be->act_to_real = cu_act_to_real;
     be->weights_from_master = cu_weights_from_master;
     be->sync = cu_sync;
+    be->set_run_opts = cu_set_run_opts;
     be->destroy = cu_destroy;
     cuda_fill_dense_ops(be);
     cuda_fill_attention_ops(be);

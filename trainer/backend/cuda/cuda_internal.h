@@ -25,8 +25,6 @@ typedef __nv_bfloat16 bf16;
 #define CUDA_GEMM_PLANS 1024
 typedef struct cuda_gemm_plan cuda_gemm_plan; /* cuda_gemm.cu */
 struct lowp_fp8_gemm;
-/* which expert GEMMs run in FP8 under fp8_block / mxfp8 (MOE_FP8_GEMMS) */
-enum { FP8_FPROP = 1, FP8_DGRAD = 2, FP8_WGRAD = 4 };
 
 typedef struct {
     cublasHandle_t blas;
@@ -59,7 +57,8 @@ typedef struct {
     int fp8_gemms; /* which of fprop / dgrad / wgrad (bits 1, 2, 4) run in FP8 */
     int fp8_saved_on; /* fp8_block keeps h1, h3 in E4M3 (set_fp8_saved_activations) */
     int fp8_chunk_rows; /* an expert's FP8 rows go through the GEMMs this many at a time */
-    int fp8_fused_save; /* the SwiGLU kernel writes fp8_block's saved h (MOE_FP8_FUSED_SAVE) */
+    int fp8_fused_save; /* the SwiGLU kernel writes fp8_block's saved h (runtime.fp8_fused_save) */
+    moe_attn_kernels attention; /* the attention kernels tried first (runtime.attention) */
     int linear_lowp;    /* the attention projections in expert_lowp's recipe too */
     struct lowp_fp8_gemm *fp8_gemm;
     /* the bf16 GEMMs through cuBLASLt (cuda_gemm.cu); lt NULL: cublasGemmEx */
@@ -94,7 +93,7 @@ int cuda_check(moe_backend *be, moe_err *e);
 /* Scratch buffer slot `i` of at least `bytes` (grown as needed). */
 void *cuda_scratch(moe_backend *be, int i, size_t bytes);
 
-/* cuBLASLt's handle, workspace and plan table (or none, by MOE_CUDA_GEMM) */
+/* cuBLASLt's handle, workspace and plan table (or none, by runtime.gemm) */
 int cuda_gemm_init(moe_backend *be, moe_err *e);
 void cuda_gemm_destroy(moe_backend *be);
 /* Row-major GEMMs on bf16 operands with fp32 accumulation (cuda_gemm.cu):

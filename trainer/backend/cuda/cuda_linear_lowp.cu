@@ -42,7 +42,7 @@ void cuda_linear_fwd_lowp(moe_backend *be, act *out, const act *in, const act *w
         return;
     }
     const char *op = fp8_is_mx(be) ? "matmul_fwd (mxfp8)" : "matmul_fwd (fp8_block)";
-    const int64_t n8 = CTX(be)->fp8_gemms & FP8_FPROP ? fp8_rows(be, N) : 0;
+    const int64_t n8 = CTX(be)->fp8_gemms & MOE_FP8_FPROP ? fp8_rows(be, N) : 0;
     bf16 *Y = B16(out);
     const bf16 *X = CB16(in);
     if (n8) {
@@ -80,7 +80,7 @@ void cuda_linear_bwd_lowp(moe_backend *be, act *din, real *dw, const act *dout, 
     const char *op = fp8_is_mx(be) ? "matmul_bwd (mxfp8)" : "matmul_bwd (fp8_block)";
     const int mask = CTX(be)->fp8_gemms;
     const int64_t n8 = fp8_rows(be, N);
-    const int64_t nd = din && (mask & FP8_DGRAD) ? n8 : 0, nw = mask & FP8_WGRAD ? n8 : 0;
+    const int64_t nd = din && (mask & MOE_FP8_DGRAD) ? n8 : 0, nw = mask & MOE_FP8_WGRAD ? n8 : 0;
     const size_t rows = (size_t)fp8_chunk_len(be, nd > nw ? nd : nw, 0),
                  wide = IC > OC ? IC : OC;
     q8 gq = {NULL, NULL, NULL, NULL}, iq = {NULL, NULL, NULL, NULL};

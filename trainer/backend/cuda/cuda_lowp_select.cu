@@ -11,68 +11,16 @@
  *                         scale layout the library reads differently than
  *                         documented stops the run with a reason instead of
  *                         training wrong.
- * MOE_FP8_GEMMS picks which of fprop, dgrad, wgrad go FP8 in the last two. */
+ * runtime.fp8_gemms (set_run_opts) picks which of fprop, dgrad, wgrad go FP8
+ * in the last two. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lowp/fp8_gemm.h"
+#include "lowp/fp8_gemm.h"
 #include "../route_plan.h"
 #include "cuda_internal.h"
-
-/* MOE_FP8_GEMMS: a comma list of fprop, dgrad, wgrad (default all) or none:
- * the knob of the precision study, to see what each costs in accuracy and
- * buys in speed. */
-static int fp8_gemms_from_env(moe_err *e)
-{
-    const char *v = getenv("MOE_FP8_GEMMS");
-    if (!v || !*v)
-        return FP8_FPROP | FP8_DGRAD | FP8_WGRAD;
-    int mask = 0;
-    char buf[64];
-    snprintf(buf, sizeof buf, "%s", v);
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (!strcmp(t, "fprop"))
-            mask |= FP8_FPROP;
-        else if (!strcmp(t, "dgrad"))
-            mask |= FP8_DGRAD;
-        else if (!strcmp(t, "wgrad"))
-            mask |= FP8_WGRAD;
-        else if (strcmp(t, "none"))
-            return moe_errf(e, "MOE_FP8_GEMMS=%s: '%s' is not one of fprop, dgrad, wgrad, none", v,
-                            t);
-    }
-    return mask;
-}
-
-/* MOE_FP8_CHUNK_ROWS: how many of an expert's rows one FP8 GEMM takes (its
- * quantised copies are that many rows, however the router spreads tokens);
- * a multiple of 128, so the chunks cut no 1x128 block along the tokens */
-static int fp8_chunk_rows_from_env(moe_err *e)
-{
-    const char *v = getenv("MOE_FP8_CHUNK_ROWS");
-    if (!v || !*v)
-        return 8192;
-    char *end = NULL;
-    long n = strtol(v, &end, 10);
-    if (*end || n < 128 || n > (1L << 24) || n % 128)
-        return moe_errf(e, "MOE_FP8_CHUNK_ROWS=%s: want a multiple of 128 from 128 to %ld", v,
-                        1L << 24);
-    return (int)n;
-}
-
-/* MOE_FP8_FUSED_SAVE=0: fp8_block's saved h1, h3 quantised after the SwiGLU
- * kernel instead of by it (the same bytes; the check and the ablation) */
-static int fp8_fused_save_from_env(moe_err *e)
-{
-    const char *v = getenv("MOE_FP8_FUSED_SAVE");
-    if (!v || !*v || !strcmp(v, "1"))
-        return 1;
-    if (!strcmp(v, "0"))
-        return 0;
-    return moe_errf(e, "MOE_FP8_FUSED_SAVE=%s: want 0 or 1", v);
-}
 
 /* fp8_block: a 128 x 16 x 128 GEMM on zero codes and scales must run */
 static int fp8_block_probe(cuda_ctx *c, moe_err *e)
@@ -255,21 +203,9 @@ extern "C" int cuda_set_expert_precision(moe_backend *be, moe_precision p, int C
                         precision, align, C, I);
     if (!c->fp8_gemm && lowp_fp8_gemm_create(&c->fp8_gemm, 32u << 20, e))
         return -1;
-    int mask = fp8_gemms_from_env(e);
-    if (mask < 0)
-        return -1;
-    int chunk = fp8_chunk_rows_from_env(e);
-    if (chunk < 0)
-        return -1;
-    int fused_save = fp8_fused_save_from_env(e);
-    if (fused_save < 0)
-        return -1;
-    c->fp8_chunk_rows = chunk;
-    c->fp8_gemms = mask;
-    c->fp8_fused_save = fused_save;
     if (mx) {
         int keep = c->fp8_gemms;
-        c->fp8_gemms = FP8_FPROP | FP8_DGRAD | FP8_WGRAD; /* the self-test checks all three */
+        c->fp8_gemms = MOE_FP8_FPROP | MOE_FP8_DGRAD | MOE_FP8_WGRAD; /* the self-test checks all three */
         int rc = mxfp8_self_test(be, e);
         c->fp8_gemms = keep;
         if (rc)

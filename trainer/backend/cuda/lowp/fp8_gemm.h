@@ -26,7 +26,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "../../common/err.h"
+#include "../../../../common/err.h"
 
 #ifdef __cplusplus
 extern "C" {

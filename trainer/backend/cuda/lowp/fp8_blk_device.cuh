@@ -1,15 +1,15 @@
 /* moekit low precision: the device side of the E4M3 conversion and of the
  * FP8 block quantiser's arithmetic, shared by the quantiser kernels
- * (lowp_cuda.cu) and the kernels that quantise what they produce (the
+ * of this folder and the kernels that quantise what they produce (the
  * backend's SwiGLU writing fp8_block's saved h). Same bits as fp8_scalar.h's
- * lowp_fp8blk_quant: see lowp_cuda.cu. Built with LOWP_CUDA_HW_CVT and
- * LOWP_CUDA_FAST_DIV as trainer/lowp/rules.mk sets them. */
+ * lowp_fp8blk_quant: see lowp_kernels.cuh. Built with LOWP_CUDA_HW_CVT and
+ * LOWP_CUDA_FAST_DIV as this folder's rules.mk sets them. */
 #ifndef MOEKIT_LOWP_FP8_BLK_DEVICE_CUH
 #define MOEKIT_LOWP_FP8_BLK_DEVICE_CUH
 
 #include <stdint.h>
 
-#include "fp8_scalar.h"
+#include "../../../lowp/fp8_scalar.h"
 
 /* Two fp32 -> two E4M3 codes (lo in the low byte): lowp_e4m3_from_f32 on
  * each, in one cvt.rn.satfinite.e4m3x2.f32 when the hardware conversion is
