@@ -52,6 +52,7 @@ typedef struct {
     double beta1, beta2;      /* optimizer.betas = [b1, b2] */
     double eps;               /* optimizer.eps */
     double weight_decay;      /* optimizer.weight_decay (decoupled; not on norms) */
+    char moments_dtype[16];   /* optimizer.moments_dtype: fp32|bf16 (storage of the moments) */
 } moe_optim_cfg;
 
 typedef struct {
@@ -88,6 +89,7 @@ typedef struct {
     int ep;                         /* parallel.ep: expert-parallel size */
     int dp;                         /* parallel.dp: data-parallel size (0 = world / ep) */
     double timeout_s;               /* parallel.timeout_s: collective wait before abort */
+    int grad_bucket_mb;             /* parallel.grad_bucket_mb: gradient MiB per reduce-scatter */
 } moe_parallel_cfg;
 
 typedef enum {

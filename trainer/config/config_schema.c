@@ -17,6 +17,7 @@ static const char *const precision_choices[] = {
 };
 static const char *const layers_choices[] = {"experts", "all", NULL};
 static const char *const backend_choices[] = {"auto", "cpu", "cuda", NULL};
+static const char *const moments_choices[] = {"fp32", "bf16", NULL};
 
 #define AT(field) offsetof(moe_config, field)
 
@@ -93,6 +94,9 @@ const config_key config_keys[] = {
     FLOAT_KEY("optimizer.eps", optimizer.eps, POSITIVE, "1e-8", "AdamW epsilon"),
     FLOAT_KEY("optimizer.weight_decay", optimizer.weight_decay, NON_NEGATIVE, "0.1",
               "decoupled weight decay (not applied to norms)"),
+    CHOICE_KEY("optimizer.moments_dtype", optimizer.moments_dtype, moments_choices, "fp32",
+               "storage of AdamW's two moments: fp32, or bf16 (half the bytes; rounded to "
+               "nearest even, the arithmetic stays fp32)"),
 
     INT_KEY("scheduler.warmup_steps", scheduler.warmup_steps, AT_LEAST(0), "2000",
             "linear warmup from 0 to lr over this many steps (<= train.steps)"),
@@ -137,6 +141,9 @@ const config_key config_keys[] = {
             "data-parallel size; 0 = world size / ep"),
     FLOAT_KEY("parallel.timeout_s", parallel.timeout_s, POSITIVE, "300",
               "seconds a rank waits in a collective for its peers before the job is aborted"),
+    INT_KEY("parallel.grad_bucket_mb", parallel.grad_bucket_mb, AT_LEAST(1), "64",
+            "MiB of fp32 gradients the distributed optimizer reduce-scatters (and whose weights "
+            "it all-gathers) in one collective"),
 
     {.path = "precision.compute", .type = KEY_ENUM, .offset = AT(precision.compute),
      .choices = precision_choices, .def = "auto",

@@ -113,7 +113,7 @@ static int init_on_device(const moe_model *m)
     const char *v = getenv("MOE_INIT_ON");
     if (v && !strcmp(v, "host"))
         return 0;
-    return m->split_master && m->be->masters_init;
+    return m->split_master && m->master && m->be->masters_init;
 }
 
 int model_init_random(moe_model *m, uint64_t seed, double std, moe_err *e)

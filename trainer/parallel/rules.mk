@@ -23,7 +23,8 @@ $(B)/obj/trainer/parallel/comm_mpi.o: $(MPI_STAMP)
 PARALLEL_SRCS := trainer/parallel/comm.c trainer/parallel/comm_single.c \
 	trainer/parallel/comm_mpi.c trainer/parallel/watchdog.c trainer/parallel/ranks.c \
 	trainer/parallel/rank_layout.c \
-	trainer/parallel/dispatch_ep.c trainer/parallel/layout_io.c trainer/parallel/zero.c
+	trainer/parallel/dispatch_ep.c trainer/parallel/layout_io.c trainer/parallel/zero.c \
+	trainer/parallel/comm_local.c trainer/parallel/dev_groups.c
 PARALLEL_LIB := $(B)/lib/libmoe_parallel.a
 $(PARALLEL_LIB): $(call obj,$(PARALLEL_SRCS)) $(if $(PARALLEL_NCCL_LIB),,$(call obj,trainer/parallel/comm_nccl.c))
 
