@@ -130,7 +130,7 @@ static void test_zero_over_nccl(void)
     rig plain, sharded;
     CHECK(rig_open(&plain, NULL, 1) == 0 && rig_open(&sharded, NULL, 0) == 0);
     moe_zero *z = NULL;
-    if (plain.m && sharded.m && p.dp && zero_create(&z, sharded.m, &p, &e) == 0) {
+    if (plain.m && sharded.m && p.dp && zero_create(&z, sharded.m, &p, &(moe_zero_opts){.bucket_bytes = 4096}, &e) == 0) {
         moe_backend *be = plain.be;
         int32_t tok[B * T], tgt[B * T];
         batch(tok, tgt, 2);

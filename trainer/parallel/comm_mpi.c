@@ -260,8 +260,12 @@ int comm_mpi_create(moe_comm **out, moe_err *e)
             return mpi_fail(e, rc, "MPI_Init_thread");
     }
     const char *mc = getenv("MOE_MPI_MAX_COUNT");
-    if (mc && *mc)
+    if (mc && *mc) {
         comm_mpi_set_max_count((size_t)strtoull(mc, NULL, 10));
+        if (max_count < INT_MAX)
+            fprintf(stderr, "moe-train: note: MPI messages go in pieces of at most %zu elements "
+                            "(MOE_MPI_MAX_COUNT)\n", max_count);
+    }
     MPI_Comm world;
     MPI_TRY(MPI_Comm_dup(MPI_COMM_WORLD, &world));
     if (wrap(out, world, 0, "world", e))

@@ -44,3 +44,12 @@ $(B)/tests/gpu/test_parallel_nccl: $(call obj,tests/unit/test_parallel_nccl.c) \
 	$(CC) $(LDFLAGS) $^ -o $@ $(NCCL_LDLIBS) $(CUDA_LDLIBS) $(LDLIBS_BASE)
 everything: $(PARALLEL_GPU_TESTS)
 endif
+
+# Ranks as threads of one process over the in-process communicator: the
+# distributed optimizer and the EP dispatcher against one rank (cpu in the
+# unit suite; `test_local_ranks cuda` on a GPU machine).
+UNIT_TESTS += $(B)/tests/test_local_ranks
+$(B)/tests/test_local_ranks: $(call obj,tests/unit/test_local_ranks.c) $(PARALLEL_LIB) $(CUDA_LIB) \
+		$(MODEL_LIB) $(COMMON_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(CUDA_LDLIBS) $(LDLIBS_BASE)
