@@ -108,6 +108,7 @@ train ep2_recompute 2 train.micro_batch_size=2 parallel.ep=2 parallel.dp=1 train
 # (MOE_MPI_MAX_COUNT), the same math as one rank
 MOE_MPI_MAX_COUNT=7 train ep2dp2_pieces 4 train.micro_batch_size=1 train.grad_accum_steps=2 \
     parallel.ep=2 parallel.dp=2 parallel.grad_bucket_mb=1 &&
+    grep -q "MPI messages go in pieces of at most 7 elements" "$T/ep2dp2_pieces.out" &&
     matches ep2dp2_pieces ref4acc || [ -f "$T/ep2dp2_pieces/metrics.jsonl" ] ||
     bad ep2dp2_pieces "$(tail -5 "$T/ep2dp2_pieces.out")"
 
