@@ -76,7 +76,7 @@ static int rig_open(rig *r, moe_comm *ep, int with_moments)
     if (cuda_backend_create(&r->be, 0, &e) ||
         (ep ? dispatcher_ep_create(&r->disp, ep, DIMS.E, &e) : dispatcher_local_create(&r->disp, &e)) ||
         model_create_parallel(&r->m, &DIMS, r->be, r->disp, B, T, 0, 1, with_moments, 0, &e) ||
-        model_init_random(r->m, 7, 0.05, &e)) {
+        (with_moments && model_init_random(r->m, 7, 0.05, &e))) {
         fprintf(stderr, "  rig: %s\n", e.msg);
         return -1;
     }
@@ -130,7 +130,10 @@ static void test_zero_over_nccl(void)
     rig plain, sharded;
     CHECK(rig_open(&plain, NULL, 1) == 0 && rig_open(&sharded, NULL, 0) == 0);
     moe_zero *z = NULL;
-    if (plain.m && sharded.m && p.dp && zero_create(&z, sharded.m, &p, &e) == 0) {
+    /* the sharded model's masters live in the optimizer: initialised through it */
+    if (plain.m && sharded.m && p.dp &&
+        zero_create(&z, sharded.m, &p, &(moe_zero_opts){.bucket_bytes = 4096}, &e) == 0 &&
+        model_init_random(sharded.m, 7, 0.05, &e) == 0) {
         moe_backend *be = plain.be;
         int32_t tok[B * T], tgt[B * T];
         batch(tok, tgt, 2);

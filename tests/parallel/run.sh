@@ -41,7 +41,8 @@ train() {
         "$BIN" "${TINY[@]}" --threads 1 logger.run_dir="$T/$name" checkpoint.ckpt_dir="$T/$name/ck" \
             "$@" >"$T/$name.out" 2>&1
     else
-        "${MPIRUN[@]}" -n "$n" "$BIN" "${TINY[@]}" logger.run_dir="$T/$name" \
+        "${MPIRUN[@]}" ${MOE_MPI_MAX_COUNT:+-x MOE_MPI_MAX_COUNT} -n "$n" "$BIN" "${TINY[@]}" \
+            logger.run_dir="$T/$name" \
             checkpoint.ckpt_dir="$T/$name/ck" "$@" >"$T/$name.out" 2>&1
     fi
 }
@@ -103,8 +104,16 @@ train ep2_recompute 2 train.micro_batch_size=2 parallel.ep=2 parallel.dp=1 train
     matches ep2_recompute ref4 || [ -f "$T/ep2_recompute/metrics.jsonl" ] ||
     bad ep2_recompute "$(tail -5 "$T/ep2_recompute.out")"
 
-# sharded AdamW state: moments per rank fall as DP grows
-mom() { sed -nE 's/.* ([0-9.]+) MiB AdamW moments.*/\1/p' "$T/$1.out"; }
+# MPI's int counts carried in pieces: every collective cut into messages of 7 elements
+# (MOE_MPI_MAX_COUNT), the same math as one rank
+MOE_MPI_MAX_COUNT=7 train ep2dp2_pieces 4 train.micro_batch_size=1 train.grad_accum_steps=2 \
+    parallel.ep=2 parallel.dp=2 parallel.grad_bucket_mb=1 &&
+    grep -q "MPI messages go in pieces of at most 7 elements" "$T/ep2dp2_pieces.out" &&
+    matches ep2dp2_pieces ref4acc || [ -f "$T/ep2dp2_pieces/metrics.jsonl" ] ||
+    bad ep2dp2_pieces "$(tail -5 "$T/ep2dp2_pieces.out")"
+
+# the distributed optimizer's state: moments per rank fall as DP grows
+mom() { sed -nE 's/.* ([0-9.]+) MiB (AdamW moments|optimizer shard).*/\1/p' "$T/$1.out"; }
 if [ -n "$(mom ref4)" ] && [ -n "$(mom dp2)" ] &&
     python3 -c "import sys; sys.exit(not float('$(mom dp2)') < 0.6 * float('$(mom ref4)'))"; then
     ok moments_sharded_over_dp

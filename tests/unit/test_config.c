@@ -788,7 +788,7 @@ static void test_runtime_switches(void)
           mask == (MOE_RT_FP8_FPROP | MOE_RT_FP8_WGRAD));
     CHECK(cfg.runtime.fp8_chunk_rows == 8192 && cfg.runtime.fp8_fused_save == 1 &&
           cfg.runtime.gemm == MOE_RT_GEMM_CUBLASLT && cfg.runtime.attention == MOE_RT_ATTN_MMA &&
-          cfg.runtime.init_on == MOE_RT_INIT_DEVICE && cfg.runtime.ep_comm == MOE_RT_EP_AUTO);
+          cfg.runtime.init_on == MOE_RT_INIT_DEVICE);
     char *bad_list[] = {"runtime.fp8_gemms=fprop,wgard"};
     CHECK_ERR(config_load(&cfg, write_file("rt.cfg", ""), NULL, 1, bad_list, &e), e,
               "'wgard' is not one of fprop, dgrad, wgrad, none", "runtime.fp8_gemms from");
@@ -801,17 +801,15 @@ static void test_runtime_switches(void)
 
     setenv("MOE_FP8_FUSED_SAVE", "0", 1);
     setenv("MOE_CUDA_ATTENTION", "wmma", 1);
-    setenv("MOE_EP_COMM", "mpi", 1);
     char *over[] = {"runtime.attention=simt"};
     CHECK(config_load(&cfg, write_file("rt.cfg", ""), NULL, 1, over, &e) == 0);
-    CHECK(cfg.runtime.fp8_fused_save == 0 && cfg.runtime.ep_comm == MOE_RT_EP_MPI);
+    CHECK(cfg.runtime.fp8_fused_save == 0);
     CHECK_MSG(cfg.runtime.attention == MOE_RT_ATTN_SIMT, "the command line wins over the env");
     setenv("MOE_INIT_ON", "cpu", 1);
     CHECK_ERR(config_load(&cfg, write_file("rt.cfg", ""), NULL, 0, NULL, &e), e,
               "environment MOE_INIT_ON", "runtime.init_on");
     unsetenv("MOE_FP8_FUSED_SAVE");
     unsetenv("MOE_CUDA_ATTENTION");
-    unsetenv("MOE_EP_COMM");
     unsetenv("MOE_INIT_ON");
 }
 

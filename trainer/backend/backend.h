@@ -76,7 +76,18 @@ typedef struct {
      * disjoint; NULL / 0: none. The update is the same bits as over zeros. */
     const moe_range *zero_grads;
     int n_zero_grads;
+    /* The moments' storage: 0 fp32 (real), 1 bf16 (rounded to nearest even
+     * on every store; optimizer.moments_dtype). The arithmetic is fp32. */
+    int moments_bf16;
 } moe_adamw_hyper;
+
+/* One piece of a sharded optimizer's update (adamw_shard): n elements at
+ * `flat` of the model's flat buffers (gradient, compute copy) whose state
+ * (master remainder, moments) is at `state` of the shard's own buffers. */
+typedef struct {
+    size_t flat, state, n;
+    int decay;
+} moe_shard_piece;
 
 /* experts_bwd's dw_overwrite */
 enum {
@@ -121,6 +132,11 @@ struct moe_backend {
     int (*upload)(moe_backend *be, void *dst, const void *src, size_t bytes, moe_err *e);
     int (*download)(moe_backend *be, void *dst, const void *src, size_t bytes, moe_err *e);
     void (*memset0)(moe_backend *be, void *p, size_t bytes);
+    /* bytes from src to dst, either in backend or host memory, in stream
+     * order (the in-process communicator and the optimizer's shards) */
+    int (*copy)(moe_backend *be, void *dst, const void *src, size_t bytes, moe_err *e);
+    /* dst[n] += src[n], both backend memory (reductions between ranks) */
+    void (*accumulate)(moe_backend *be, real *dst, const real *src, size_t n);
     /* act <-> real conversions between host real arrays and act buffers */
     int (*act_from_real)(moe_backend *be, act *dst, const real *src_host, size_t n, moe_err *e);
     int (*act_to_real)(moe_backend *be, real *dst_host, const act *src, size_t n, moe_err *e);
@@ -240,11 +256,19 @@ struct moe_backend {
     double (*sum_squares_ranges)(moe_backend *be, const real *x, const moe_range *r, int n_ranges);
     /* AdamW with decoupled weight decay over the spans of one flat buffer;
      * updates the masters and writes the compute copy. */
-    void (*adamw)(moe_backend *be, real *master, act *wc, const real *grad, real *m, real *v,
+    /* m, v: moments in h->moments_bf16's storage. */
+    void (*adamw)(moe_backend *be, real *master, act *wc, const real *grad, void *m, void *v,
                   const moe_param_span *spans, int n_spans, const moe_adamw_hyper *h);
     /* The same update on split masters (lo, wc); NULL with masters_upload. */
-    void (*adamw_split)(moe_backend *be, uint16_t *lo, act *wc, const real *grad, real *m, real *v,
+    void (*adamw_split)(moe_backend *be, uint16_t *lo, act *wc, const real *grad, void *m, void *v,
                         const moe_param_span *spans, int n_spans, const moe_adamw_hyper *h);
+    /* AdamW on a shard (a distributed optimizer): for each piece, the
+     * gradient and compute copy at piece.flat of the model's buffers, the
+     * master's low halves `lo` and the moments at piece.state of the
+     * shard's. lo = NULL where the compute copy is the whole fp32 master
+     * (cpu); split-master backends need it. h->zero_grads is not read. */
+    void (*adamw_shard)(moe_backend *be, const real *grad, act *wc, uint16_t *lo, void *m, void *v,
+                        const moe_shard_piece *pieces, int n_pieces, const moe_adamw_hyper *h);
 
     /* ---- precision ---- */
     /* The expert FFN's GEMMs in recipe p (hidden size C, expert intermediate

@@ -53,6 +53,7 @@ typedef struct {
     double beta1, beta2;      /* optimizer.betas = [b1, b2] */
     double eps;               /* optimizer.eps */
     double weight_decay;      /* optimizer.weight_decay (decoupled; not on norms) */
+    char moments_dtype[16];   /* optimizer.moments_dtype: fp32|bf16 (storage of the moments) */
 } moe_optim_cfg;
 
 typedef struct {
@@ -89,6 +90,7 @@ typedef struct {
     int ep;                         /* parallel.ep: expert-parallel size */
     int dp;                         /* parallel.dp: data-parallel size (0 = world / ep) */
     double timeout_s;               /* parallel.timeout_s: collective wait before abort */
+    int grad_bucket_mb;             /* parallel.grad_bucket_mb: gradient MiB per reduce-scatter */
 } moe_parallel_cfg;
 
 typedef struct {
@@ -98,12 +100,11 @@ typedef struct {
     char layers[64];                /* precision.layers: experts|all (which GEMMs go low precision) */
 } moe_precision_cfg;
 
-/* runtime.gemm, runtime.attention, runtime.init_on, runtime.ep_comm: indexed
+/* runtime.gemm, runtime.attention, runtime.init_on: indexed
  * like their choices in config_schema.c */
 typedef enum { MOE_RT_GEMM_CUBLASLT = 0, MOE_RT_GEMM_CUBLAS } moe_rt_gemm;
 typedef enum { MOE_RT_ATTN_MMA = 0, MOE_RT_ATTN_WMMA, MOE_RT_ATTN_SIMT } moe_rt_attention;
 typedef enum { MOE_RT_INIT_DEVICE = 0, MOE_RT_INIT_HOST } moe_rt_init_on;
-typedef enum { MOE_RT_EP_AUTO = 0, MOE_RT_EP_MPI } moe_rt_ep_comm;
 
 /* runtime.fp8_gemms's words, as bits */
 enum { MOE_RT_FP8_FPROP = 1, MOE_RT_FP8_DGRAD = 2, MOE_RT_FP8_WGRAD = 4 };
@@ -118,7 +119,6 @@ typedef struct {
     moe_rt_gemm gemm;               /* runtime.gemm: cublaslt|cublas */
     moe_rt_attention attention;     /* runtime.attention: mma|wmma|simt */
     moe_rt_init_on init_on;         /* runtime.init_on: device|host */
-    moe_rt_ep_comm ep_comm;         /* runtime.ep_comm: auto|mpi */
 } moe_runtime_cfg;
 
 typedef struct {

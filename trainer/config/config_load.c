@@ -362,7 +362,6 @@ static const struct {
     {"MOE_FP8_GEMMS", "runtime.fp8_gemms"},   {"MOE_FP8_CHUNK_ROWS", "runtime.fp8_chunk_rows"},
     {"MOE_FP8_FUSED_SAVE", "runtime.fp8_fused_save"}, {"MOE_CUDA_GEMM", "runtime.gemm"},
     {"MOE_CUDA_ATTENTION", "runtime.attention"}, {"MOE_INIT_ON", "runtime.init_on"},
-    {"MOE_EP_COMM", "runtime.ep_comm"},
 };
 
 static int apply_env_keys(loader *L, moe_err *e)

@@ -13,11 +13,11 @@
 
 static const char *const layers_choices[] = {"experts", "all", NULL};
 static const char *const backend_choices[] = {"auto", "cpu", "cuda", NULL};
-/* Indexed by moe_rt_gemm, moe_rt_attention, moe_rt_init_on, moe_rt_ep_comm. */
+/* Indexed by moe_rt_gemm, moe_rt_attention, moe_rt_init_on. */
 static const char *const gemm_choices[] = {"cublaslt", "cublas", NULL};
 static const char *const attention_choices[] = {"mma", "wmma", "simt", NULL};
 static const char *const init_on_choices[] = {"device", "host", NULL};
-static const char *const ep_comm_choices[] = {"auto", "mpi", NULL};
+static const char *const moments_choices[] = {"fp32", "bf16", NULL};
 
 #define AT(field) offsetof(moe_config, field)
 
@@ -96,6 +96,9 @@ const config_key config_keys[] = {
     FLOAT_KEY("optimizer.eps", optimizer.eps, POSITIVE, "1e-8", "AdamW epsilon"),
     FLOAT_KEY("optimizer.weight_decay", optimizer.weight_decay, NON_NEGATIVE, "0.1",
               "decoupled weight decay (not applied to norms)"),
+    CHOICE_KEY("optimizer.moments_dtype", optimizer.moments_dtype, moments_choices, "fp32",
+               "storage of AdamW's two moments: fp32, or bf16 (half the bytes; rounded to "
+               "nearest even, the arithmetic stays fp32)"),
 
     INT_KEY("scheduler.warmup_steps", scheduler.warmup_steps, AT_LEAST(0), "2000",
             "linear warmup from 0 to lr over this many steps (<= train.steps)"),
@@ -140,6 +143,9 @@ const config_key config_keys[] = {
             "data-parallel size; 0 = world size / ep"),
     FLOAT_KEY("parallel.timeout_s", parallel.timeout_s, POSITIVE, "300",
               "seconds a rank waits in a collective for its peers before the job is aborted"),
+    INT_KEY("parallel.grad_bucket_mb", parallel.grad_bucket_mb, AT_LEAST(1), "64",
+            "MiB of fp32 gradients the distributed optimizer reduce-scatters (and whose weights "
+            "it all-gathers) in one collective"),
 
     {.path = "precision.compute", .type = KEY_ENUM, .offset = AT(precision.compute),
      .choices = precision_names, .def = "auto",
@@ -176,9 +182,6 @@ const config_key config_keys[] = {
     ENUM_KEY("runtime.init_on", runtime.init_on, init_on_choices, "device",
              "where the random init runs: device (where the backend can) or host (the same "
              "bits, slower; to compare)"),
-    ENUM_KEY("runtime.ep_comm", runtime.ep_comm, ep_comm_choices, "auto",
-             "the expert-parallel all-to-all: auto = NCCL on the cuda backend when built "
-             "with NCCL, else MPI; mpi = host staging over MPI"),
 };
 
 const size_t config_key_count = sizeof config_keys / sizeof config_keys[0];
@@ -186,7 +189,7 @@ const size_t config_key_count = sizeof config_keys / sizeof config_keys[0];
 /* Enum fields are stored through an int; make sure that is what they are. */
 _Static_assert(sizeof(moe_precision) == sizeof(int) && sizeof(moe_rt_gemm) == sizeof(int) &&
                    sizeof(moe_rt_attention) == sizeof(int) &&
-                   sizeof(moe_rt_init_on) == sizeof(int) && sizeof(moe_rt_ep_comm) == sizeof(int),
+                   sizeof(moe_rt_init_on) == sizeof(int),
                "enum keys must be int-sized");
 
 const config_key *config_key_find(const char *path)

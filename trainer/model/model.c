@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "model.h"
+
+#include "../ckpt/half.h"
 #include "params.h"
 
 struct moe_layer_acts {
@@ -97,7 +99,8 @@ int model_create_parallel(moe_model **out, const moe_dims *d, moe_backend *be,
     size_t rows = (size_t)disp->max_rows(disp, (int)N, (int)K);
     /* split masters where the backend offers them: the compute copy is the high half */
     m->split_master = be->masters_upload && be->masters_download && be->adamw_split;
-    m->master = plan_bytes(&pl, (m->split_master ? sizeof(uint16_t) : sizeof(real)) * P);
+    if (with_moments)
+        m->master = plan_bytes(&pl, (m->split_master ? sizeof(uint16_t) : sizeof(real)) * P);
     m->grad = plan_real(&pl, P);
     if (with_moments) {
         m->m = plan_real(&pl, P);
@@ -191,7 +194,8 @@ int model_create_parallel(moe_model **out, const moe_dims *d, moe_backend *be,
         be->memset0(be, m->m, sizeof(real) * P);
         be->memset0(be, m->v, sizeof(real) * P);
     }
-    be->memset0(be, m->master, (m->split_master ? sizeof(uint16_t) : sizeof(real)) * P);
+    if (with_moments)
+        be->memset0(be, m->master, (m->split_master ? sizeof(uint16_t) : sizeof(real)) * P);
     *out = m;
     return 0;
 }
@@ -411,6 +415,10 @@ int model_set_host(moe_model *m, real *dev, const real *host, moe_err *e)
 int model_get_masters(moe_model *m, real *host, moe_err *e)
 {
     moe_backend *be = m->be;
+    if (!m->master && m->masters_io)
+        return m->masters_io(m->masters_ctx, host, 1, e);
+    if (!m->master) /* the compute copy is the master */
+        return be->act_to_real(be, host, m->wc, m->n_elems, e);
     if (m->split_master)
         return be->masters_download(be, host, m->master, m->wc, m->n_elems, e);
     return be->download(be, host, m->master, sizeof(real) * m->n_elems, e);
@@ -419,6 +427,13 @@ int model_get_masters(moe_model *m, real *host, moe_err *e)
 int model_set_masters(moe_model *m, const real *host, moe_err *e)
 {
     moe_backend *be = m->be;
+    if (!m->master && m->masters_io)
+        return m->masters_io(m->masters_ctx, (real *)host, 0, e); /* read only */
+    if (!m->master) {
+        if (m->split_master)
+            return moe_errf(e, "internal: split masters without their low halves");
+        return be->act_from_real(be, m->wc, host, m->n_elems, e);
+    }
     if (m->split_master)
         return be->masters_upload(be, m->master, m->wc, host, m->n_elems, e);
     if (be->upload(be, m->master, host, sizeof(real) * m->n_elems, e))
@@ -427,10 +442,65 @@ int model_set_masters(moe_model *m, const real *host, moe_err *e)
     return 0;
 }
 
+/* one moment buffer (n elements) between the host's reals and its storage */
+static int moment_move(moe_model *m, void *dev, real *host, int to_host, moe_err *e)
+{
+    moe_backend *be = m->be;
+    size_t n = m->n_elems;
+    if (!m->moments_bf16)
+        return to_host ? be->download(be, host, dev, sizeof(real) * n, e)
+                       : be->upload(be, dev, host, sizeof(real) * n, e);
+    uint16_t *tmp = malloc(sizeof(uint16_t) * n + 1);
+    if (!tmp)
+        return moe_errf(e, "out of memory for %zu bf16 moments", n);
+    int rc = 0;
+    if (to_host) {
+        rc = be->download(be, tmp, dev, sizeof(uint16_t) * n, e);
+        for (size_t i = 0; !rc && i < n; i++)
+            host[i] = (real)bf16_to_f32(tmp[i]);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            tmp[i] = f32_to_bf16((float)host[i]);
+        rc = be->upload(be, dev, tmp, sizeof(uint16_t) * n, e);
+    }
+    free(tmp);
+    return rc;
+}
+
+int model_get_moments(moe_model *m, real *m_host, real *v_host, moe_err *e)
+{
+    return moment_move(m, m->m, m_host, 1, e) || moment_move(m, m->v, v_host, 1, e) ? -1 : 0;
+}
+
+int model_set_moments(moe_model *m, const real *m_host, const real *v_host, moe_err *e)
+{
+    return moment_move(m, m->m, (real *)m_host, 0, e) || moment_move(m, m->v, (real *)v_host, 0, e)
+               ? -1 : 0; /* read only */
+}
+
+int model_set_moments_bf16(moe_model *m, int on, moe_err *e)
+{
+    moe_backend *be = m->be;
+    m->moments_bf16 = on != 0;
+    if (!m->m)
+        return 0; /* an optimizer elsewhere keeps them */
+    be->free(be, m->m);
+    be->free(be, m->v);
+    size_t bytes = (on ? sizeof(uint16_t) : sizeof(real)) * m->n_elems + 1;
+    m->m = be->alloc(be, bytes, e);
+    m->v = m->m ? be->alloc(be, bytes, e) : NULL;
+    if (!m->v)
+        return moe_err_prefix(e, "AdamW moments of %zu parameters", m->n_elems);
+    be->memset0(be, m->m, bytes);
+    be->memset0(be, m->v, bytes);
+    return 0;
+}
+
 void model_adamw(moe_model *m, const moe_adamw_hyper *hyper)
 {
     moe_backend *be = m->be;
     moe_adamw_hyper hz = *hyper, *h = &hz;
+    hz.moments_bf16 = m->moments_bf16;
     hz.n_zero_grads = m->lazy_expert_grads ? grad_zero_ranges(m) : 0;
     hz.zero_grads = hz.n_zero_grads ? m->grad_ranges : NULL;
     if (m->split_master)

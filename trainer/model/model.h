@@ -65,7 +65,14 @@ typedef struct {
      * through model_get_masters / model_set_masters. */
     void *master;
     int split_master;
-    real *grad, *m, *v;
+    real *grad;
+    void *m, *v;              /* AdamW moments, fp32 or bf16 (moments_bf16) */
+    int moments_bf16;
+    /* A sharded optimizer that keeps the master's remainder (the low halves
+     * of split masters) sets this: model_get_masters (collective then) and
+     * model_set_masters go through it, m->master is NULL. */
+    int (*masters_io)(void *ctx, real *host, int to_host, moe_err *e);
+    void *masters_ctx;
     act *wc;                  /* compute copy */
     /* per layer: its expert weight gradients hold stale values that the next
      * backward overwrites (model_zero_grad leaves them alone) */
@@ -122,8 +129,10 @@ int model_create(moe_model **out, const moe_dims *d, moe_backend *be, moe_dispat
                  int T, moe_err *e);
 /* The same for one rank of an expert-parallel group of ep_size ranks: it
  * holds experts [ep_rank E / ep_size, ...) (disp must be an EP dispatcher
- * over the group). with_moments = 0 leaves m->m and m->v NULL for an
- * optimizer that keeps its own (sharded) moments. recompute = 1 keeps only
+ * over the group). with_moments = 0 leaves m->m, m->v and (split masters)
+ * the masters' low halves to an optimizer that keeps them sharded (zero.h):
+ * m->master is then NULL, and on backends without split masters the
+ * compute copy is the master. recompute = 1 keeps only
  * each layer's input and recomputes the layer in the backward (the same
  * gradients, one layer's activations instead of all of them, one more
  * forward of every layer but the last). */
@@ -179,6 +188,12 @@ int model_set_host(moe_model *m, real *dev, const real *host, moe_err *e);
  * them refreshes the compute copy. */
 int model_get_masters(moe_model *m, real *host, moe_err *e);
 int model_set_masters(moe_model *m, const real *host, moe_err *e);
+/* The moments (the model's own, m->m) to and from host reals, whatever
+ * their storage. */
+int model_get_moments(moe_model *m, real *m_host, real *v_host, moe_err *e);
+int model_set_moments(moe_model *m, const real *m_host, const real *v_host, moe_err *e);
+/* optimizer.moments_dtype: the moments in bf16 (on) or fp32; zeroes them. */
+int model_set_moments_bf16(moe_model *m, int on, moe_err *e);
 /* One AdamW step over every parameter from the accumulated gradients. */
 void model_adamw(moe_model *m, const moe_adamw_hyper *h);
 

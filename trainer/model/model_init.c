@@ -15,7 +15,7 @@
  * bits; for comparison). */
 static int init_on_device(const moe_model *m)
 {
-    return !m->init_on_host && m->split_master && m->be->masters_init;
+    return !m->init_on_host && m->split_master && m->master && m->be->masters_init;
 }
 
 int model_init_random(moe_model *m, uint64_t seed, double std, moe_err *e)

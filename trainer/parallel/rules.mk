@@ -23,7 +23,8 @@ $(B)/obj/trainer/parallel/comm_mpi.o: $(MPI_STAMP)
 PARALLEL_SRCS := trainer/parallel/comm.c trainer/parallel/comm_single.c \
 	trainer/parallel/comm_mpi.c trainer/parallel/watchdog.c trainer/parallel/ranks.c \
 	trainer/parallel/rank_layout.c \
-	trainer/parallel/dispatch_ep.c trainer/parallel/layout_io.c trainer/parallel/zero.c
+	trainer/parallel/dispatch_ep.c trainer/parallel/layout_io.c trainer/parallel/zero.c \
+	trainer/parallel/comm_local.c trainer/parallel/dev_groups.c
 PARALLEL_LIB := $(B)/lib/libmoe_parallel.a
 $(PARALLEL_LIB): $(call obj,$(PARALLEL_SRCS)) $(if $(PARALLEL_NCCL_LIB),,$(call obj,trainer/parallel/comm_nccl.c))
 
@@ -43,3 +44,12 @@ $(B)/tests/gpu/test_parallel_nccl: $(call obj,tests/gpu/test_parallel_nccl.c) \
 	$(CC) $(LDFLAGS) $^ -o $@ $(NCCL_LDLIBS) $(CUDA_LDLIBS) $(LDLIBS_BASE)
 everything: $(PARALLEL_GPU_TESTS)
 endif
+
+# Ranks as threads of one process over the in-process communicator: the
+# distributed optimizer and the EP dispatcher against one rank (cpu in the
+# unit suite; `test_local_ranks cuda` on a GPU machine).
+UNIT_TESTS += $(B)/tests/test_local_ranks
+$(B)/tests/test_local_ranks: $(call obj,tests/unit/test_local_ranks.c) $(PARALLEL_LIB) $(MODEL_LIB) $(CUDA_LIBS) \
+		$(CPU_LIB) $(COMMON_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(CUDA_LDLIBS) $(LDLIBS_BASE)

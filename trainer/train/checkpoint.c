@@ -104,7 +104,7 @@ static int full_state_gather(moe_trainer *t, full_state *fs, int with_optimizer,
     if (with_optimizer) {
         real *lm = local + nl, *lv = local + 2 * nl;
         if (t->zero ? zero_get_moments(t->zero, lm, lv, e)
-                    : (model_get_host(m, m->m, lm, e) || model_get_host(m, m->v, lv, e)))
+                    : model_get_moments(m, lm, lv, e))
             goto out;
         if (layout_gather_full(&t->par, m, &fs->full, lm, fs->m, e) ||
             layout_gather_full(&t->par, m, &fs->full, lv, fs->v, e))
@@ -355,7 +355,7 @@ int trainer_load_checkpoint(moe_trainer *t, const char *dir, int weights_only, m
         layout_slice_local(m, &fs.full, fs.m, lm);
         layout_slice_local(m, &fs.full, fs.v, lv);
         rc = t->zero ? zero_set_moments(t->zero, lm, lv, e)
-                     : (model_set_host(m, m->m, lm, e) || model_set_host(m, m->v, lv, e));
+                     : model_set_moments(m, lm, lv, e);
         if (!rc) {
             t->step = (int)st.step;
             t->tokens_seen = (uint64_t)st.tokens_seen;

@@ -14,6 +14,7 @@
 #include "../backend/select.h"
 #include "../ckpt/ckpt_dir.h"
 #include "../parallel/comm_nccl.h"
+#include "../parallel/dev_groups.h"
 #include "../parallel/dispatch_ep.h"
 #include "../parallel/watchdog.h"
 #include "schedule.h"
@@ -192,13 +193,27 @@ static void print_summary(moe_trainer *t, const char *backend_why)
            t->model->split_master ? " (split: the bf16 compute copy + the low 16 bits)" : "");
     printf("  parallel  %s\n", t->par.layout);
     {
-        double mib = 1024.0 * 1024.0, P = (double)t->model->n_elems * sizeof(real);
-        double mom = t->zero ? (double)zero_moment_bytes(t->zero) : 2 * P;
-        double mst = t->model->split_master ? P / 2 : P; /* the high halves are the compute copy */
-        printf("  memory    per rank: %.2f MiB fp32 masters + %.2f MiB grads, %.2f MiB AdamW "
-               "moments%s\n",
-               mst / mib, P / mib, mom / mib,
-               t->zero ? " (sharded over the ranks that replicate each parameter)" : "");
+        const moe_model *m = t->model;
+        double mib = 1024.0 * 1024.0, n = (double)m->n_elems, P = n * sizeof(real);
+        double wc = (double)t->be->act_bytes(t->be, m->n_elems);
+        if (t->zero) {
+            size_t rs[2], ag[2];
+            zero_step_traffic(t->zero, rs, ag);
+            printf("  memory    per rank: %.2f MiB compute weights + %.2f MiB fp32 grads + %.2f "
+                   "MiB optimizer shard (%s moments%s, over the ranks that replicate each "
+                   "parameter); a step sends %.2f MiB reduce-scatter + %.2f MiB all-gather in "
+                   "%d buckets\n",
+                   wc / mib, P / mib, (double)zero_state_bytes(t->zero) / mib,
+                   c->optimizer.moments_dtype, m->split_master ? " + master low halves" : "",
+                   (double)(rs[0] + rs[1]) / mib, (double)(ag[0] + ag[1]) / mib,
+                   zero_n_buckets(t->zero));
+        } else {
+            double mom = 2 * n * (m->moments_bf16 ? 2 : sizeof(real));
+            double mst = m->split_master ? n * 2 : P; /* the high halves are the compute copy */
+            printf("  memory    per rank: %.2f MiB fp32 masters + %.2f MiB grads, %.2f MiB AdamW "
+                   "moments (%s)\n",
+                   mst / mib, P / mib, mom / mib, c->optimizer.moments_dtype);
+        }
         if (t->model->recompute)
             printf("            activations: each layer's input kept, the layer recomputed in the "
                    "backward (train.activation_recompute)\n");
@@ -220,14 +235,8 @@ static int world_sum(void *ctx, double *v, int n, moe_err *e)
     return comm_allreduce_sum(p->world, v, (size_t)n, MOE_DT_DOUBLE, e);
 }
 
-/* NCCL for the EP all-to-all: on the cuda backend when this build has NCCL,
- * unless runtime.ep_comm=mpi asks for host staging over MPI */
-static int use_nccl_for_ep(const moe_trainer *t)
-{
-    if (t->cfg.runtime.ep_comm == MOE_RT_EP_MPI)
-        return 0;
-    return !strcmp(t->be->name, "cuda") && comm_nccl_built();
-}
+/* The groups a step's collectives use: over NCCL on GPU ranks. */
+static moe_par *step_par(moe_trainer *t) { return t->have_dev ? &t->dev : &t->par; }
 
 /* The ranks: launched by MPI, or by a launcher that set MOE_RANK and
  * NCCL_COMM_ID (NCCL alone); cfg's EP x DP becomes the layout they found. */
@@ -305,24 +314,23 @@ static int configure_backend(moe_trainer *t, moe_err *e)
     return resolve_precision(t, e);
 }
 
-/* The token dispatcher: local, or over the EP group (through NCCL where it
- * can go GPU to GPU). */
+/* The token dispatcher: local, or over the EP group. GPU ranks that met over
+ * MPI first make the world, EP and DP groups again over NCCL (the id passes
+ * over the MPI world), so every collective of a step goes GPU to GPU. */
 static int open_dispatcher(moe_trainer *t, moe_err *e)
 {
-    if (t->par.ep_size > 1 && !t->par.ep->device_memory && use_nccl_for_ep(t)) {
-        /* the experts' tokens go GPU to GPU (NVLink) instead of through host
-         * memory and MPI; the id is passed over the EP group's MPI ranks */
-        if (comm_nccl_create(&t->ep_gpu, t->par.ep_rank, t->par.ep_size, t->par.ep, e))
-            return moe_err_prefix(e, "the expert-parallel group over NCCL (runtime.ep_comm=mpi "
-                                     "stages through host memory instead)");
+    if (t->world > 1 && !t->par.world->device_memory && strcmp(t->be->name, "cpu")) {
+        if (par_device_groups(&t->dev, &t->par, e))
+            return -1;
+        t->have_dev = 1;
     }
     if (t->par.ep_size > 1)
-        return dispatcher_ep_create(&t->disp, t->ep_gpu ? t->ep_gpu : t->par.ep,
-                                    t->cfg.model.num_experts, e);
+        return dispatcher_ep_create(&t->disp, step_par(t)->ep, t->cfg.model.num_experts, e);
     return dispatcher_local_create(&t->disp, e);
 }
 
-/* The model's memory, and who reads its gradients: ZeRO over several ranks. */
+/* The model's memory, and who reads its gradients: the distributed optimizer
+ * over several ranks. */
 static int build_model(moe_trainer *t, moe_err *e)
 {
     const moe_config *c = &t->cfg;
@@ -334,9 +342,13 @@ static int build_model(moe_trainer *t, moe_err *e)
     t->model->init_on_host = c->runtime.init_on == MOE_RT_INIT_HOST;
     if (t->world > 1) {
         t->model->stats_sum = world_sum;
-        t->model->stats_ctx = &t->par;
-        return zero_create(&t->zero, t->model, &t->par, e);
+        t->model->stats_ctx = step_par(t);
+        moe_zero_opts zo = {.bucket_bytes = (size_t)c->parallel.grad_bucket_mb << 20,
+                            .moments_bf16 = !strcmp(c->optimizer.moments_dtype, "bf16")};
+        return zero_create(&t->zero, t->model, step_par(t), &zo, e);
     }
+    if (model_set_moments_bf16(t->model, !strcmp(c->optimizer.moments_dtype, "bf16"), e))
+        return -1;
     /* one rank: only model_grad_sum_squares and model_adamw read the
      * gradients, so an expert no token reached costs no gradient bytes */
     model_set_lazy_expert_grads(t->model, 1);
@@ -479,8 +491,9 @@ void trainer_destroy(moe_trainer *t)
         dataset_close(t->data);
     if (t->disp)
         t->disp->destroy(t->disp);
-    comm_destroy(t->ep_gpu); /* NCCL's resources are on the backend's GPU: before it goes */
-    t->ep_gpu = NULL;
+    if (t->have_dev) /* NCCL's resources are on the backend's GPU: before it goes */
+        par_device_groups_close(&t->dev);
+    t->have_dev = 0;
     if (t->be)
         t->be->destroy(t->be);
     if (t->have_par)
@@ -521,7 +534,7 @@ int trainer_evaluate(moe_trainer *t, double *val_loss, moe_err *e)
             acc[1] += (double)nv;
         }
     }
-    if (comm_allreduce_sum(t->par.world, acc, 2, MOE_DT_DOUBLE, e))
+    if (comm_allreduce_sum(step_par(t)->world, acc, 2, MOE_DT_DOUBLE, e))
         return moe_err_prefix(e, "evaluation");
     *val_loss = acc[1] > 0 ? acc[0] / acc[1] : NAN;
     return 0;
@@ -543,7 +556,7 @@ static int train_step(moe_trainer *t, double lr, double *loss, double *aux, doub
         for (size_t i = 0; i < mb; i++)
             valid += t->targets[a * mb + i] >= 0;
     }
-    if (comm_allreduce_sum(t->par.world, &valid, 1, MOE_DT_INT64, e))
+    if (comm_allreduce_sum(step_par(t)->world, &valid, 1, MOE_DT_INT64, e))
         return moe_err_prefix(e, "step %d: counting targets", t->step + 1);
     if (valid == 0)
         return moe_errf(e, "step %d: the batch has no target to learn (all masked)", t->step + 1);
@@ -558,7 +571,7 @@ static int train_step(moe_trainer *t, double lr, double *loss, double *aux, doub
         loss_sum += ls;
         aux_sum += t->model->aux_loss;
     }
-    if (comm_allreduce_sum(t->par.world, &loss_sum, 1, MOE_DT_DOUBLE, e))
+    if (comm_allreduce_sum(step_par(t)->world, &loss_sum, 1, MOE_DT_DOUBLE, e))
         return moe_err_prefix(e, "step %d: the loss", t->step + 1);
     moe_model *m = t->model;
     int tt = t->step + 1;
@@ -652,7 +665,7 @@ int trainer_run(moe_trainer *t, moe_err *e)
         }
         /* a signal may reach some ranks only: all stop together or none */
         int64_t signalled = moe_stop_requested != 0;
-        if (t->world > 1 && comm_allreduce_sum(t->par.world, &signalled, 1, MOE_DT_INT64, e))
+        if (t->world > 1 && comm_allreduce_sum(step_par(t)->world, &signalled, 1, MOE_DT_INT64, e))
             return -1;
         int stop = signalled != 0 ||
                    (t->stop_after_steps > 0 && t->step - start >= t->stop_after_steps &&

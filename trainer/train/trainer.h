@@ -26,9 +26,10 @@ typedef struct {
     double last_loss, last_val_loss, last_grad_norm;
     int rank, world;
     moe_par par;            /* the ranks and their EP/DP groups (a world of one without a launcher) */
-    moe_comm *ep_gpu;       /* the EP group over NCCL for the experts' all-to-all (GPU ranks), or NULL */
-    int have_par;
-    moe_zero *zero;         /* sharded AdamW when world > 1 (else the model keeps the moments) */
+    moe_par dev;            /* GPU ranks met over MPI: the same groups over NCCL (dev_groups.h) */
+    int have_par, have_dev;
+    moe_zero *zero;         /* the distributed optimizer when world > 1 (else the model keeps
+                               the moments) */
     const char *precision;  /* what the backend computes in */
     char precision_label[80]; /* its text when composed ("mxfp8 (experts) + bf16") */
     /* host staging of one global batch */

@@ -72,6 +72,7 @@ int cpu_backend_create(moe_backend **out, int threads, moe_err *e)
     be->upload = cpu_copy;
     be->download = cpu_copy;
     be->memset0 = cpu_memset0;
+    be->copy = cpu_copy;
     be->act_from_real = cpu_act_from_real;
     be->act_to_real = cpu_act_to_real;
     be->weights_from_master = cpu_weights_from_master;

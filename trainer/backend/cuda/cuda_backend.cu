@@ -87,6 +87,16 @@ static void cu_memset0(moe_backend *be, void *p, size_t bytes)
     CU(be, "memset", cudaMemsetAsync(p, 0, bytes, CTX(be)->stream));
 }
 
+static int cu_copy(moe_backend *be, void *dst, const void *src, size_t bytes, moe_err *e)
+{
+    if (!bytes || dst == src)
+        return 0;
+    cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, CTX(be)->stream);
+    if (err != cudaSuccess)
+        return moe_errf(e, "cuda copy of %zu bytes: %s", bytes, cudaGetErrorString(err));
+    return 0;
+}
+
 __global__ void f32_to_bf16_kernel(bf16 *dst, const float *src, size_t n)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
@@ -150,6 +160,9 @@ static void cu_destroy(moe_backend *be)
             cudaFree(c->adam[i].chunks);
         free(c->adam[i].spans);
     }
+    if (c->shard_chunks)
+        cudaFree(c->shard_chunks);
+    free(c->shard_pieces);
     if (c->d_partial)
         cudaFree(c->d_partial);
     for (int i = 0; i < 2; i++)
@@ -268,6 +281,7 @@ extern "C" int cuda_backend_create(moe_backend **out, int device, moe_err *e)
     be->upload = cu_upload;
     be->download = cu_download;
     be->memset0 = cu_memset0;
+    be->copy = cu_copy;
     be->act_from_real = cu_act_from_real;
     be->act_to_real = cu_act_to_real;
     be->weights_from_master = cu_weights_from_master;

@@ -46,6 +46,10 @@ typedef struct {
         void *chunks; /* device */
     } adam[CUDA_ADAM_LAYOUTS];
     int adam_next; /* the slot the next new layout replaces */
+    /* the distributed optimizer's chunk table (adamw_shard), built once per shard layout */
+    moe_shard_piece *shard_pieces;
+    int n_shard_pieces, n_shard_chunks;
+    void *shard_chunks; /* device */
     double *d_partial, *h_partial; /* sum of squares */
     moe_range *d_ranges[2];        /* gradient ranges: AdamW's zeros, the sum of squares' */
     int ranges_cap[2];
