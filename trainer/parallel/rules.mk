@@ -22,6 +22,7 @@ $(B)/obj/trainer/parallel/comm_mpi.o: $(MPI_STAMP)
 
 PARALLEL_SRCS := trainer/parallel/comm.c trainer/parallel/comm_single.c \
 	trainer/parallel/comm_mpi.c trainer/parallel/watchdog.c trainer/parallel/ranks.c \
+	trainer/parallel/launch_env.c \
 	trainer/parallel/rank_layout.c \
 	trainer/parallel/dispatch_ep.c trainer/parallel/layout_io.c trainer/parallel/zero.c
 PARALLEL_LIB := $(B)/lib/libmoe_parallel.a

@@ -250,18 +250,21 @@ int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, i
     t->quiet = quiet;
     moe_config *c = &t->cfg;
     double t0 = now_s();
-    int env_rank, env_size, env_local;
-    int from_env = par_launch_from_env(&env_rank, &env_size, &env_local, e);
+    const char *bname = backend && *backend ? backend : c->runtime.backend;
+    moe_launch launch;
+    int from_env = par_launch_from_env(&launch, e);
     if (from_env < 0)
         return -1;
     if (from_env) {
-        /* ranks started without MPI meet over NCCL alone (NCCL_COMM_ID) */
-        moe_comm *world = NULL;
-        if (comm_nccl_world_on_device(&world, env_rank, env_size, env_local, e))
-            return moe_err_prefix(e, "joining %d ranks over NCCL at NCCL_COMM_ID=%s", env_size,
-                                  getenv("NCCL_COMM_ID"));
-        if (par_open_world(&t->par, world, env_local, c->parallel.ep, c->parallel.dp,
-                           c->parallel.timeout_s, e))
+        /* ranks started without MPI meet over NCCL, which only GPU ranks have */
+        if (!strcmp(bname, "cpu") || (!strcmp(bname, "auto") && !cuda_backend_available()))
+            return moe_errf(e,
+                            "%s starts %d ranks without MPI, but the cpu backend's ranks "
+                            "exchange over MPI (NCCL is for GPU ranks): launch them with srun "
+                            "--mpi=pmix or mpirun, with a moe-train built with MPI",
+                            launch.source, launch.size);
+        if (par_open_launched(&t->par, &launch, c->parallel.ep, c->parallel.dp,
+                              c->parallel.timeout_s, e))
             return -1;
     } else if (par_open(&t->par, c->parallel.ep, c->parallel.dp, c->parallel.timeout_s, e)) {
         return -1;
@@ -281,7 +284,6 @@ int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, i
     }
     c->parallel.ep = t->par.ep_size;
     c->parallel.dp = t->par.dp_size;
-    const char *bname = backend && *backend ? backend : c->runtime.backend;
     char why[128];
     if (backend_open(bname, c->runtime.threads, t->par.local_rank, &t->be, why, sizeof why, e))
         return -1;
