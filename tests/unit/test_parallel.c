@@ -247,6 +247,55 @@ static void test_ep_dispatcher_matches_local(void)
     comm_destroy(c);
 }
 
+/* Expert buffers by capacity: with room for a third of the rows, a layer's
+ * rows run in several passes, and the gradients are the one-pass bits (with
+ * and without activation recompute, over micro-batches that accumulate). */
+static void test_ep_capacity_passes(void)
+{
+    moe_comm *c;
+    moe_err e = {{0}};
+    CHECK(comm_single_create(&c, &e) == 0);
+    for (int recompute = 0; recompute < 2; recompute++) {
+        rig loc;
+        moe_backend *be = NULL;
+        moe_dispatcher *d = NULL;
+        moe_model *m = NULL;
+        CHECK(rig_open(&loc, 0, c, 1) == 0);
+        CHECK(cpu_backend_create(&be, 1, &e) == 0 && dispatcher_ep_create(&d, c, DIMS.E, &e) == 0);
+        if (!loc.m || !be || !d)
+            goto next;
+        dispatcher_ep_set_capacity(d, 0.3);
+        int cap = d->max_rows(d, B * T, DIMS.K);
+        CHECK_MSG(cap == (int)ceil(0.3 * B * T * DIMS.K), "%d rows", cap);
+        CHECK(model_create_parallel(&m, &DIMS, be, d, B, T, 0, 1, 1, recompute, &e) == 0);
+        CHECK(model_init_random(m, 42, 0.2, &e) == 0);
+        if (!m)
+            goto next;
+        model_zero_grad(loc.m);
+        model_zero_grad(m);
+        for (int mb = 0; mb < 2; mb++) {
+            int32_t tok[B * T], tgt[B * T];
+            batch(tok, tgt, 3 + mb);
+            double l1, l2;
+            int64_t n1, n2;
+            CHECK(model_forward_backward(loc.m, tok, tgt, 1.0 / 13, 0.01, &l1, &n1, &e) == 0);
+            CHECK(model_forward_backward(m, tok, tgt, 1.0 / 13, 0.01, &l2, &n2, &e) == 0);
+            CHECK(l1 == l2 && n1 == n2 && loc.m->aux_loss == m->aux_loss);
+            CHECK_MSG(model_expert_passes(m, 0) >= 3, "%d passes", model_expert_passes(m, 0));
+        }
+        CHECK(!memcmp(loc.m->grad, m->grad, sizeof(real) * loc.m->n_elems));
+    next:
+        if (m)
+            model_destroy(m);
+        if (d)
+            d->destroy(d);
+        if (be)
+            be->destroy(be);
+        rig_close(&loc);
+    }
+    comm_destroy(c);
+}
+
 static int failing_sum(void *ctx, double *v, int n, moe_err *e)
 {
     return moe_errf(e, "peer gone");
@@ -466,6 +515,7 @@ int main(void)
     RUN(test_launch_detection);
     RUN(test_env_launch);
     RUN(test_ep_dispatcher_matches_local);
+    RUN(test_ep_capacity_passes);
     RUN(test_stats_hook);
     RUN(test_zero_matches_adamw);
     RUN(test_layout_io);

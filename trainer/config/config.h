@@ -88,6 +88,7 @@ typedef struct {
     int ep;                         /* parallel.ep: expert-parallel size */
     int dp;                         /* parallel.dp: data-parallel size (0 = world / ep) */
     double timeout_s;               /* parallel.timeout_s: collective wait before abort */
+    double expert_capacity_factor;  /* parallel.expert_capacity_factor: expert rows per pass */
 } moe_parallel_cfg;
 
 typedef enum {

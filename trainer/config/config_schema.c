@@ -137,6 +137,10 @@ const config_key config_keys[] = {
             "data-parallel size; 0 = world size / ep"),
     FLOAT_KEY("parallel.timeout_s", parallel.timeout_s, POSITIVE, "300",
               "seconds a rank waits in a collective for its peers before the job is aborted"),
+    FLOAT_KEY("parallel.expert_capacity_factor", parallel.expert_capacity_factor, POSITIVE,
+              "1.5",
+              "expert buffers hold micro-batch tokens x top_k x this many rows per rank (EP > "
+              "1); rows beyond run in further passes, no token dropped"),
 
     {.path = "precision.compute", .type = KEY_ENUM, .offset = AT(precision.compute),
      .choices = precision_choices, .def = "auto",

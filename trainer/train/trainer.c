@@ -302,6 +302,8 @@ int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, i
                                                   c->model.num_experts, e)
                            : dispatcher_local_create(&t->disp, e))
         goto fail;
+    if (t->par.ep_size > 1)
+        dispatcher_ep_set_capacity(t->disp, c->parallel.expert_capacity_factor);
     t->startup_s[0] = now_s() - t0;
     t0 = now_s();
     moe_dims d = trainer_model_dims(&c->model);
