@@ -57,6 +57,7 @@ include common/rules.mk
 -include trainer/lowp/rules.mk
 -include trainer/backend/cuda/rules.mk
 -include trainer/parallel/nccl.mk
+-include trainer/plan/rules.mk
 -include trainer/rules.mk
 -include trainer/parallel/rules.mk
 -include topo/rules.mk

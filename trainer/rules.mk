@@ -1,5 +1,6 @@
 # The trainer: model, dispatcher, CPU reference backend, training loop, CLI.
 MODEL_SRCS := trainer/backend/route_plan.c trainer/model/params.c trainer/model/model.c trainer/model/dispatch_local.c \
+	trainer/model/dims_config.c \
 	trainer/backend/cpu/cpu_backend.c trainer/backend/cpu/cpu_gemm.c \
 	trainer/backend/cpu/cpu_dense.c trainer/backend/cpu/cpu_attention.c \
 	trainer/backend/cpu/cpu_moe.c trainer/backend/cpu/cpu_optim.c
@@ -47,7 +48,7 @@ TRAIN_LIB := $(B)/lib/libmoe_train.a
 $(TRAIN_LIB): $(call obj,$(TRAIN_SRCS))
 # libmoe_parallel.a is built by trainer/parallel/rules.mk
 PARALLEL_LIB := $(B)/lib/libmoe_parallel.a
-TRAINER_LIBS = $(TRAIN_LIB) $(PARALLEL_NCCL_LIB) $(PARALLEL_LIB) $(CUDA_LIB) $(MODEL_LIB) $(DATA_LIB) $(CKPT_LIB) $(CONFIG_LIB) $(COMMON_LIB)
+TRAINER_LIBS = $(TRAIN_LIB) $(PLAN_LIB) $(PARALLEL_NCCL_LIB) $(PARALLEL_LIB) $(CUDA_LIB) $(MODEL_LIB) $(LOWP_LIB) $(DATA_LIB) $(CKPT_LIB) $(CONFIG_LIB) $(COMMON_LIB)
 
 BINS += $(B)/bin/moe-train
 $(B)/bin/moe-train: $(call obj,trainer/main.c) $(TRAINER_LIBS)

@@ -13,6 +13,8 @@
 
 #include "../backend/select.h"
 #include "../ckpt/ckpt_dir.h"
+#include "../model/dims_config.h"
+#include "../plan/plan.h"
 #include "../parallel/comm_nccl.h"
 #include "../parallel/dispatch_ep.h"
 #include "../parallel/watchdog.h"
@@ -50,16 +52,7 @@ static void fmt_count(char *out, size_t n, double v)
         snprintf(out, n, "%.0f", v);
 }
 
-moe_dims trainer_model_dims(const moe_model_cfg *mc)
-{
-    moe_dims d = {.C = mc->hidden_size, .L = mc->num_layers, .NH = mc->num_heads,
-                  .NKV = mc->num_kv_heads,
-                  .HD = mc->head_dim ? mc->head_dim : mc->hidden_size / mc->num_heads,
-                  .E = mc->num_experts, .K = mc->top_k, .I = mc->intermediate_size,
-                  .V = mc->vocab_size, .eps = mc->rms_norm_eps, .theta = mc->rope_theta,
-                  .aux_coef = mc->router_aux_loss_coef};
-    return d;
-}
+moe_dims trainer_model_dims(const moe_model_cfg *mc) { return model_dims_from_config(mc); }
 
 /* precision.layers: the attention projections in the experts' recipe too
  * (all) or in bf16; t->precision names what runs where. On refusal the
@@ -160,6 +153,28 @@ static int resolve_precision(moe_trainer *t, moe_err *e)
     }
 }
 
+/* The memory plan of this run (plan.h) beside what the backend allocated. */
+static void print_plan_vs_allocated(moe_trainer *t)
+{
+    moe_plan p;
+    moe_err pe = {{0}};
+    const double mib = 1024.0 * 1024.0;
+    if (plan_make(&p, &t->cfg, t->par.ep_size, t->par.dp_size, t->be, &pe)) {
+        printf("  plan      none: %s\n", pe.msg);
+        return;
+    }
+    size_t got = 0;
+    for (int k = 0; k < MOE_MEM_KINDS; k++)
+        got += t->be->mem_bytes[k];
+    printf("  plan      %.2f MiB per rank planned, %.2f MiB allocated (%+.1f%%):", p.total / mib,
+           got / mib, p.total ? 100.0 * ((double)got - (double)p.total) / (double)p.total : 0);
+    for (int k = 0; k < MOE_MEM_KINDS; k++)
+        if (p.bytes[k] || t->be->mem_bytes[k])
+            printf("%s %s %.2f/%.2f", k ? "," : "", plan_kind_name(k), p.bytes[k] / mib,
+                   t->be->mem_bytes[k] / mib);
+    printf(" MiB\n");
+}
+
 static void print_summary(moe_trainer *t, const char *backend_why)
 {
     if (t->quiet || t->rank != 0)
@@ -216,6 +231,7 @@ static void print_summary(moe_trainer *t, const char *backend_why)
             printf("            activations: each layer's input kept, the layer recomputed in the "
                    "backward (train.activation_recompute)\n");
     }
+    print_plan_vs_allocated(t);
     printf("  start-up  %.2f s ranks and backend, %.2f s model buffers, %.2f s data, %.2f s "
            "weights\n", t->startup_s[0], t->startup_s[1], t->startup_s[2], t->startup_s[3]);
     if (c->checkpoint.ckpt_dir[0])
@@ -314,8 +330,10 @@ int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, i
     if (t->world > 1) {
         t->model->stats_sum = world_sum;
         t->model->stats_ctx = &t->par;
+        t->be->mem_kind = MOE_MEM_OPTIMIZER;
         if (zero_create(&t->zero, t->model, &t->par, e))
             goto fail;
+        t->be->mem_kind = MOE_MEM_WORKSPACE;
     } else {
         /* one rank: only model_grad_sum_squares and model_adamw read the
          * gradients, so an expert no token reached costs no gradient bytes */
