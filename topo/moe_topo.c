@@ -182,40 +182,25 @@ static int build_step(const cli *c, const moe_topo *t, moe_step *step, int *idx,
 static int check_memory(const cli *c, const moe_topo *t, const int *idx, int n,
                         const moe_policy *pol, const moe_verdict *v)
 {
-    unsigned long long mem = 0;
-    for (int k = 0; k < n; k++)
-        if (t->gpus[idx[k]].memory_bytes && (!mem || t->gpus[idx[k]].memory_bytes < mem))
-            mem = t->gpus[idx[k]].memory_bytes;
-    moe_config *cfg = malloc(sizeof *cfg);
+    unsigned long long mem = topo_step_min_memory(t, idx, n);
     moe_err e = {{0}};
     char msg[2048];
-    int rc = EXIT_RUN;
-    if (!cfg || config_load(cfg, c->config, pol->configs, 0, NULL, &e)) {
-        fprintf(stderr, "moe-topo: --config: %s\n", cfg ? e.msg : "out of memory");
-        free(cfg);
-        return EXIT_USAGE;
-    }
-    /* the precision the verdict chose decides how the experts keep their activations */
-    if (!strcmp(v->precision, "fp8_block"))
-        cfg->precision.compute = MOE_PREC_FP8_BLOCK;
-    else if (!strcmp(v->precision, "bf16"))
-        cfg->precision.compute = MOE_PREC_BF16;
     if (!mem) {
         printf("memory: the GPUs' memory is unknown here; no memory plan checked\n");
-    } else {
-        int fit = plan_fit(cfg, v->ep, v->dp, (double)mem, pol->refuse_memory_short, msg,
-                           sizeof msg, &e);
-        if (e.msg[0])
-            fprintf(stderr, "moe-topo: memory plan: %s\n", e.msg), rc = EXIT_USAGE;
-        else if (fit == PLAN_FITS)
-            printf("memory: %s fits the %.0f GiB GPUs at EP=%d x DP=%d (moe-train --plan shows "
-                   "the plan)\n", cfg->name, mem / 1073741824.0, v->ep, v->dp);
-        else
-            printf("memory: %s: %s\n", fit == PLAN_REFUSE ? "refused" : "warning", msg),
-                rc = fit == PLAN_REFUSE ? EXIT_REFUSE : EXIT_RUN;
+        return EXIT_RUN;
     }
-    free(cfg);
-    return rc;
+    int fit = plan_fit_config(c->config, pol->configs, NULL, 0, v->precision, v->ep, v->dp,
+                              (double)mem, pol->refuse_memory_short, msg, sizeof msg, &e);
+    if (e.msg[0]) {
+        fprintf(stderr, "moe-topo: --config: %s\n", e.msg);
+        return EXIT_USAGE;
+    }
+    if (fit == PLAN_FITS)
+        printf("memory: %s fits the %.0f GiB GPUs at EP=%d x DP=%d (moe-train --plan shows the "
+               "plan)\n", c->config, mem / 1073741824.0, v->ep, v->dp);
+    else
+        printf("memory: %s: %s\n", fit == PLAN_REFUSE ? "refused" : "warning", msg);
+    return fit == PLAN_REFUSE ? EXIT_REFUSE : EXIT_RUN;
 }
 
 static int run_check(const cli *c, const moe_topo *t, const moe_policy *pol)

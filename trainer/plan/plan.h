@@ -55,4 +55,13 @@ enum { PLAN_FITS = 0, PLAN_WARN = 1, PLAN_REFUSE = -1 };
 int plan_fit(const moe_config *c, int ep, int dp, double gpu_bytes, int refuse, char *msg,
              size_t n, moe_err *e);
 
+/* plan_fit for a launcher that has a config's name or path (resolved in
+ * configs_dir, as moe-train resolves it), its key=value overrides, and the
+ * verdict's precision ("mxfp8", "bf16", "fp8_block", or NULL: the
+ * config's). The one call the SPANK plugin's verdict and `moe-topo --check`
+ * make. */
+int plan_fit_config(const char *config, const char *configs_dir, char *const *items,
+                    int n_items, const char *precision, int ep, int dp, double gpu_bytes,
+                    int refuse, char *msg, size_t n, moe_err *e);
+
 #endif

@@ -88,3 +88,26 @@ int plan_fit(const moe_config *c, int ep, int dp, double gpu_bytes, int refuse, 
         bf16 <= gpu_bytes ? " (fits)" : "");
     return refuse ? PLAN_REFUSE : PLAN_WARN;
 }
+
+int plan_fit_config(const char *config, const char *configs_dir, char *const *items,
+                    int n_items, const char *precision, int ep, int dp, double gpu_bytes,
+                    int refuse, char *msg, size_t n, moe_err *e)
+{
+    if (n)
+        msg[0] = 0;
+    moe_config *c = malloc(sizeof *c);
+    if (!c)
+        return moe_errf(e, "out of memory"), PLAN_REFUSE;
+    if (config_load(c, config, configs_dir, n_items, items, e)) {
+        free(c);
+        return PLAN_REFUSE;
+    }
+    /* the verdict's precision decides how the experts keep their activations */
+    if (precision && !strcmp(precision, "fp8_block"))
+        c->precision.compute = MOE_PREC_FP8_BLOCK;
+    else if (precision && !strcmp(precision, "bf16"))
+        c->precision.compute = MOE_PREC_BF16;
+    int rc = plan_fit(c, ep, dp, gpu_bytes, refuse, msg, n, e);
+    free(c);
+    return rc;
+}
