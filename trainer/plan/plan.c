@@ -211,11 +211,13 @@ void plan_print(FILE *f, const moe_plan *p, const moe_config *c, double gpu_byte
     /* GiB at scale, MiB for the small configs */
     const int gib = p->total >= GIB || p->total_flip >= GIB;
     const double u = gib ? GIB : 1048576.0;
-    fprintf(f, "moekit memory plan: %s at EP=%d x DP=%d (%d %s), micro-batch %d x %d tokens, "
-               "capacity %zu expert rows per pass (factor %.2f)\n",
-            c->name, p->ep, p->dp, p->world, !strcmp(p->backend, "cpu") ? "CPU ranks" : "GPUs",
-            c->train.micro_batch_size, c->train.seq_length, p->cap_rows,
-            c->parallel.expert_capacity_factor);
+    fprintf(f, "moekit memory plan: %s at EP=%d x DP=%d (%d %s%s), micro-batch %d x %d tokens, "
+               "%zu expert rows per pass",
+            c->name, p->ep, p->dp, p->world, !strcmp(p->backend, "cpu") ? "CPU rank" : "GPU",
+            p->world > 1 ? "s" : "", c->train.micro_batch_size, c->train.seq_length, p->cap_rows);
+    if (p->ep > 1)
+        fprintf(f, " (parallel.expert_capacity_factor %.2f)", c->parallel.expert_capacity_factor);
+    fprintf(f, "\n");
     fprintf(f, "  parameters  ");
     print_count(f, (double)p->params_total);
     fprintf(f, " total; ");
