@@ -111,24 +111,11 @@ static int cmd_train(int argc, char **argv)
             quiet = 1;
         } else if (!strcmp(a, "--print-config")) {
             print_config = 1;
-        } else if (!strcmp(a, "--plan")) {
-            plan = 1;
-        } else if (!strcmp(a, "--plan-gpus") || !strcmp(a, "--plan-gpu-mem")) {
-            char *end = NULL;
-            double v = i + 1 < argc ? strtod(argv[i + 1], &end) : 0;
-            int gpus = !strcmp(a, "--plan-gpus");
-            if (!end || *end || end == argv[i + 1] || v <= 0 || (gpus && v != (int)v)) {
-                fprintf(stderr, "moe-train: %s needs a %s\n", a,
-                        gpus ? "GPU count" : "memory size in GiB");
+        } else if (!strncmp(a, "--plan", 6)) {
+            if (plan_option(argc, argv, &i, &plan, &plan_gpus, &plan_gib)) {
                 free(over);
                 return 2;
             }
-            i++;
-            plan = 1;
-            if (gpus)
-                plan_gpus = (int)v;
-            else
-                plan_gib = v;
         } else if (a[0] == '-') {
             fprintf(stderr, "moe-train: unknown option '%s' (see moe-train --help)\n", a);
             free(over);

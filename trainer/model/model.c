@@ -61,6 +61,66 @@ static void *host_calloc(planner *pl, size_t n, size_t sz)
     return p;
 }
 
+/* Layer l's buffers. Layer 0 owns the buffers that layers share. Always
+ * shared: what only the forward reads (the SwiGLU output, the experts'
+ * output rows, the combined MoE output, each consumed before the next layer
+ * writes it). With recompute, every layer keeps only its input and router
+ * statistics; the rest is one layer's worth, rebuilt per layer in the
+ * backward. rows: the expert rows of one pass. */
+static void plan_layer(planner *pl, moe_model *m, int l, size_t rows)
+{
+    moe_backend *be = pl->be;
+    const moe_dims *d = &m->d;
+    size_t N = (size_t)m->B * m->T, C = d->C, E = d->E, K = d->K, I = d->I;
+    size_t QD = (size_t)d->NH * d->HD, KVD = (size_t)d->NKV * d->HD;
+    moe_layer_acts *a = &m->layers[l];
+    const moe_layer_acts *s0 = l > 0 ? &m->layers[0] : NULL;
+    plan_kind(pl, MOE_MEM_ACTIVATIONS);
+    a->resid_in = l == 0 ? m->embed_out : plan_act(pl, N * C);
+    plan_kind(pl, MOE_MEM_WORKSPACE);
+    a->prob_sum = plan_real(pl, E);
+    a->route_count = host_calloc(pl, E, sizeof(int64_t));
+    a->moe_out = s0 ? s0->moe_out : plan_act(pl, N * C);
+    plan_kind(pl, MOE_MEM_CAPACITY);
+    a->a = s0 ? s0->a : plan_act(pl, rows * I);
+    a->y_perm = s0 ? s0->y_perm : plan_act(pl, rows * C);
+    if (s0 && m->recompute) {
+        int64_t *rc = a->route_count;
+        real *ps = a->prob_sum;
+        act *in = a->resid_in;
+        *a = *s0;
+        a->resid_in = in, a->prob_sum = ps, a->route_count = rc;
+        return;
+    }
+    plan_kind(pl, MOE_MEM_ACTIVATIONS);
+    a->ln1 = plan_act(pl, N * C);
+    a->rstd1 = plan_real(pl, N);
+    a->q = plan_act(pl, N * QD);
+    a->k = plan_act(pl, N * KVD);
+    a->v = plan_act(pl, N * KVD);
+    a->att = plan_act(pl, N * QD);
+    a->lse = plan_real(pl, (size_t)m->B * d->NH * m->T);
+    a->resid_mid = plan_act(pl, N * C);
+    a->ln2 = plan_act(pl, N * C);
+    a->rstd2 = plan_real(pl, N);
+    a->probs = plan_real(pl, N * E);
+    a->topk_idx = plan_i32(pl, N * K);
+    a->topk_w = plan_real(pl, N * K);
+    a->plan.slot_row = plan_i32(pl, N * K);
+    a->plan.expert_offset_dev = plan_i32(pl, (size_t)m->E_local + 1);
+    plan_kind(pl, MOE_MEM_CAPACITY);
+    a->plan.row_token = plan_i32(pl, rows);
+    a->plan.expert_count = host_calloc(pl, (size_t)m->E_local, sizeof(int64_t));
+    a->plan.expert_offset = host_calloc(pl, (size_t)m->E_local + 1, sizeof(int64_t));
+    a->x_perm = plan_act(pl, rows * C);
+    a->p_perm = plan_real(pl, rows);
+    /* the SwiGLU inputs as the backend keeps them (fp8_block: E4M3) */
+    size_t saved = be->expert_saved_bytes ? be->expert_saved_bytes(be, rows, I)
+                                          : be->act_bytes(be, rows * I);
+    a->h1 = plan_bytes(pl, saved);
+    a->h3 = plan_bytes(pl, saved);
+}
+
 int model_create(moe_model **out, const moe_dims *d, moe_backend *be, moe_dispatcher *disp, int B,
                  int T, moe_err *e)
 {
@@ -96,7 +156,7 @@ int model_create_parallel(moe_model **out, const moe_dims *d, moe_backend *be,
         return -1;
     }
     planner pl = {be, e, 0};
-    size_t P = m->n_elems, N = (size_t)B * T, C = d->C, E = d->E, K = d->K, I = d->I;
+    size_t P = m->n_elems, N = (size_t)B * T, C = d->C, E = d->E, K = d->K;
     size_t QD = (size_t)d->NH * d->HD, KVD = (size_t)d->NKV * d->HD;
     size_t rows = (size_t)disp->max_rows(disp, (int)N, (int)K);
     /* split masters where the backend offers them: the compute copy is the high half */
@@ -123,59 +183,8 @@ int model_create_parallel(moe_model **out, const moe_dims *d, moe_backend *be,
     /* at most one range per expert weight tensor, and one more between them */
     m->grad_ranges_cap = 3 * d->L * m->E_local + 1;
     m->grad_ranges = host_calloc(&pl, (size_t)m->grad_ranges_cap, sizeof(moe_range));
-    /* Layer 0 owns the buffers that layers share. Always shared: what only
-     * the forward reads (the SwiGLU output, the experts' output rows, the
-     * combined MoE output, each consumed before the next layer writes it).
-     * With recompute, every layer keeps only its input and router statistics;
-     * the rest is one layer's worth, rebuilt per layer in the backward. */
-    for (int l = 0; l < d->L && !pl.failed; l++) {
-        moe_layer_acts *a = &m->layers[l];
-        const moe_layer_acts *s0 = l > 0 ? &m->layers[0] : NULL;
-        plan_kind(&pl, MOE_MEM_ACTIVATIONS);
-        a->resid_in = l == 0 ? m->embed_out : plan_act(&pl, N * C);
-        plan_kind(&pl, MOE_MEM_WORKSPACE);
-        a->prob_sum = plan_real(&pl, E);
-        a->route_count = host_calloc(&pl, E, sizeof(int64_t));
-        a->moe_out = s0 ? s0->moe_out : plan_act(&pl, N * C);
-        plan_kind(&pl, MOE_MEM_CAPACITY);
-        a->a = s0 ? s0->a : plan_act(&pl, rows * I);
-        a->y_perm = s0 ? s0->y_perm : plan_act(&pl, rows * C);
-        if (s0 && m->recompute) {
-            int64_t *rc = a->route_count;
-            real *ps = a->prob_sum;
-            act *in = a->resid_in;
-            *a = *s0;
-            a->resid_in = in, a->prob_sum = ps, a->route_count = rc;
-            continue;
-        }
-        plan_kind(&pl, MOE_MEM_ACTIVATIONS);
-        a->ln1 = plan_act(&pl, N * C);
-        a->rstd1 = plan_real(&pl, N);
-        a->q = plan_act(&pl, N * QD);
-        a->k = plan_act(&pl, N * KVD);
-        a->v = plan_act(&pl, N * KVD);
-        a->att = plan_act(&pl, N * QD);
-        a->lse = plan_real(&pl, (size_t)B * d->NH * T);
-        a->resid_mid = plan_act(&pl, N * C);
-        a->ln2 = plan_act(&pl, N * C);
-        a->rstd2 = plan_real(&pl, N);
-        a->probs = plan_real(&pl, N * E);
-        a->topk_idx = plan_i32(&pl, N * K);
-        a->topk_w = plan_real(&pl, N * K);
-        a->plan.slot_row = plan_i32(&pl, N * K);
-        a->plan.expert_offset_dev = plan_i32(&pl, (size_t)m->E_local + 1);
-        plan_kind(&pl, MOE_MEM_CAPACITY);
-        a->plan.row_token = plan_i32(&pl, rows);
-        a->plan.expert_count = host_calloc(&pl, (size_t)m->E_local, sizeof(int64_t));
-        a->plan.expert_offset = host_calloc(&pl, (size_t)m->E_local + 1, sizeof(int64_t));
-        a->x_perm = plan_act(&pl, rows * C);
-        a->p_perm = plan_real(&pl, rows);
-        /* the SwiGLU inputs as the backend keeps them (fp8_block: E4M3) */
-        size_t saved = be->expert_saved_bytes ? be->expert_saved_bytes(be, rows, I)
-                                              : be->act_bytes(be, rows * I);
-        a->h1 = plan_bytes(&pl, saved);
-        a->h3 = plan_bytes(&pl, saved);
-    }
+    for (int l = 0; l < d->L && !pl.failed; l++)
+        plan_layer(&pl, m, l, rows);
     plan_kind(&pl, MOE_MEM_WORKSPACE);
     if (m->recompute) {
         m->prob_sum_scratch = plan_real(&pl, E);
@@ -202,7 +211,6 @@ int model_create_parallel(moe_model **out, const moe_dims *d, moe_backend *be,
     m->tmp_c = plan_act(&pl, N * C);
     m->route_frac = host_calloc(&pl, E, sizeof(double));
     m->layer_count = host_calloc(&pl, (size_t)m->E_local, sizeof(int64_t));
-    plan_kind(&pl, MOE_MEM_WORKSPACE);
     /* the dispatcher's buffers too, now, so the memory plan counts them */
     if (!pl.failed && disp->reserve && disp->reserve(disp, be, (int)N, (int)K, (int)C, d->L, e))
         pl.failed = 1;
@@ -212,10 +220,8 @@ int model_create_parallel(moe_model **out, const moe_dims *d, moe_backend *be,
         return -1;
     }
     be->memset0(be, m->grad, sizeof(real) * P);
-    if (with_moments) {
-        be->memset0(be, m->m, sizeof(real) * P);
-        be->memset0(be, m->v, sizeof(real) * P);
-    }
+    for (int i = 0; with_moments && i < 2; i++)
+        be->memset0(be, i ? m->v : m->m, sizeof(real) * P);
     be->memset0(be, m->master, (m->split_master ? sizeof(uint16_t) : sizeof(real)) * P);
     *out = m;
     return 0;

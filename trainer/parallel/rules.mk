@@ -44,3 +44,13 @@ $(B)/tests/gpu/test_parallel_nccl: $(call obj,tests/unit/test_parallel_nccl.c) \
 	$(CC) $(LDFLAGS) $^ -o $@ $(NCCL_LDLIBS) $(CUDA_LDLIBS) $(LDLIBS_BASE)
 everything: $(PARALLEL_GPU_TESTS)
 endif
+
+ifeq ($(CUDA),1)
+# Expert buffers by capacity on the CUDA backend, one GPU without NCCL
+# (tests/gpu/test_capacity_cuda.c; run on a GPU machine).
+$(B)/tests/gpu/test_capacity_cuda: $(call obj,tests/gpu/test_capacity_cuda.c) $(PARALLEL_LIB) \
+		$(CUDA_LIB) $(MODEL_LIB) $(LOWP_LIB) $(COMMON_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(CUDA_LDLIBS) $(LDLIBS_BASE)
+everything: $(B)/tests/gpu/test_capacity_cuda
+endif
