@@ -55,10 +55,6 @@ typedef struct {
  * 0 when this is not such a launch, -1 naming what is missing or conflicting
  * (half of a set, two sets that disagree, no meeting point). */
 int par_launch_from_env(moe_launch *l, moe_err *e);
-/* Join the world of such a launch over NCCL (NCCL_COMM_ID set to l->meet;
- * this rank on GPU local_rank mod the visible ones) and split the groups. */
-int par_open_launched(moe_par *p, const moe_launch *l, int ep, int dp, double timeout_s,
-                      moe_err *e);
 void par_close(moe_par *p);
 
 /* Pure layout arithmetic, for tests and messages: fills ep_rank/dp_rank and

@@ -3,7 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm_nccl.h"
 #include "parallel.h"
 #include "watchdog.h"
 
@@ -51,18 +50,6 @@ static int check_size(const moe_par *p, moe_err *e)
 }
 
 static int par_groups(moe_par *p, int local_rank, int ep, int dp, double timeout_s, moe_err *e);
-
-int par_open_launched(moe_par *p, const moe_launch *l, int ep, int dp, double timeout_s,
-                      moe_err *e)
-{
-    moe_comm *world = NULL;
-    if (setenv("NCCL_COMM_ID", l->meet, 1))
-        return moe_errf(e, "cannot set NCCL_COMM_ID=%s", l->meet);
-    if (comm_nccl_world_on_device(&world, l->rank, l->size, l->local_rank, e))
-        return moe_err_prefix(e, "joining %d ranks from %s over NCCL at %s (%s)", l->size,
-                              l->source, l->meet, l->meet_from);
-    return par_open_world(p, world, l->local_rank, ep, dp, timeout_s, e);
-}
 
 int par_open(moe_par *p, int ep, int dp, double timeout_s, moe_err *e)
 {

@@ -279,8 +279,14 @@ int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, i
                             "exchange over MPI (NCCL is for GPU ranks): launch them with srun "
                             "--mpi=pmix or mpirun, with a moe-train built with MPI",
                             launch.source, launch.size);
-        if (par_open_launched(&t->par, &launch, c->parallel.ep, c->parallel.dp,
-                              c->parallel.timeout_s, e))
+        moe_comm *world = NULL;
+        if (setenv("NCCL_COMM_ID", launch.meet, 1))
+            return moe_errf(e, "cannot set NCCL_COMM_ID=%s", launch.meet);
+        if (comm_nccl_world_on_device(&world, launch.rank, launch.size, launch.local_rank, e))
+            return moe_err_prefix(e, "joining %d ranks from %s over NCCL at %s (%s)", launch.size,
+                                  launch.source, launch.meet, launch.meet_from);
+        if (par_open_world(&t->par, world, launch.local_rank, c->parallel.ep, c->parallel.dp,
+                           c->parallel.timeout_s, e))
             return -1;
     } else if (par_open(&t->par, c->parallel.ep, c->parallel.dp, c->parallel.timeout_s, e)) {
         return -1;
