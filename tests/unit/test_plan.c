@@ -88,6 +88,22 @@ static void test_headline_plan(void)
     CHECK(p.ep_bytes > 0 && q.dp_bytes > 0);
 }
 
+/* Over several ranks the optimizer's own create is counted (today's ZeRO
+ * where its host staging is small), and its layout agrees with it. */
+static void test_sharded_optimizer_counted(void)
+{
+    moe_config c;
+    if (load(&c, "L0_sanity"))
+        return;
+    moe_err e = {{0}};
+    moe_plan p;
+    CHECK_MSG(plan_make(&p, &c, 2, 2, NULL, &e) == 0, "%s", e.msg);
+    CHECK(p.optimizer_counted == 1 && p.moments > 0);
+    CHECK(p.bytes[MOE_MEM_OPTIMIZER] > p.moments);
+    /* sharded: less than the unsharded moments of this rank's parameters */
+    CHECK(p.moments < 2 * sizeof(real) * (size_t)p.params_local);
+}
+
 static void test_plan_fit(void)
 {
     moe_config c;
@@ -110,6 +126,7 @@ int main(void)
 {
     RUN(test_plan_equals_allocation);
     RUN(test_headline_plan);
+    RUN(test_sharded_optimizer_counted);
     RUN(test_plan_fit);
     return check_summary("test_plan");
 }

@@ -55,10 +55,15 @@ static int groups_open(plan_groups *g, int ep, int dp, moe_err *e)
 }
 
 /* Today's ZeRO (zero.c) stages 12 B per local parameter in host memory
- * besides its device shards; where this host cannot even reserve that, its
- * device shards are counted by its layout: per shard element an fp32
- * master, gradient and two moments, and a compute copy (dense parameters
- * shard over the world, expert ones over DP, near-equal shards). */
+ * besides its device shards. A plan must not take that memory (46B
+ * parameters at L1: 84 GB per rank; a launcher's plan runs inside Slurm's
+ * daemons), so beyond ZERO_HOST_LIMIT its device shards are counted by its
+ * layout: per shard element an fp32 master, gradient and two moments, and a
+ * compute copy (dense parameters shard over the world, expert ones over DP,
+ * near-equal shards). The device-resident optimizer keeps nothing on the
+ * host: its create is then always the one counted. */
+static const size_t ZERO_HOST_LIMIT = (size_t)256 << 20;
+
 static void zero_layout(moe_backend *be, const moe_model *m, const moe_par *par, size_t *moments)
 {
     size_t n[2] = {0, 0};
@@ -83,17 +88,14 @@ static int count_optimizer(moe_plan *p, moe_backend *be, moe_model *m, plan_grou
     }
     moe_zero *z = NULL;
     be->mem_kind = MOE_MEM_OPTIMIZER;
-    size_t before = be->mem_bytes[MOE_MEM_OPTIMIZER];
-    moe_err ze = {{0}};
-    if (zero_create(&z, m, &g->par, &ze) == 0) {
+    if (3 * sizeof(real) * m->n_elems <= ZERO_HOST_LIMIT) {
+        if (zero_create(&z, m, &g->par, e))
+            return -1;
         p->moments = zero_moment_bytes(z);
         p->optimizer_counted = 1;
         zero_destroy(z);
         return 0;
     }
-    if (!strstr(ze.msg, "host memory"))
-        return moe_errf(e, "%s", ze.msg);
-    be->mem_bytes[MOE_MEM_OPTIMIZER] = before;
     p->moments = 0;
     zero_layout(be, m, &g->par, &p->moments);
     p->optimizer_counted = 0;
@@ -235,9 +237,9 @@ void plan_print(FILE *f, const moe_plan *p, const moe_config *c, double gpu_byte
     fprintf(f, "    %-36s %10.2f   %12.2f\n", "total", p->total / u, p->total_flip / u);
     fprintf(f, "  optimizer   %.2f %s of AdamW moments%s\n", p->moments / u, gib ? "GiB" : "MiB",
             p->optimizer_counted ? ""
-                                 : "; the sharded optimizer counted by its layout (it also stages "
-                                   "12 B per parameter in host memory, more than this host can "
-                                   "reserve)");
+                                 : "; today's sharded optimizer counted by its layout (it also "
+                                   "stages 12 B per parameter in host memory, which a plan does "
+                                   "not take)");
     fprintf(f, "  per step    %.2f %s sent per rank over the EP group (all-to-all, balanced "
                "routing), %.2f %s in the gradient reduce-scatter and weight all-gather\n",
             p->ep_bytes / u, gib ? "GiB" : "MiB", p->dp_bytes / u, gib ? "GiB" : "MiB");
