@@ -58,6 +58,7 @@ include trainer/lowp/rules.mk
 include trainer/backend/cuda/lowp/rules.mk
 include trainer/backend/cuda/rules.mk
 include trainer/parallel/nccl.mk
+include trainer/plan/rules.mk
 include trainer/rules.mk
 include trainer/parallel/rules.mk
 include launch/rules.mk

@@ -37,6 +37,7 @@ static const policy_key keys[] = {
     FIELD("allow_fp8_block", KEY_BOOL, allow_fp8_block),
     FIELD("topology_xml", KEY_PATH, topology_xml),
     FIELD("bind", KEY_BOOL, bind),
+    FIELD("refuse_memory_short", KEY_BOOL, refuse_memory_short),
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -51,6 +52,7 @@ void policy_defaults(moe_policy *pol)
     pol->allow_fp8_block = 0;
     pol->topology_xml[0] = '\0';
     pol->bind = 1;
+    pol->refuse_memory_short = 0;
 }
 
 static int set_value(moe_policy *pol, const policy_key *k, const char *value, int argi,
@@ -158,10 +160,10 @@ void policy_format(const moe_policy *pol, char *buf, size_t len)
     /* topology_xml only when set: an empty value would not parse back. */
     snprintf(buf, len,
              "trainer=%s configs=%s on_non_blackwell=%s allow_user_configs=%s allow_cpu=%s "
-             "allow_fp8_block=%s%s%s bind=%s",
+             "allow_fp8_block=%s%s%s bind=%s refuse_memory_short=%s",
              pol->trainer, pol->configs,
              pol->on_non_blackwell == MOE_NONBW_REJECT ? "reject" : "bf16",
              pol->allow_user_configs ? "yes" : "no", pol->allow_cpu ? "yes" : "no",
              pol->allow_fp8_block ? "yes" : "no", pol->topology_xml[0] ? " topology_xml=" : "",
-             pol->topology_xml, pol->bind ? "yes" : "no");
+             pol->topology_xml, pol->bind ? "yes" : "no", pol->refuse_memory_short ? "yes" : "no");
 }

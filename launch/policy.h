@@ -19,6 +19,9 @@
  *   topology_xml=FILE         read this saved hwloc XML instead of discovering the
  *                             node; absolute. Default: live discovery.
  *   bind=yes|no               bind each task to its GPU's NUMA node and CPUs (default yes).
+ *   refuse_memory_short=yes|no
+ *                             a run whose memory plan (moe-train --plan) does not fit a GPU
+ *                             is refused (yes) or warned about (no, the default).
  * Unknown keys, bad values, duplicates and words without "=" are errors that
  * name the argument. */
 #ifndef MOE_POLICY_H

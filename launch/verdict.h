@@ -26,6 +26,8 @@ typedef struct {
     int allow_fp8_block;       /* allow_fp8_block=yes|no: Hopper may use fp8_block */
     char topology_xml[4096];   /* topology_xml=FILE: use a saved hwloc XML instead of live discovery */
     int bind;                  /* bind=yes|no: bind tasks to the GPU's NUMA node and CPUs */
+    int refuse_memory_short;   /* refuse_memory_short=yes|no: a run whose memory plan exceeds
+                                  a GPU is refused, or only warned about (plan_fit) */
 } moe_policy;
 
 /* What the user asked for with --moe-* options (already syntax-checked). */

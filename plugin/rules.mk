@@ -27,12 +27,14 @@ endif
 # Debian ships no position-independent libconfig.a, so the plugin links the
 # shared libconfig ($(LIBCONFIG_SHARED)); the version script keeps moekit's
 # config_write and every other symbol private to the plugin.
+# The memory plan (trainer/plan, over the model and parallel libraries) checks
+# that a run fits its GPUs; the model's parameter code brings OpenMP (libgomp).
 PLUGIN_LINK := $(call obj,$(PLUGIN_SPANK_SRCS)) $(PLUGIN_LIB) $(TOPO_LIB) $(LAUNCH_LIB) \
-	$(CONFIG_LIB) $(COMMON_LIB)
+	$(PLAN_LIB) $(PARALLEL_LIB) $(MODEL_LIB) $(LOWP_LIB) $(CONFIG_LIB) $(COMMON_LIB)
 $(PLUGIN_SO): $(PLUGIN_LINK) plugin/spank_moe.lds
 	@mkdir -p $(dir $@)
 	$(CC) -shared $(SANFLAGS) -Wl,--version-script=plugin/spank_moe.lds \
-		$(PLUGIN_LINK) -o $@ $(TOPO_LDLIBS) $(LIBCONFIG_SHARED) -ldl -lm
+		$(PLUGIN_LINK) -o $@ $(TOPO_LDLIBS) $(LIBCONFIG_SHARED) -fopenmp -ldl -lm
 
 # Not in BINS: `make install` puts the plugin under lib/moekit, not bin/.
 ifneq ($(PLUGIN_HAVE_SPANK),)

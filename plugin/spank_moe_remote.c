@@ -21,6 +21,7 @@
 
 #include "../topo/step.h"
 #include "../topo/topo.h"
+#include "../trainer/plan/plan.h"
 #include "args.h"
 #include "bind.h"
 #include "config_resolve.h"
@@ -151,6 +152,35 @@ static int start_trainer(const task_info *ti, const moe_verdict *v, const char *
                   strerror(err));
 }
 
+
+/* The run's memory plan at the verdict's EP x DP against the smallest GPU
+ * of the step (plan_fit_config): -1 when it does not fit and the policy
+ * refuses (refuse_memory_short=yes), else 0 (a warning printed by rank 0). */
+static int check_memory(const task_info *ti, const moe_policy *pol, const char *config_path,
+                        char *const *items, int n_items, const moe_topo *topo, const int *idx,
+                        int n, const moe_verdict *v)
+{
+    unsigned long long mem = topo_step_min_memory(topo, idx, n);
+    char msg[2048];
+    moe_err e = {{0}};
+    if (!mem)
+        return 0;
+    int fit = plan_fit_config(config_path, resolve_configs_dir(pol), items, n_items,
+                              precision_name(v->precision), v->ep, v->dp, (double)mem, pol->refuse_memory_short, msg,
+                              sizeof msg, &e);
+    if (fit == PLAN_FITS)
+        return 0;
+    if (e.msg[0]) {
+        if (ti->global_id == 0)
+            fprintf(stderr, "moekit: warning: no memory plan: %s\n", e.msg);
+        return 0;
+    }
+    if (ti->global_id == 0 || fit == PLAN_REFUSE)
+        fprintf(stderr, "moekit: memory %s: %s\n", fit == PLAN_REFUSE ? "refused" : "warning",
+                msg);
+    return fit == PLAN_REFUSE ? -1 : 0;
+}
+
 int moe_remote_task_init(spank_t sp)
 {
     const moe_policy *pol = &moe_state.policy;
@@ -198,6 +228,10 @@ int moe_remote_task_init(spank_t sp)
         fprintf(stderr, "%s\n", v->paragraph);
     if (v->kind == MOE_VERDICT_REFUSE) {
         rc = refuse(&ti, "see the verdict above");
+        goto out;
+    }
+    if (check_memory(&ti, pol, r->config_path, r->items, r->n_items, topo, gpu_idx, n_idx, v) < 0) {
+        rc = refuse(&ti, "see the memory plan above");
         goto out;
     }
     if (req->check_only) {

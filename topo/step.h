@@ -43,4 +43,8 @@ int topo_fill_step(const moe_topo *t, char *const env[], moe_step *step, moe_err
 /* Copy chosen GPUs (indices into t->gpus) into a moe_step's GPU list. */
 void topo_step_from_indices(const moe_topo *t, const int *idx, int n, moe_step *step);
 
+/* Memory of the smallest of the chosen GPUs in bytes (what a rank can
+ * use), 0 when none says. */
+unsigned long long topo_step_min_memory(const moe_topo *t, const int *idx, int n);
+
 #endif

@@ -12,6 +12,7 @@
 
 #include "config/config.h"
 #include "eval.h"
+#include "plan/plan_cli.h"
 #include "train/trainer.h"
 
 #define MOEKIT_VERSION "0.1.0"
@@ -31,6 +32,10 @@ static void usage(FILE *f)
             "  --quiet              no progress lines\n"
             "  --stop-after-steps N train N steps in this run, checkpoint, exit %d\n"
             "  --print-config       print the effective configuration and exit\n"
+            "  --plan               print the per-rank memory plan and each step's traffic,\n"
+            "                       counted over the real allocation path, and exit\n"
+            "  --plan-gpus N        plan for N GPUs (parallel.dp = N / parallel.ep)\n"
+            "  --plan-gpu-mem GIB   say whether it fits GPUs of GIB GiB, and what would\n"
             "  --version, --help\n"
             "  key.path=value       override any config key, e.g. train.steps=20\n"
             "                       checkpoint.ckpt_dir=/scratch/run1 logger.run_dir=runs/a\n"
@@ -63,7 +68,8 @@ static void install_signals(void)
 static int cmd_train(int argc, char **argv)
 {
     const char *config = "L0_sanity", *backend = NULL;
-    int quiet = 0, print_config = 0, threads = -1, stop_after = 0;
+    int quiet = 0, print_config = 0, threads = -1, stop_after = 0, plan = 0, plan_gpus = 0;
+    double plan_gib = 0;
     char **over = calloc((size_t)argc + 1, sizeof *over);
     int n_over = 0;
     if (!over)
@@ -105,6 +111,11 @@ static int cmd_train(int argc, char **argv)
             quiet = 1;
         } else if (!strcmp(a, "--print-config")) {
             print_config = 1;
+        } else if (!strncmp(a, "--plan", 6)) {
+            if (plan_option(argc, argv, &i, &plan, &plan_gpus, &plan_gib)) {
+                free(over);
+                return 2;
+            }
         } else if (a[0] == '-') {
             fprintf(stderr, "moe-train: unknown option '%s' (see moe-train --help)\n", a);
             free(over);
@@ -128,6 +139,8 @@ static int cmd_train(int argc, char **argv)
     free(over);
     if (threads >= 0)
         cfg.runtime.threads = threads;
+    if (plan)
+        return plan_main(&cfg, plan_gpus, plan_gib, backend);
     if (print_config) {
         return config_save(&cfg, "/dev/stdout", &e) ? (fprintf(stderr, "%s\n", e.msg), 1) : 0;
     }

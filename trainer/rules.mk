@@ -1,7 +1,8 @@
 # The trainer: model, dispatcher, CPU reference backend, training loop, CLI.
 # One library a folder: trainer/model, trainer/backend/cpu, trainer/train.
 MODEL_SRCS := trainer/model/params.c trainer/model/model_init.c trainer/model/model.c \
-	trainer/model/dispatch_local.c
+	trainer/model/dispatch_local.c \
+	trainer/model/dims_config.c
 MODEL_LIB := $(B)/lib/libmoe_model.a
 $(MODEL_LIB): $(call obj,$(MODEL_SRCS))
 # the CPU reference backend, with trainer/backend's host route plan builder
@@ -55,8 +56,8 @@ TRAIN_LIB := $(B)/lib/libmoe_train.a
 $(TRAIN_LIB): $(call obj,$(TRAIN_SRCS))
 # libmoe_parallel.a is built by trainer/parallel/rules.mk
 PARALLEL_LIB := $(B)/lib/libmoe_parallel.a
-TRAINER_LIBS = $(TRAIN_LIB) $(PARALLEL_NCCL_LIB) $(PARALLEL_LIB) $(MODEL_LIB) $(CUDA_LIBS) \
-	$(CPU_LIB) $(DATA_LIB) $(CKPT_LIB) $(CONFIG_LIB) $(COMMON_LIB)
+TRAINER_LIBS = $(TRAIN_LIB) $(PLAN_LIB) $(PARALLEL_NCCL_LIB) $(PARALLEL_LIB) $(MODEL_LIB) \
+	$(CUDA_LIBS) $(CPU_LIB) $(LOWP_LIB) $(DATA_LIB) $(CKPT_LIB) $(CONFIG_LIB) $(COMMON_LIB)
 
 BINS += $(B)/bin/moe-train
 $(B)/bin/moe-train: $(call obj,trainer/main.c) $(TRAINER_LIBS)

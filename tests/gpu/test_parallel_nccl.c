@@ -69,6 +69,25 @@ static void test_bootstrap_errors(void)
     CHECK_MSG(strstr(e.msg, "bootstrap over a group of 1 ranks"), "%s", e.msg);
 }
 
+/* capacity: the EP dispatcher's expert_capacity_factor (0: every row in one pass) */
+static int rig_open_cap(rig *r, moe_comm *ep, int with_moments, double capacity)
+{
+    moe_err e = {{0}};
+    memset(r, 0, sizeof *r);
+    if (cuda_backend_create(&r->be, 0, &e) ||
+        (ep ? dispatcher_ep_create(&r->disp, ep, DIMS.E, &e) : dispatcher_local_create(&r->disp, &e)))
+        goto fail;
+    if (ep)
+        dispatcher_ep_set_capacity(r->disp, capacity);
+    if (model_create_parallel(&r->m, &DIMS, r->be, r->disp, B, T, 0, 1, with_moments, 0, &e) ||
+        model_init_random(r->m, 7, 0.05, &e))
+        goto fail;
+    return 0;
+fail:
+    fprintf(stderr, "  rig: %s\n", e.msg);
+    return -1;
+}
+
 static int rig_open(rig *r, moe_comm *ep, int with_moments)
 {
     moe_err e = {{0}};
@@ -91,11 +110,13 @@ static void batch(int32_t *tok, int32_t *tgt, int salt)
     }
 }
 
-static void test_ep_dispatcher_over_nccl(void)
+/* capacity 0: one pass; 0.3: the rows in passes of 30% of them (the CUDA
+ * experts over each pass, gradients accumulated over the passes) */
+static void ep_dispatcher_over_nccl(double capacity)
 {
     rig loc, ep;
     moe_err e = {{0}};
-    CHECK(rig_open(&loc, NULL, 1) == 0 && rig_open(&ep, world, 1) == 0);
+    CHECK(rig_open(&loc, NULL, 1) == 0 && rig_open_cap(&ep, world, 1, capacity) == 0);
     if (loc.m && ep.m) {
         int32_t tok[B * T], tgt[B * T];
         batch(tok, tgt, 1);
@@ -112,11 +133,20 @@ static void test_ep_dispatcher_over_nccl(void)
         for (size_t i = 0; i < n; i++)
             worst = fmax(worst, fabs((double)g1[i] - g2[i]));
         CHECK_MSG(worst <= 1e-6, "gradients differ by %g", worst);
+        if (capacity > 0)
+            CHECK_MSG(model_expert_passes(ep.m, 0) >= 3, "%d passes",
+                      model_expert_passes(ep.m, 0));
         free(g1);
         free(g2);
     }
     rig_close(&loc);
     rig_close(&ep);
+}
+
+static void test_ep_dispatcher_over_nccl(void)
+{
+    ep_dispatcher_over_nccl(0);
+    ep_dispatcher_over_nccl(0.3);
 }
 
 static void test_zero_over_nccl(void)

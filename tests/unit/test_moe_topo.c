@@ -269,6 +269,29 @@ static void test_check_exit_codes(void)
     HAS("8x NVIDIA B200");
 }
 
+/* --config: the run's memory plan against the step's GPUs; refused or warned by policy */
+static void test_check_memory_plan(void)
+{
+    const char *pol = "--policy \"configs=" MOE_CONFIGS " allow_fp8_block=yes";
+    char args[1024];
+    snprintf(args, sizeof args, "--check --ep 8 --config L1_8x7B_ep %s\" %s", pol,
+             FIX("b200x8.xml"));
+    CHECK(run(args) == 0);
+    HAS("memory: L1_8x7B_ep fits the 179 GiB GPUs at EP=8 x DP=1");
+    snprintf(args, sizeof args, "--check --ep 8 --config L1_8x7B_ep %s refuse_memory_short=yes\" %s",
+             pol, FIX("h200x8.xml"));
+    CHECK(run(args) == 2);
+    HAS("memory: refused: L1_8x7B_ep at EP=8 x DP=1 needs");
+    HAS("EP=8 x DP=2 (16 GPUs)");
+    snprintf(args, sizeof args, "--check --ep 8 --config L1_8x7B_ep %s\" %s", pol,
+             FIX("h200x8.xml"));
+    CHECK(run(args) == 0);
+    HAS("memory: warning: L1_8x7B_ep");
+    snprintf(args, sizeof args, "--check --ep 8 --config no_such_config %s\" %s", pol,
+             FIX("b200x8.xml"));
+    CHECK(run(args) == 1);
+}
+
 static void test_check_reads_slurm_environment(void)
 {
     CHECK(run_env("SLURM_STEP_GPUS=4-7 SLURM_STEP_NUM_TASKS=4", "--check --ep 4 "
@@ -365,6 +388,7 @@ int main(void)
     RUN(test_table);
     RUN(test_json);
     RUN(test_check_exit_codes);
+    RUN(test_check_memory_plan);
     RUN(test_check_reads_slurm_environment);
     RUN(test_check_json);
     RUN(test_usage_errors);

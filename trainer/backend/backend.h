@@ -118,6 +118,20 @@ static inline moe_backend_opts backend_opts_default(void)
     return o;
 }
 
+/* What an allocation is for: the memory plan (`moe-train --plan`) and the
+ * start-up summary count bytes by kind. */
+typedef enum {
+    MOE_MEM_WORKSPACE,   /* the backward's scratch, tokens, small per-layer state (the default) */
+    MOE_MEM_WEIGHTS,     /* the compute copy of the weights */
+    MOE_MEM_MASTER,      /* what of the fp32 masters the compute copy does not hold */
+    MOE_MEM_GRADS,       /* the gradient buffer */
+    MOE_MEM_OPTIMIZER,   /* AdamW moments and the optimizer's shards */
+    MOE_MEM_ACTIVATIONS, /* what the forward keeps for the backward, per layer */
+    MOE_MEM_CAPACITY,    /* expert rows, sized by parallel.expert_capacity_factor */
+    MOE_MEM_COMM,        /* communication buffers (the EP all-to-all's send and receive) */
+    MOE_MEM_KINDS
+} moe_mem_kind;
+
 typedef struct moe_backend moe_backend;
 
 struct moe_backend {
@@ -126,6 +140,10 @@ struct moe_backend {
     void *ctx;
 
     /* ---- memory ---- */
+    /* alloc adds its bytes to mem_bytes[mem_kind]; the owner of what follows
+     * (the model, the dispatcher, the optimizer) sets mem_kind first. */
+    int mem_kind;
+    size_t mem_bytes[MOE_MEM_KINDS];
     void *(*alloc)(moe_backend *be, size_t bytes, moe_err *e);
     void (*free)(moe_backend *be, void *p);
     size_t (*act_bytes)(moe_backend *be, size_t n_elems);

@@ -91,6 +91,7 @@ typedef struct {
     int dp;                         /* parallel.dp: data-parallel size (0 = world / ep) */
     double timeout_s;               /* parallel.timeout_s: collective wait before abort */
     int grad_bucket_mb;             /* parallel.grad_bucket_mb: gradient MiB per reduce-scatter */
+    double expert_capacity_factor;  /* parallel.expert_capacity_factor: expert rows per pass */
 } moe_parallel_cfg;
 
 typedef struct {

@@ -146,6 +146,10 @@ const config_key config_keys[] = {
     INT_KEY("parallel.grad_bucket_mb", parallel.grad_bucket_mb, AT_LEAST(1), "64",
             "MiB of fp32 gradients the distributed optimizer reduce-scatters (and whose weights "
             "it all-gathers) in one collective"),
+    FLOAT_KEY("parallel.expert_capacity_factor", parallel.expert_capacity_factor, POSITIVE,
+              "1.5",
+              "expert buffers hold micro-batch tokens x top_k x this many rows per rank (EP > "
+              "1); rows beyond run in further passes, no token dropped"),
 
     {.path = "precision.compute", .type = KEY_ENUM, .offset = AT(precision.compute),
      .choices = precision_names, .def = "auto",

@@ -111,6 +111,7 @@ typedef struct {
     int64_t n_valid;
     double aux_loss;          /* HF definition over all layers of the micro-batch */
     double *route_frac;       /* [E] F_e of the last forward (host) */
+    int64_t *layer_count;     /* [E_local] scratch: a layer's rows per local expert, all passes */
     double aux_tokens;        /* token-layer count F and P are shares of (global with stats_sum) */
     int have_forward;
 
@@ -173,6 +174,9 @@ void model_zero_grad(moe_model *m);
  * it on only where those are the gradients' readers (the trainer without
  * ZeRO). */
 void model_set_lazy_expert_grads(moe_model *m, int on);
+/* Passes the expert rows of `layer` took in the last forward (1 unless
+ * they were more than the expert buffers hold: dispatch.h). */
+int model_expert_passes(moe_model *m, int layer);
 /* Rows each local expert of `layer` got in the last forward ([E_local]). */
 const int64_t *model_route_counts(const moe_model *m, int layer);
 /* Zeros into the gradients that only count as zeros. */

@@ -22,6 +22,7 @@ $(B)/obj/trainer/parallel/comm_mpi.o: $(MPI_STAMP)
 
 PARALLEL_SRCS := trainer/parallel/comm.c trainer/parallel/comm_single.c \
 	trainer/parallel/comm_mpi.c trainer/parallel/watchdog.c trainer/parallel/ranks.c \
+	trainer/parallel/launch_env.c \
 	trainer/parallel/rank_layout.c \
 	trainer/parallel/dispatch_ep.c trainer/parallel/layout_io.c trainer/parallel/zero.c \
 	trainer/parallel/comm_local.c trainer/parallel/dev_groups.c
@@ -53,3 +54,12 @@ $(B)/tests/test_local_ranks: $(call obj,tests/unit/test_local_ranks.c) $(PARALLE
 		$(CPU_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(CUDA_LDLIBS) $(LDLIBS_BASE)
+ifeq ($(CUDA),1)
+# Expert buffers by capacity on the CUDA backend, one GPU without NCCL
+# (tests/gpu/test_capacity_cuda.c; run on a GPU machine).
+$(B)/tests/gpu/test_capacity_cuda: $(call obj,tests/gpu/test_capacity_cuda.c) $(PARALLEL_LIB) \
+		$(MODEL_LIB) $(CUDA_LIBS) $(CPU_LIB) $(COMMON_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(CUDA_LDLIBS) $(LDLIBS_BASE)
+everything: $(B)/tests/gpu/test_capacity_cuda
+endif

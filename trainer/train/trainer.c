@@ -13,6 +13,8 @@
 
 #include "../backend/select.h"
 #include "../ckpt/ckpt_dir.h"
+#include "../model/dims_config.h"
+#include "../plan/plan.h"
 #include "../parallel/comm_nccl.h"
 #include "../parallel/dev_groups.h"
 #include "../parallel/dispatch_ep.h"
@@ -51,16 +53,7 @@ static void fmt_count(char *out, size_t n, double v)
         snprintf(out, n, "%.0f", v);
 }
 
-moe_dims trainer_model_dims(const moe_model_cfg *mc)
-{
-    moe_dims d = {.C = mc->hidden_size, .L = mc->num_layers, .NH = mc->num_heads,
-                  .NKV = mc->num_kv_heads,
-                  .HD = mc->head_dim ? mc->head_dim : mc->hidden_size / mc->num_heads,
-                  .E = mc->num_experts, .K = mc->top_k, .I = mc->intermediate_size,
-                  .V = mc->vocab_size, .eps = mc->rms_norm_eps, .theta = mc->rope_theta,
-                  .aux_coef = mc->router_aux_loss_coef};
-    return d;
-}
+moe_dims trainer_model_dims(const moe_model_cfg *mc) { return model_dims_from_config(mc); }
 
 /* precision.layers: the attention projections in the experts' recipe too
  * (all) or in bf16; t->precision names what runs where. On refusal the
@@ -148,6 +141,28 @@ static int resolve_precision(moe_trainer *t, moe_err *e)
     return -1; /* an explicit recipe refused: e says why */
 }
 
+/* The memory plan of this run (plan.h) beside what the backend allocated. */
+static void print_plan_vs_allocated(moe_trainer *t)
+{
+    moe_plan p;
+    moe_err pe = {{0}};
+    const double mib = 1024.0 * 1024.0;
+    if (plan_make(&p, &t->cfg, t->par.ep_size, t->par.dp_size, t->be, &pe)) {
+        printf("  plan      none: %s\n", pe.msg);
+        return;
+    }
+    size_t got = 0;
+    for (int k = 0; k < MOE_MEM_KINDS; k++)
+        got += t->be->mem_bytes[k];
+    printf("  plan      %.2f MiB per rank planned, %.2f MiB allocated (%+.1f%%):", p.total / mib,
+           got / mib, p.total ? 100.0 * ((double)got - (double)p.total) / (double)p.total : 0);
+    for (int k = 0; k < MOE_MEM_KINDS; k++)
+        if (p.bytes[k] || t->be->mem_bytes[k])
+            printf("%s %s %.2f/%.2f", k ? "," : "", plan_kind_name(k), p.bytes[k] / mib,
+                   t->be->mem_bytes[k] / mib);
+    printf(" MiB\n");
+}
+
 static void print_summary(moe_trainer *t, const char *backend_why)
 {
     if (t->quiet || t->rank != 0)
@@ -218,6 +233,7 @@ static void print_summary(moe_trainer *t, const char *backend_why)
             printf("            activations: each layer's input kept, the layer recomputed in the "
                    "backward (train.activation_recompute)\n");
     }
+    print_plan_vs_allocated(t);
     printf("  start-up  %.2f s ranks and backend, %.2f s model buffers, %.2f s data, %.2f s "
            "weights\n", t->startup_s[0], t->startup_s[1], t->startup_s[2], t->startup_s[3]);
     if (c->checkpoint.ckpt_dir[0])
@@ -240,20 +256,29 @@ static moe_par *step_par(moe_trainer *t) { return t->have_dev ? &t->dev : &t->pa
 
 /* The ranks: launched by MPI, or by a launcher that set MOE_RANK and
  * NCCL_COMM_ID (NCCL alone); cfg's EP x DP becomes the layout they found. */
-static int open_ranks(moe_trainer *t, moe_err *e)
+static int open_ranks(moe_trainer *t, const char *backend, moe_err *e)
 {
     moe_config *c = &t->cfg;
-    int env_rank, env_size, env_local;
-    int from_env = par_launch_from_env(&env_rank, &env_size, &env_local, e);
+    const char *bname = backend && *backend ? backend : c->runtime.backend;
+    moe_launch launch;
+    int from_env = par_launch_from_env(&launch, e);
     if (from_env < 0)
         return -1;
     if (from_env) {
-        /* ranks started without MPI meet over NCCL alone (NCCL_COMM_ID) */
+        /* ranks started without MPI meet over NCCL, which only GPU ranks have */
+        if (!strcmp(bname, "cpu") || (!strcmp(bname, "auto") && !cuda_backend_available()))
+            return moe_errf(e,
+                            "%s starts %d ranks without MPI, but the cpu backend's ranks "
+                            "exchange over MPI (NCCL is for GPU ranks): launch them with srun "
+                            "--mpi=pmix or mpirun, with a moe-train built with MPI",
+                            launch.source, launch.size);
         moe_comm *world = NULL;
-        if (comm_nccl_world_on_device(&world, env_rank, env_size, env_local, e))
-            return moe_err_prefix(e, "joining %d ranks over NCCL at NCCL_COMM_ID=%s", env_size,
-                                  getenv("NCCL_COMM_ID"));
-        if (par_open_world(&t->par, world, env_local, c->parallel.ep, c->parallel.dp,
+        if (setenv("NCCL_COMM_ID", launch.meet, 1))
+            return moe_errf(e, "cannot set NCCL_COMM_ID=%s", launch.meet);
+        if (comm_nccl_world_on_device(&world, launch.rank, launch.size, launch.local_rank, e))
+            return moe_err_prefix(e, "joining %d ranks from %s over NCCL at %s (%s)", launch.size,
+                                  launch.source, launch.meet, launch.meet_from);
+        if (par_open_world(&t->par, world, launch.local_rank, c->parallel.ep, c->parallel.dp,
                            c->parallel.timeout_s, e))
             return -1;
     } else if (par_open(&t->par, c->parallel.ep, c->parallel.dp, c->parallel.timeout_s, e)) {
@@ -324,8 +349,12 @@ static int open_dispatcher(moe_trainer *t, moe_err *e)
             return -1;
         t->have_dev = 1;
     }
-    if (t->par.ep_size > 1)
-        return dispatcher_ep_create(&t->disp, step_par(t)->ep, t->cfg.model.num_experts, e);
+    if (t->par.ep_size > 1) {
+        if (dispatcher_ep_create(&t->disp, step_par(t)->ep, t->cfg.model.num_experts, e))
+            return -1;
+        dispatcher_ep_set_capacity(t->disp, t->cfg.parallel.expert_capacity_factor);
+        return 0;
+    }
     return dispatcher_local_create(&t->disp, e);
 }
 
@@ -345,7 +374,10 @@ static int build_model(moe_trainer *t, moe_err *e)
         t->model->stats_ctx = step_par(t);
         moe_zero_opts zo = {.bucket_bytes = (size_t)c->parallel.grad_bucket_mb << 20,
                             .moments_bf16 = !strcmp(c->optimizer.moments_dtype, "bf16")};
-        return zero_create(&t->zero, t->model, step_par(t), &zo, e);
+        t->be->mem_kind = MOE_MEM_OPTIMIZER;
+        int rc = zero_create(&t->zero, t->model, step_par(t), &zo, e);
+        t->be->mem_kind = MOE_MEM_WORKSPACE;
+        return rc;
     }
     if (model_set_moments_bf16(t->model, !strcmp(c->optimizer.moments_dtype, "bf16"), e))
         return -1;
@@ -457,7 +489,7 @@ int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, i
     double t0 = now_s();
     char why[128];
     long resume_step = -1;
-    if (open_ranks(t, e) || open_backend(t, backend, why, sizeof why, e))
+    if (open_ranks(t, backend, e) || open_backend(t, backend, why, sizeof why, e))
         return -1;
     if (configure_backend(t, e) || open_dispatcher(t, e))
         goto fail;

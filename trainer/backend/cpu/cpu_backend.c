@@ -19,6 +19,7 @@ static void *cpu_alloc(moe_backend *be, size_t bytes, moe_err *e)
         moe_errf(e, "cpu backend: cannot allocate %zu bytes", bytes);
         return NULL;
     }
+    be->mem_bytes[be->mem_kind] += bytes;
     return p;
 }
 

@@ -60,6 +60,7 @@ static void *cu_alloc(moe_backend *be, size_t bytes, moe_err *e)
                  total_b / 1073741824.0, CTX(be)->device_name);
         return NULL;
     }
+    be->mem_bytes[be->mem_kind] += bytes;
     return p;
 }
 

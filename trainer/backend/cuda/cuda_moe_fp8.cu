@@ -45,13 +45,13 @@ int cuda_fp8_saved(moe_backend *be)
 
 void cuda_set_fp8_saved_activations(moe_backend *be, int on) { CTX(be)->fp8_saved_on = on != 0; }
 
-static size_t saved_codes_bytes(size_t rows, int I) { return (rows * I + 255) & ~(size_t)255; }
+static size_t saved_codes_bytes(size_t rows, int I) { return lowp_fp8blk_saved_codes_bytes(rows, I); }
 
 size_t cuda_expert_saved_bytes(moe_backend *be, size_t rows, int I)
 {
     if (!cuda_fp8_saved(be))
         return rows * I * sizeof(bf16);
-    return saved_codes_bytes(rows, I) + 4 * lowp_fp8blk_1x128_scales(rows, I);
+    return lowp_fp8blk_saved_bytes(rows, I);
 }
 
 static float *saved_scales(const act *h, size_t rows, int I)
