@@ -5,9 +5,6 @@ PLUGINCORE_LIB := $(B)/lib/libmoe_plugincore.a
 $(PLUGINCORE_LIB): $(call obj,$(PLUGINCORE_SRCS))
 ALL_LIBS += $(PLUGINCORE_LIB)
 
-# trainer= defaults to the moe-train this build makes.
-$(call obj,plugin/policy.c): CFLAGS += -DMOE_TRAINER_DEFAULT='"$(abspath $(B)/bin/moe-train)"'
-
 $(B)/tests/test_policy: $(call obj,tests/unit/test_policy.c) $(PLUGINCORE_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)

@@ -128,11 +128,16 @@ typedef struct {
 
 /* Resolve `name_or_path`: a path (contains '/' or ends in .cfg and exists) or a
  * name looked up as <configs_dir>/<name>.cfg. configs_dir NULL means the
- * default search: $MOE_CONFIG_DIR, then the directory the binary was
- * installed with (MOE_CONFIG_DIR_DEFAULT, set at build time). Then apply the
- * overrides ("a.b=value", n_overrides of them) and validate the whole. */
+ * default search (config_default_dir). A `base` name that is not beside its
+ * child is looked up in the same directory. Then apply the overrides
+ * ("a.b=value", n_overrides of them) and validate the whole. */
 int config_load(moe_config *cfg, const char *name_or_path, const char *configs_dir,
                 int n_overrides, char *const *overrides, moe_err *e);
+
+/* The configs directory when none is given: $MOE_CONFIG_DIR, else the one
+ * installed beside this binary (../share/moekit/configs), else this source
+ * tree's configs/ for a binary built here. Written to buf, returned. */
+const char *config_default_dir(char *buf, size_t n);
 
 /* Fill cfg with the built-in defaults only (what an empty file gives). */
 void config_defaults(moe_config *cfg);

@@ -14,9 +14,7 @@
 #include "config_source.h"
 #include "config_suggest.h"
 
-#ifndef MOE_CONFIG_DIR_DEFAULT
-#error "build with -DMOE_CONFIG_DIR_DEFAULT='\"/path/to/configs\"' (the Makefile does)"
-#endif
+#include "../../common/install_dirs.h"
 
 #define CONFIG_MAX_CHAIN 16              /* files in one base chain */
 #define CONFIG_MAX_FILE_BYTES (1 << 20) /* a config is a page of text, not data */
@@ -78,6 +76,16 @@ static int config_not_found(const char *name, const char *dir, moe_err *e)
                     n ? list : "none");
 }
 
+const char *config_default_dir(char *buf, size_t n)
+{
+    const char *env = getenv("MOE_CONFIG_DIR");
+    if (env && *env)
+        snprintf(buf, n, "%s", env);
+    else if (moe_install_path(MOE_INSTALL_CONFIGS, buf, n))
+        snprintf(buf, n, "configs");
+    return buf;
+}
+
 int config_resolve_path(const char *name_or_path, const char *configs_dir, char *out,
                         size_t out_size, moe_err *e)
 {
@@ -95,11 +103,8 @@ int config_resolve_path(const char *name_or_path, const char *configs_dir, char 
             return moe_errf(e, "config path %s is too long", name_or_path);
         return 0;
     }
-    const char *dir = configs_dir;
-    if (!dir) {
-        const char *env = getenv("MOE_CONFIG_DIR");
-        dir = env && *env ? env : MOE_CONFIG_DIR_DEFAULT;
-    }
+    char default_dir[MOE_PATH_MAX];
+    const char *dir = configs_dir ? configs_dir : config_default_dir(default_dir, sizeof default_dir);
     /* "L0_sanity.cfg" not in the working directory: the configs dir's one. */
     int stem_len = (int)strlen(name_or_path) - (ends_with(name_or_path, ".cfg") ? 4 : 0);
     if ((size_t)snprintf(out, out_size, "%s/%.*s.cfg", dir, stem_len, name_or_path) >=
@@ -120,6 +125,7 @@ typedef struct {
     char real[CONFIG_MAX_CHAIN][PATH_MAX]; /* canonical paths, child first, for cycles */
     char shown[CONFIG_MAX_CHAIN][MOE_PATH_MAX]; /* the same, as the user would write them */
     int depth;
+    const char *configs_dir; /* where a `base` name not beside its child is looked up */
 } loader;
 
 static int set_origin(loader *L, const config_key *k, const char *where)
@@ -250,7 +256,18 @@ static int load_base(loader *L, const char *path, const config_setting_t *base, 
     if ((size_t)n >= sizeof parent)
         return moe_errf(e, "%s:%d: base \"%s\": the path is too long", path, line, value);
     struct stat st;
-    if (stat(parent, &st) != 0)
+    /* a config copied out of the configs directory still finds its parent
+     * there when it names it ("defaults") and no such file is beside it */
+    int is_name = value[0] != '/' && !strchr(value, '/');
+    if (stat(parent, &st) != 0 && is_name) {
+        char beside[MOE_PATH_MAX];
+        snprintf(beside, sizeof beside, "%s", parent);
+        int stem = (int)strlen(value) - (ends_with(value, ".cfg") ? 4 : 0);
+        n = snprintf(parent, sizeof parent, "%s/%.*s.cfg", L->configs_dir, stem, value);
+        if ((size_t)n >= sizeof parent || stat(parent, &st) != 0)
+            return moe_err_errno(e, errno, "%s:%d: base \"%s\" not found as %s nor in %s",
+                                 path, line, value, beside, L->configs_dir);
+    } else if (stat(parent, &st) != 0)
         return moe_err_errno(e, errno, "%s:%d: base \"%s\" not found as %s", path, line, value,
                              parent);
     if (!S_ISREG(st.st_mode))
@@ -376,6 +393,8 @@ int config_load(moe_config *cfg, const char *name_or_path, const char *configs_d
         return moe_errf(e, "out of memory loading config %s", path);
     }
     L->origin = origin;
+    char default_dir[MOE_PATH_MAX];
+    L->configs_dir = configs_dir ? configs_dir : config_default_dir(default_dir, sizeof default_dir);
     config_defaults(&L->cfg);
     int rc = load_chain(L, path, e);
     for (int i = 0; rc == 0 && i < n_overrides; i++) {
