@@ -7,8 +7,9 @@
  *            [--policy "on_non_blackwell=reject"] [--gpus 0-7] [--ntasks 8]
  *                                     the SPANK plugin's verdict paragraph
  *
- * Exit status: 0 (shown, or --check would run), 2 (--check would refuse),
- * 1 (usage, unreadable topology or environment). */
+ * Exit status (common/exit_codes.h, as every moekit tool): 0 shown, or
+ * --check would run; 1 failure (unreadable topology or environment); 2 usage
+ * (bad command line); 3 --check would refuse the step. */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -16,13 +17,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/exit_codes.h"
 #include "../plugin/policy.h"
 #include "../plugin/verdict.h"
 #include "report.h"
 #include "step.h"
 #include "topo.h"
 
-enum { EXIT_RUN = 0, EXIT_USAGE = 1, EXIT_REFUSE = 2 };
+enum { EXIT_RUN = MOE_EXIT_OK, EXIT_FAILURE_ = MOE_EXIT_FAILURE, EXIT_USAGE = MOE_EXIT_USAGE,
+       EXIT_REFUSE = MOE_EXIT_REFUSED };
 
 typedef struct {
     const char *xml;
@@ -49,7 +52,7 @@ static void usage(FILE *f)
           "  --json          JSON instead of the table\n"
           "  --no-nvml       do not ask NVML, even on a live node\n"
           "  --check         print the verdict the moekit SPANK plugin would reach for a step\n"
-          "                  and exit 0 if it would run, 2 if it would refuse\n"
+          "                  and exit 0 if it would run, 3 if it would refuse\n"
           "  --ep N, --dp M  expert and data parallel sizes (--moe-ep, --moe-dp); EP defaults\n"
           "                  to 1 and DP to GPUs / EP\n"
           "  --precision P   --moe-precision: auto (default), mxfp8, bf16 or fp8_block\n"
@@ -63,7 +66,15 @@ static void usage(FILE *f)
           "  --nodes N       nodes in the step, each like this one (default SLURM_STEP_NUM_NODES\n"
           "                  / SLURM_NNODES, else 1)\n"
           "\n"
-          "GPU numbers follow PCI bus order, which is CUDA's with CUDA_DEVICE_ORDER=PCI_BUS_ID.\n",
+          "  --version       the moekit version\n"
+          "  --help, -h      this text\n"
+          "\n"
+          "GPU numbers follow PCI bus order, which is CUDA's with CUDA_DEVICE_ORDER=PCI_BUS_ID.\n"
+          "Without --policy, trainer=, configs= and data= are those installed beside moe-topo.\n"
+          "\n"
+          "Exit status: 0 shown (or --check: the step would run), 1 failure (unreadable\n"
+          "topology or environment), 2 usage (bad command line), 3 --check: the plugin\n"
+          "would refuse the step.\n",
           f);
 }
 
@@ -83,7 +94,7 @@ static int positive(const char *opt, const char *arg, int *out)
 static int parse_args(int argc, char **argv, cli *c)
 {
     enum { O_XML = 256, O_JSON, O_CHECK, O_EP, O_DP, O_PREC, O_EXPERTS, O_POLICY, O_GPUS,
-           O_NTASKS, O_NODES, O_NO_NVML, O_HELP };
+           O_NTASKS, O_NODES, O_NO_NVML, O_HELP, O_VERSION };
     static const struct option opts[] = {
         {"xml", required_argument, 0, O_XML},       {"json", no_argument, 0, O_JSON},
         {"check", no_argument, 0, O_CHECK},         {"ep", required_argument, 0, O_EP},
@@ -92,6 +103,7 @@ static int parse_args(int argc, char **argv, cli *c)
         {"policy", required_argument, 0, O_POLICY}, {"gpus", required_argument, 0, O_GPUS},
         {"ntasks", required_argument, 0, O_NTASKS}, {"nodes", required_argument, 0, O_NODES},
         {"no-nvml", no_argument, 0, O_NO_NVML},     {"help", no_argument, 0, O_HELP},
+        {"version", no_argument, 0, O_VERSION},
         {0, 0, 0, 0},
     };
     memset(c, 0, sizeof *c);
@@ -120,6 +132,7 @@ static int parse_args(int argc, char **argv, cli *c)
         case O_GPUS: c->gpus = optarg; break;
         case O_HELP:
         case 'h': usage(stdout); exit(EXIT_RUN);
+        case O_VERSION: printf("moe-topo (moekit) %s\n", MOEKIT_VERSION); exit(EXIT_RUN);
         default:
             if (optopt) /* a known option without its value */
                 fprintf(stderr, "moe-topo: option %s needs a value (see --help)\n",
@@ -171,7 +184,7 @@ static int run_check(const cli *c, const moe_topo *t, const moe_policy *pol)
 {
     moe_step *step = calloc(1, sizeof *step);
     moe_verdict *v = calloc(1, sizeof *v);
-    int idx[TOPO_MAX_GPUS], n = 0, rc = EXIT_USAGE;
+    int idx[TOPO_MAX_GPUS], n = 0, rc = EXIT_FAILURE_;
     const char *from = "";
     moe_err e = {{0}};
     if (!step || !v) {
@@ -224,12 +237,12 @@ int main(int argc, char **argv)
     moe_topo *t = malloc(sizeof *t);
     if (!t) {
         fputs("moe-topo: out of memory\n", stderr);
-        return EXIT_USAGE;
+        return EXIT_FAILURE_;
     }
     int rc = EXIT_RUN;
     if (topo_load(t, xml, c.no_nvml ? TOPO_NO_NVML : 0, &e)) {
         fprintf(stderr, "moe-topo: %s\n", e.msg);
-        rc = EXIT_USAGE;
+        rc = EXIT_FAILURE_;
     } else if (c.check) {
         rc = run_check(&c, t, &pol);
     } else if (c.json) {
@@ -241,6 +254,6 @@ int main(int argc, char **argv)
     }
     free(t);
     if (fflush(stdout) != 0 && rc == EXIT_RUN)
-        rc = EXIT_USAGE;
+        rc = EXIT_FAILURE_;
     return rc;
 }

@@ -42,7 +42,8 @@ $(B)/tests/test_recompute: $(call obj,tests/unit/test_recompute.c) $(MODEL_LIB) 
 
 # Training loop, checkpoints, eval and the CLI.
 TRAIN_SRCS := trainer/train/trainer.c trainer/train/checkpoint.c trainer/train/weights_io.c \
-	trainer/train/schedule.c trainer/train/metrics.c trainer/backend/select.c trainer/eval.c
+	trainer/train/schedule.c trainer/train/metrics.c trainer/backend/select.c trainer/eval.c \
+	trainer/cli.c
 TRAIN_LIB := $(B)/lib/libmoe_train.a
 $(TRAIN_LIB): $(call obj,$(TRAIN_SRCS))
 # libmoe_parallel.a is built by trainer/parallel/rules.mk

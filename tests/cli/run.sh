@@ -29,6 +29,76 @@ expect_fail() {
     ok "$name"
 }
 
+# expect_status NAME STATUS PATTERN CMD...: exactly STATUS, and PATTERN in stderr
+expect_status() {
+    local name=$1 want=$2 pat=$3; shift 3
+    "$@" >"$T/out" 2>"$T/err"; local rc=$?
+    if [ $rc -ne "$want" ]; then bad "$name" "exit $rc, expected $want" "$(tail -3 "$T/err")"; return; fi
+    if ! grep -qE -- "$pat" "$T/err"; then bad "$name" "stderr lacks /$pat/:" "$(cat "$T/err")"; return; fi
+    ok "$name"
+}
+
+# ---- command-line manners: getopt_long, one set of exit statuses (2 usage, 1 failure, 75 stopped)
+expect_status cli_unknown_option_is_usage 2 "unknown option '--frobnicate'" "$BIN" --frobnicate
+expect_status cli_missing_value_is_usage 2 "--threads needs a value" "$BIN" --threads
+expect_status cli_bad_count_is_usage 2 "--threads 'x'" "$BIN" --threads=x
+# --backend gpu is refused while parsing: before the (missing) config is even looked up
+expect_status cli_backend_gpu_refused_at_parse 2 "--backend 'gpu': expected one of auto\\|cpu\\|cuda" \
+    "$BIN" --config=L9_nothing --backend gpu
+expect_status cli_backend_equals_gpu_refused 2 "--backend 'gpu'" "$BIN" --backend=gpu
+expect_status cli_config_error_is_failure 1 "L9_nothing" "$BIN" --config=L9_nothing
+expect_status cli_stray_word_is_usage 2 "'stray' is neither an option" "$BIN" --config=L0_sanity stray
+expect_status eval_missing_both 2 "missing --checkpoint DIR and --tokens FILE" "$BIN" eval
+expect_status eval_missing_tokens 2 "missing --tokens FILE" "$BIN" eval --checkpoint=/nonexistent
+expect_status eval_missing_checkpoint 2 "missing --checkpoint DIR" "$BIN" eval --tokens /nonexistent
+expect_status eval_unknown_option 2 "unknown option '--frob'" "$BIN" eval --frob
+expect_status eval_backend_gpu_refused 2 "--backend 'gpu'" "$BIN" eval --checkpoint=/x --tokens=/y --backend=gpu
+expect_status eval_unreadable_is_failure 1 "nonexistent" "$BIN" eval --checkpoint=/nonexistent --tokens=/nonexistent
+# --name=value everywhere, options after overrides too (getopt_long permutes)
+"$BIN" --config=L0_sanity --threads=1 "${TINY[@]}" train.steps=4 --stop-after-steps=2 \
+    checkpoint.ckpt_dir="$T/eq" >"$T/out" 2>"$T/err"; rc=$?
+if [ $rc -eq 75 ] && [ -d "$T/eq/step_00000002" ] && [ ! -d "$T/eq/step_00000004" ]; then
+    ok cli_long_options_with_equals
+else
+    bad cli_long_options_with_equals "exit $rc (want 75 after 2 steps)" "$(tail -3 "$T/err")"
+fi
+if "$BIN" --help | grep -q -- "--stop-after-steps N" && "$BIN" eval --help | grep -q -- "--tokens FILE" &&
+   "$BIN" --version | grep -qE '^moe-train \(moekit\) [0-9]'; then
+    ok cli_help_and_version
+else
+    bad cli_help_and_version "$("$BIN" --help 2>&1 | head -5)"
+fi
+
+# ---- Ctrl-C: the first SIGINT checkpoints and exits 75, a second one aborts at once
+# (a background job of a script starts with SIGINT ignored; moe-train installs its own handler)
+LONG=("${TINY[@]}" train.steps=1000000 checkpoint.save_every_n_steps=0 logger.frequency=1)
+wait_for_steps() { # RUN_DIR: metrics.jsonl has a few lines (30 s at most)
+    local i; for ((i = 0; i < 300; i++)); do
+        [ -f "$1/metrics.jsonl" ] && [ "$(wc -l < "$1/metrics.jsonl")" -ge 3 ] && return 0; sleep 0.1
+    done; return 1
+}
+"$BIN" --config L0_sanity "${LONG[@]}" checkpoint.ckpt_dir="$T/int1" logger.run_dir="$T/int1r" \
+    >"$T/int1.out" 2>"$T/int1.err" & pid=$!
+wait_for_steps "$T/int1r"; kill -INT $pid; wait $pid; rc=$?
+if [ $rc -eq 75 ] && ls -d "$T"/int1/step_* >/dev/null 2>&1 && grep -q "Ctrl-C again aborts" "$T/int1.err"; then
+    ok sigint_checkpoints_and_exits_75
+else
+    bad sigint_checkpoints_and_exits_75 "exit $rc, checkpoints: $(ls "$T/int1" 2>&1)" "$(tail -3 "$T/int1.err")"
+fi
+# the second SIGINT, once the first was taken (its note printed), aborts without saving:
+# L0_sanity's own model, whose steps take far longer than the gap between the two
+"$BIN" --config L0_sanity train.steps=1000000 train.eval_every_n_steps=0 logger.frequency=1 \
+    checkpoint.save_every_n_steps=0 checkpoint.ckpt_dir="$T/int2" logger.run_dir="$T/int2r" \
+    >"$T/int2.out" 2>"$T/int2.err" & pid=$!
+wait_for_steps "$T/int2r"; kill -INT $pid
+for ((i = 0; i < 500; i++)); do grep -q "Ctrl-C again" "$T/int2.err" && break; sleep 0.01; done
+kill -INT $pid; wait $pid; rc=$?
+if [ $rc -eq $((128 + 2)) ] && ! ls -d "$T"/int2/step_* >/dev/null 2>&1; then
+    ok second_sigint_aborts
+else
+    bad second_sigint_aborts "exit $rc (want 130, killed by SIGINT), checkpoints: $(ls "$T/int2" 2>&1)"
+fi
+
 # ---- configs and overrides
 printf 'base = "%s/configs/defaults.cfg";\nmodel = { hidden_size = 64 \n' "$ROOT" > "$T/syntax.cfg"
 expect_fail config_syntax "syntax.cfg:[0-9]+" "$BIN" --config "$T/syntax.cfg"

@@ -41,8 +41,9 @@ typedef struct {
 
 /* Set by SIGTERM / SIGUSR1 handlers: finish the step, checkpoint, exit. */
 extern volatile sig_atomic_t moe_stop_requested;
-/* Exit status of a run stopped by a signal after saving (job scripts requeue on it). */
-#define MOE_EXIT_PREEMPTED 75
+/* Exit status of a run stopped by a signal after saving (job scripts requeue
+ * on it): MOE_EXIT_PREEMPTED, with the other tools' statuses. */
+#include "../../common/exit_codes.h"
 
 /* The model sizes of a config (head_dim 0 = hidden / heads). */
 moe_dims trainer_model_dims(const moe_model_cfg *mc);
