@@ -39,10 +39,9 @@ typedef struct {
 
 static void usage(FILE *f)
 {
-    fputs("usage: moe-topo [--xml FILE] [--json] [--no-nvml]\n"
-          "       moe-topo --check [--ep N] [--dp M] [--precision auto|mxfp8|bf16|fp8_block]\n"
-          "                [--experts E] [--policy \"key=value ...\"] [--gpus LIST]\n"
-          "                [--ntasks N] [--nodes N] [--xml FILE] [--json]\n"
+    fputs("Usage: moe-topo [--xml FILE] [--json] [--no-nvml]\n"
+          "  or:  moe-topo --check [--ep N] [--dp M] [--precision P] [--experts E] "
+          "[--policy WORDS] [--gpus LIST] [--ntasks N] [--nodes N] [--xml FILE] [--json]\n"
           "\n"
           "Shows the node as moekit sees it: sockets, cores, NUMA nodes and every NVIDIA GPU\n"
           "(PCI bus id, model, SM, memory, NUMA node, local CPUs, NVLink peers, and where each\n"
@@ -65,7 +64,6 @@ static void usage(FILE *f)
           "  --ntasks N      tasks in the step (default SLURM_STEP_NUM_TASKS / SLURM_NTASKS)\n"
           "  --nodes N       nodes in the step, each like this one (default SLURM_STEP_NUM_NODES\n"
           "                  / SLURM_NNODES, else 1)\n"
-          "\n"
           "  --version       the moekit version\n"
           "  --help, -h      this text\n"
           "\n"

@@ -107,7 +107,7 @@ void cli_print_options(FILE *f, const cli_option *table, size_t n)
                                                     : o->metavar;
         snprintf(left, sizeof left, "--%s%s%s", o->name, *value ? " " : "", value);
         fprintf(f, "  %-24s", left);
-        if (strlen(left) >= 24)
+        if (strlen(left) > 22) /* two blanks before the text, as help2man reads it */
             fprintf(f, "\n  %-24s", "");
         for (const char *p = o->help; *p; p++) {
             fputc(*p, f);

@@ -187,7 +187,7 @@ int eval_main(int argc, char **argv)
     if (rc)
         return rc;
     if (o.help) {
-        printf("usage: moe-train eval --checkpoint DIR --tokens FILE [--backend B]\n\n");
+        printf("Usage: moe-train eval --checkpoint DIR --tokens FILE [--backend B]\n\n");
         eval_print_options(stdout);
         return MOE_EXIT_OK;
     }

@@ -45,8 +45,8 @@ static const cli_option train_options[] = {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: moe-train [--config NAME|PATH] [options] [key.path=value ...]\n"
-               "       moe-train eval --checkpoint DIR --tokens FILE [--backend B]\n"
+    fprintf(f, "Usage: moe-train [--config NAME|PATH] [options] [key.path=value ...]\n"
+               "  or:  moe-train eval --checkpoint DIR --tokens FILE [--backend B]\n"
                "\n"
                "Train a Mixtral-style mixture-of-experts model on nucleotide sequences.\n"
                "\n"

@@ -309,7 +309,7 @@ static void test_check_json(void)
 static void test_usage_errors(void)
 {
     CHECK(run("--help") == 0);
-    HAS("usage: moe-topo");
+    HAS("Usage: moe-topo");
     HAS("--check");
     CHECK(run("--version") == 0);
     HAS("moe-topo (moekit) " MOEKIT_VERSION);
