@@ -69,6 +69,31 @@ else
     bad cli_help_and_version "$("$BIN" --help 2>&1 | head -5)"
 fi
 
+# ---- the smaller habits: a copied config finds its base, warmup clamps, notes that matter only
+cp "$ROOT/configs/L0_sanity.cfg" "$T/my_L0.cfg"
+if "$BIN" --config "$T/my_L0.cfg" --print-config >"$T/out" 2>"$T/err"; then
+    ok copied_config_finds_defaults
+else
+    bad copied_config_finds_defaults "$(cat "$T/err")"
+fi
+"$BIN" --config L0_sanity "${TINY[@]}" scheduler.warmup_steps=30 >"$T/out" 2>"$T/err"; rc=$?
+if [ $rc -eq 0 ] && grep -q "scheduler.warmup_steps = 30 is longer than train.steps = 3" "$T/err"; then
+    ok warmup_longer_than_steps_clamped
+else
+    bad warmup_longer_than_steps_clamped "exit $rc" "$(cat "$T/err")"
+fi
+if grep -q "no checkpoint.ckpt_dir: the trained model will not be saved" "$T/err"; then
+    ok no_ckpt_dir_said_at_startup
+else
+    bad no_ckpt_dir_said_at_startup "$(cat "$T/err")"
+fi
+"$BIN" --config L0_sanity "${TINY[@]}" checkpoint.ckpt_dir="$T/quiet_ck" >"$T/out" 2>"$T/err"
+if [ ! -s "$T/err" ]; then
+    ok single_rank_L0_is_quiet
+else
+    bad single_rank_L0_is_quiet "stderr: $(cat "$T/err")"
+fi
+
 # ---- Ctrl-C: the first SIGINT checkpoints and exits 75, a second one aborts at once
 # (a background job of a script starts with SIGINT ignored; moe-train installs its own handler)
 LONG=("${TINY[@]}" train.steps=1000000 checkpoint.save_every_n_steps=0 logger.frequency=1)

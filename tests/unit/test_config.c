@@ -196,7 +196,8 @@ static void test_defaults_file_is_complete(void)
 static void test_base_chain(void)
 {
     moe_err e;
-    write_file("parent.cfg", "model = { hidden_size = 128; num_layers = 3; };\n"
+    write_file("parent.cfg", "model = { hidden_size = 128; num_layers = 3; "
+                             "max_position_embeddings = 4096; };\n"
                              "train = { steps = 500; };\n"
                              "scheduler = { warmup_steps = 50; };\n");
     write_file("child.cfg", "base = \"parent\";\n"
@@ -216,11 +217,11 @@ static void test_base_chain(void)
     /* each file is valid alone, the whole is not: the message says which file
      * set each key of the broken rule */
     write_file("child.cfg", "base = \"parent\";\n"
-                            "train = {\n  steps = 20;\n};\n");
+                            "train = {\n  seq_length = 8192;\n};\n");
     CHECK_ERR(config_load(&cfg, path, NULL, 0, NULL, &e), e, "config grandchild:",
-              "scheduler.warmup_steps = 50 exceeds train.steps = 20",
-              "scheduler.warmup_steps from ", "parent.cfg:3", "train.steps from ",
-              "child.cfg:3");
+              "train.seq_length = 8192 exceeds model.max_position_embeddings = 4096",
+              "train.seq_length from ", "child.cfg:3", "model.max_position_embeddings from ",
+              "parent.cfg:1");
 
     /* a base given as a path: relative to the child's directory, or absolute */
     char sub[400];
@@ -251,6 +252,18 @@ static void test_base_errors(void)
 
     CHECK_ERR(load_text(&cfg, "orphan.cfg", "\n\nbase = \"no_such_parent\";\n", &e), e,
               "orphan.cfg:3", "no_such_parent", "No such file");
+
+    /* a config copied out of the configs directory finds base = "defaults"
+     * there (the configs directory given, or the default one) */
+    const char *copied = write_file("copied_L0.cfg", "base = \"defaults\";\n"
+                                                     "model = { num_layers = 3; };\n");
+    CHECK_MSG(config_load(&cfg, copied, MOE_CONFIG_DIR_DEFAULT, 0, NULL, &e) == 0, "%s", e.msg);
+    CHECK(cfg.model.num_layers == 3);
+    CHECK_MSG(config_load(&cfg, copied, NULL, 0, NULL, &e) == 0, "%s", e.msg);
+    /* a parent neither beside the child nor in the configs directory: both named */
+    CHECK_ERR(config_load(&cfg, write_file("orphan2.cfg", "base = \"no_parent2\";\n"),
+                          MOE_CONFIG_DIR_DEFAULT, 0, NULL, &e),
+              e, "orphan2.cfg:1", "no_parent2", "nor in " MOE_CONFIG_DIR_DEFAULT);
     CHECK_ERR(load_text(&cfg, "basetype.cfg", "base = 3;\n", &e), e, "basetype.cfg:1", "base",
               "expected a string", "found an integer");
     CHECK_ERR(load_text(&cfg, "baseempty.cfg", "base = \"\";\n", &e), e, "baseempty.cfg:1",
@@ -542,8 +555,6 @@ static void test_validation_rules(void)
         {{"model.top_k=9"}, {"model.top_k = 9 must not exceed model.num_experts = 8", NULL}},
         {{"train.seq_length=9000"},
          {"train.seq_length = 9000 exceeds model.max_position_embeddings = 8192", NULL}},
-        {{"scheduler.warmup_steps=30000"},
-         {"scheduler.warmup_steps = 30000 exceeds train.steps = 20000", NULL}},
         {{"parallel.ep=3"}, {"parallel.ep = 3 must divide model.num_experts = 8", NULL}},
         {{"checkpoint.resume_from_checkpoint=true"},
          {"checkpoint.resume_from_checkpoint is true", "checkpoint.ckpt_dir is empty"}},

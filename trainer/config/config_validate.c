@@ -87,11 +87,8 @@ static int check_training(const rule_ctx *r)
         return violation(r, "train.seq_length", "model.max_position_embeddings",
                          "train.seq_length = %d exceeds model.max_position_embeddings = %d",
                          c->train.seq_length, c->model.max_position_embeddings);
-    if (c->scheduler.warmup_steps > c->train.steps)
-        return violation(r, "scheduler.warmup_steps", "train.steps",
-                         "scheduler.warmup_steps = %d exceeds train.steps = %d "
-                         "(the run would end before reaching the peak learning rate)",
-                         c->scheduler.warmup_steps, c->train.steps);
+    /* scheduler.warmup_steps > train.steps is allowed: the trainer clamps
+     * it to train.steps with a note, so a quick run needs one override */
     if (c->checkpoint.resume_from_checkpoint && !c->checkpoint.ckpt_dir[0])
         return violation(r, "checkpoint.resume_from_checkpoint", "checkpoint.ckpt_dir",
                          "checkpoint.resume_from_checkpoint is true but checkpoint.ckpt_dir is "

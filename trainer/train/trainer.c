@@ -203,7 +203,7 @@ static void print_summary(moe_trainer *t, const char *backend_why)
     printf("  backend   %s, %d thread(s); precision %s compute, fp32 master weights%s\n",
            backend_why, threads, t->precision,
            t->model->split_master ? " (split: the bf16 compute copy + the low 16 bits)" : "");
-    printf("  parallel  %s\n", t->par.layout);
+    printf("  parallel  %s%s\n", t->par.layout, t->layout_note);
     {
         double mib = 1024.0 * 1024.0, P = (double)t->model->n_elems * sizeof(real);
         double mom = t->zero ? (double)zero_moment_bytes(t->zero) : 2 * P;
@@ -270,15 +270,24 @@ int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, i
     t->world = t->par.size;
     t->rank = t->par.rank;
     int dp = c->parallel.dp ? c->parallel.dp : 1;
-    if (t->world == 1 && c->parallel.ep * dp != 1) {
-        /* one process computes the same thing as EP x DP ranks would on the
-         * same global batch, so a laptop or CI run of a multi-GPU config is
-         * meaningful; say so rather than refuse */
-        fprintf(stderr,
-                "moe-train: note: config asks parallel.ep=%d x dp=%d but this is a "
-                "single-rank run: all %d experts run on this rank (same math)\n",
-                c->parallel.ep, dp, c->model.num_experts);
+    /* one process computes the same thing as EP x DP ranks would on the same
+     * global batch, so a laptop or CI run of a multi-GPU config (L0_sanity's
+     * EP=2) is meaningful: the summary's parallel line says so, no warning */
+    t->layout_note[0] = '\0';
+    if (t->world == 1 && c->parallel.ep * dp != 1)
+        snprintf(t->layout_note, sizeof t->layout_note,
+                 " (the config's EP=%d x DP=%d layout on one rank: all %d experts here, same "
+                 "math)", c->parallel.ep, dp, c->model.num_experts);
+    if (c->scheduler.warmup_steps > c->train.steps) {
+        if (t->rank == 0)
+            fprintf(stderr, "moe-train: note: scheduler.warmup_steps = %d is longer than "
+                            "train.steps = %d: warming up over all %d steps\n",
+                    c->scheduler.warmup_steps, c->train.steps, c->train.steps);
+        c->scheduler.warmup_steps = c->train.steps;
     }
+    if (!c->checkpoint.ckpt_dir[0] && t->rank == 0)
+        fprintf(stderr, "moe-train: note: no checkpoint.ckpt_dir: the trained model will not be "
+                        "saved (set checkpoint.ckpt_dir=DIR to keep it)\n");
     c->parallel.ep = t->par.ep_size;
     c->parallel.dp = t->par.dp_size;
     const char *bname = backend && *backend ? backend : c->runtime.backend;

@@ -35,6 +35,7 @@ typedef struct {
     int quiet;
     /* seconds spent opening it: ranks and backend, model buffers, data, weights */
     double startup_s[4];
+    char layout_note[160];  /* the summary's word on a multi-rank layout run on one rank */
     int stop_after_steps;   /* >0: stop (checkpoint and exit as on a signal) after this many
                                steps of this run, e.g. to fit a job's time slot */
 } moe_trainer;
