@@ -161,6 +161,84 @@ else
     bad init_from_hf_checkpoint "$(cat "$T/out" "$T/err" | tail -5)"
 fi
 
+# ---- metrics people can open: metrics.jsonl fields, TensorBoard events read back, loss.png panels
+"$BIN" --config L0_sanity "${TINY[@]}" train.steps=6 train.eval_every_n_steps=3 \
+    logger.run_dir="$T/tb" logger.tensorboard=true >"$T/out" 2>"$T/err"; rc=$?
+if [ $rc -eq 0 ] && python3 - "$T/tb/metrics.jsonl" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+steps = [l for l in lines if "loss" in l]
+evals = [l for l in lines if "val_loss" in l]
+assert len(steps) == 6 and len(evals) == 2, (len(steps), len(evals))
+for l in steps:
+    for k in ("time", "elapsed_s", "tokens_per_s", "tflops", "mfu", "mem_bytes"):
+        assert k in l, (k, l)
+    assert l["time"] > 1.7e9 and l["elapsed_s"] > 0 and l["tokens_per_s"] > 0, l
+    assert l["tflops"] > 0 and l["mem_bytes"] > 1e6, l
+    assert l["mfu"] is None, l  # the CPU has no known peak
+assert steps[-1]["elapsed_s"] >= steps[0]["elapsed_s"]
+PY
+then ok metrics_jsonl_fields; else bad metrics_jsonl_fields "exit $rc" "$(head -2 "$T/tb/metrics.jsonl")"; fi
+ev=$(ls "$T"/tb/events.out.tfevents.* 2>/dev/null | head -1)
+if [ -n "$ev" ] && python3 "$ROOT/tests/cli/read_tfevents.py" "$ev" > "$T/events.json" &&
+   python3 - "$T/events.json" "$T/tb/metrics.jsonl" <<'PY'
+import json, struct, sys
+events = [json.loads(l) for l in open(sys.argv[1])]
+metrics = [json.loads(l) for l in open(sys.argv[2])]
+assert events[0].get("file_version") == "brain.Event:2", events[0]
+f32 = lambda x: struct.unpack("<f", struct.pack("<f", x))[0]
+train = {e["step"]: e["scalars"] for e in events[1:] if "train/loss" in e.get("scalars", {})}
+val = {e["step"]: e["scalars"]["val/loss"] for e in events[1:] if "val/loss" in e.get("scalars", {})}
+for m in metrics:
+    if "loss" in m:
+        s = train[m["step"]]
+        assert abs(s["train/loss"] - f32(m["loss"])) < 1e-6, (s, m)
+        assert abs(s["train/lr"] - f32(m["lr"])) <= 1e-6 * abs(m["lr"]) + 1e-12, (s, m)
+        assert s["perf/tokens_per_s"] > 0 and "perf/mfu" not in s, s
+    else:
+        assert abs(val[m["step"]] - f32(m["val_loss"])) < 1e-6, (val, m)
+assert sorted(train) == list(range(1, 7)) and sorted(val) == [3, 6], (sorted(train), sorted(val))
+PY
+then ok tensorboard_events_read_back; else bad tensorboard_events_read_back "file: $ev" "$(tail -3 "$T/events.json" 2>&1)"; fi
+# a damaged record is caught by the reader's own CRC: the check above can fail
+if [ -n "$ev" ]; then
+    cp "$ev" "$T/damaged.tfevents"
+    printf '\x7f' | dd of="$T/damaged.tfevents" bs=1 seek=30 conv=notrunc 2>/dev/null
+    if ! python3 "$ROOT/tests/cli/read_tfevents.py" "$T/damaged.tfevents" >/dev/null 2>&1; then
+        ok tensorboard_reader_catches_damage; else bad tensorboard_reader_catches_damage; fi
+fi
+png_size() { python3 -c 'import struct,sys; b=open(sys.argv[1],"rb").read(24); assert b[:8]==b"\x89PNG\r\n\x1a\n"; print("%dx%d" % struct.unpack(">II", b[16:24]))' "$1" 2>/dev/null; }
+if [ "$(png_size "$T/tb/loss.png")" = 1200x1000 ]; then ok loss_png_panels; else bad loss_png_panels "$(png_size "$T/tb/loss.png")"; fi
+# loss.png is drawn at each evaluation while training runs, and again on a stop (exit 75)
+"$BIN" --config L0_sanity "${TINY[@]}" train.steps=1000000 train.eval_every_n_steps=2 \
+    logger.run_dir="$T/live" >"$T/live.out" 2>"$T/live.err" & pid=$!
+for ((i = 0; i < 300; i++)); do [ -s "$T/live/loss.png" ] && break; sleep 0.1; done
+drawn_live=$([ -s "$T/live/loss.png" ] && echo yes || echo no)
+kill -TERM $pid; wait $pid; rc=$?
+if [ "$drawn_live" = yes ] && [ $rc -eq 75 ] && [ "$(png_size "$T/live/loss.png")" = 1200x1000 ]; then
+    ok loss_png_at_each_evaluation_and_on_stop
+else
+    bad loss_png_at_each_evaluation_and_on_stop "drawn while running: $drawn_live, exit $rc"
+fi
+"$BIN" --config L0_sanity "${TINY[@]}" train.steps=6 train.eval_every_n_steps=0 --stop-after-steps=2 \
+    logger.run_dir="$T/stopped" >"$T/out" 2>"$T/err"; rc=$?
+if [ $rc -eq 75 ] && [ -s "$T/stopped/loss.png" ]; then ok loss_png_on_exit_75; else bad loss_png_on_exit_75 "exit $rc"; fi
+
+# ---- gnuplot gets data, never code: hostile run_dir and config file names
+mkdir -p "$T/hostile" && cp "$ROOT/configs/L0_sanity.cfg" "$T/hostile/cfg'q;system 'touch PWNED_CFG';'.cfg"
+( cd "$T/hostile" &&
+  "$BIN" --config "./cfg'q;system 'touch PWNED_CFG';'.cfg" "${TINY[@]}" \
+      "logger.run_dir=runs/a'b\";system 'touch PWNED_DIR';print '" >"$T/out" 2>"$T/err" &&
+  "$BIN" --config L0_sanity "${TINY[@]}" "logger.run_dir=<touch PWNED_PIPE;x" >>"$T/out" 2>>"$T/err" )
+rc=$?
+pwned=$(find "$T/hostile" -name 'PWNED*' | head -3)
+if [ $rc -eq 0 ] && [ -z "$pwned" ] && [ -s "$T/hostile/runs/a'b\";system 'touch PWNED_DIR';print '/loss.png" ] &&
+   [ -s "$T/hostile/<touch PWNED_PIPE;x/loss.png" ]; then
+    ok gnuplot_hostile_names_stay_data
+else
+    bad gnuplot_hostile_names_stay_data "exit $rc; commands ran: ${pwned:-none}" "$(tail -3 "$T/err")"
+fi
+
 # ---- FASTA
 expect_fail fasta_missing "nothere.fa" "$BIN" --config L0_sanity data.files="$T/nothere.fa" "${TINY[@]}"
 : > "$T/empty.fa"
