@@ -82,6 +82,7 @@ typedef struct {
 typedef struct {
     int frequency;                  /* logger.frequency: log line every N steps */
     char run_dir[MOE_PATH_MAX];     /* logger.run_dir: metrics.jsonl, loss.png ("" = no files) */
+    int tensorboard;                /* logger.tensorboard: TensorBoard event files in run_dir */
 } moe_logger_cfg;
 
 typedef struct {

@@ -89,6 +89,10 @@ static int check_training(const rule_ctx *r)
                          c->train.seq_length, c->model.max_position_embeddings);
     /* scheduler.warmup_steps > train.steps is allowed: the trainer clamps
      * it to train.steps with a note, so a quick run needs one override */
+    if (c->logger.tensorboard && !c->logger.run_dir[0])
+        return violation(r, "logger.tensorboard", "logger.run_dir",
+                         "logger.tensorboard is true but logger.run_dir is empty: name the "
+                         "directory for the event files");
     if (c->checkpoint.resume_from_checkpoint && !c->checkpoint.ckpt_dir[0])
         return violation(r, "checkpoint.resume_from_checkpoint", "checkpoint.ckpt_dir",
                          "checkpoint.resume_from_checkpoint is true but checkpoint.ckpt_dir is "

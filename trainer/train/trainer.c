@@ -388,7 +388,8 @@ int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, i
     }
     t->startup_s[3] = now_s() - t0;
     /* rank 0 speaks for the job: one metrics file, one config copy */
-    if (metrics_open(&t->metrics, t->rank == 0 ? c->logger.run_dir : "", resume_step, e))
+    if (metrics_open(&t->metrics, t->rank == 0 ? c->logger.run_dir : "", resume_step,
+                     c->logger.tensorboard, e))
         goto fail;
     if (c->logger.run_dir[0] && t->rank == 0) {
         char path[4200];
@@ -526,16 +527,60 @@ static int train_step(moe_trainer *t, double lr, double *loss, double *aux, doub
     return 0;
 }
 
-static void log_eval(moe_trainer *t, double val)
+static double wall_clock(void)
 {
-    char buf[256];
-    snprintf(buf, sizeof buf, "\"step\":%d,\"val_loss\":%.6f,\"tokens\":%llu", t->step, val,
-             (unsigned long long)t->tokens_seen);
-    metrics_write(&t->metrics, buf);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* loss.png again (rank 0): at each evaluation, on a stop and at the end; a
+ * failure is a warning, said once */
+static void redraw_plot(moe_trainer *t)
+{
+    if (t->rank != 0 || !t->metrics.f)
+        return;
+    moe_err pe;
+    char title[512];
+    snprintf(title, sizeof title, "moekit %s", t->cfg.name);
+    if (metrics_plot(&t->metrics, title, &pe) && !t->metrics.plot_warned) {
+        fprintf(stderr, "moe-train: warning: no loss.png: %s\n", pe.msg);
+        t->metrics.plot_warned = 1;
+    }
+}
+
+/* A step's metrics line: the losses and rates, the model's FLOP/s and MFU
+ * over this step's wall time (dt), rank 0's device memory. */
+static int log_step(moe_trainer *t, double loss, double aux, double lr, double gnorm, double dt,
+                    double elapsed, moe_err *e)
+{
+    const moe_config *c = &t->cfg;
+    double tokens = (double)c->train.micro_batch_size * c->train.seq_length *
+                    c->train.grad_accum_steps * t->world;
+    moe_dims d = trainer_model_dims(&c->model);
+    double tflops = dt > 0 ? metrics_flops_per_token(&d, c->train.seq_length) * tokens / dt / 1e12
+                           : NAN;
+    double peak = t->be->peak_tflops ? t->be->peak_tflops(t->be, t->precision) : 0;
+    moe_step_metrics m = {
+        .step = t->step, .loss = loss, .aux_loss = aux, .lr = lr, .grad_norm = gnorm,
+        .tokens = t->tokens_seen, .wall_time = wall_clock(), .elapsed_s = elapsed,
+        .tokens_per_s = dt > 0 ? tokens / dt : NAN, .tflops = tflops,
+        .mfu = peak > 0 ? tflops / (peak * t->world) : NAN,
+        .mem_bytes = t->be->mem_in_use ? (double)t->be->mem_in_use(t->be) : NAN,
+    };
+    return metrics_log_step(&t->metrics, &m, e);
+}
+
+static int log_eval(moe_trainer *t, double val, double elapsed, moe_err *e)
+{
+    if (metrics_log_eval(&t->metrics, t->step, val, t->tokens_seen, wall_clock(), elapsed, e))
+        return -1;
     if (!t->quiet && t->rank == 0) {
         printf("eval  %5d | held-out loss %.4f (%.4f bits/token)\n", t->step, val, val / log(2));
         fflush(stdout);
     }
+    redraw_plot(t);
+    return 0;
 }
 
 int trainer_run(moe_trainer *t, moe_err *e)
@@ -548,18 +593,15 @@ int trainer_run(moe_trainer *t, moe_err *e)
     while (t->step < steps) {
         double lr = schedule_lr(c->optimizer.lr, c->scheduler.warmup_steps,
                                 c->scheduler.min_lr_ratio, t->step, steps);
-        double loss = 0, aux = 0, gnorm = 0;
+        double loss = 0, aux = 0, gnorm = 0, step_t0 = now_s();
         if (train_step(t, lr, &loss, &aux, &gnorm, e))
             return -1;
         t->step++;
         t->last_loss = loss;
         t->last_grad_norm = gnorm;
-        char buf[512];
-        snprintf(buf, sizeof buf,
-                 "\"step\":%d,\"loss\":%.6f,\"aux_loss\":%.6f,\"lr\":%.6e,\"grad_norm\":%.6f,"
-                 "\"tokens\":%llu",
-                 t->step, loss, aux, lr, gnorm, (unsigned long long)t->tokens_seen);
-        metrics_write(&t->metrics, buf);
+        double step_end = now_s();
+        if (log_step(t, loss, aux, lr, gnorm, step_end - step_t0, step_end - t0, e))
+            return -1;
         int freq = c->logger.frequency > 0 ? c->logger.frequency : 1;
         if (!t->quiet && t->rank == 0 && (t->step % freq == 0 || t->step == steps || t->step == 1)) {
             double now = now_s();
@@ -583,7 +625,8 @@ int trainer_run(moe_trainer *t, moe_err *e)
             if (trainer_evaluate(t, &val, e))
                 return -1;
             t->last_val_loss = val;
-            log_eval(t, val);
+            if (log_eval(t, val, now_s() - t0, e))
+                return -1;
         }
         /* a signal may reach some ranks only: all stop together or none */
         int64_t signalled = moe_stop_requested != 0;
@@ -598,6 +641,7 @@ int trainer_run(moe_trainer *t, moe_err *e)
                 return -1;
         }
         if (stop) {
+            redraw_plot(t);
             if (t->rank == 0)
                 fprintf(stderr, "moe-train: stopping at step %d of %d (%s)%s\n", t->step, steps,
                         signalled ? "stop signal" : "--stop-after-steps",
@@ -609,12 +653,8 @@ int trainer_run(moe_trainer *t, moe_err *e)
         trainer_save_final_model(t, e))
         return -1;
     if (t->metrics.f) {
-        moe_err pe;
-        char title[512];
-        snprintf(title, sizeof title, "moekit %s", c->name);
-        if (t->rank == 0 && metrics_plot(&t->metrics, title, &pe))
-            fprintf(stderr, "moe-train: warning: no loss.png: %s\n", pe.msg);
-        else if (!t->quiet && t->rank == 0)
+        redraw_plot(t);
+        if (!t->quiet && t->rank == 0 && !t->metrics.plot_warned)
             printf("moe-train: loss curve written to %s/loss.png\n", t->metrics.dir);
     }
     return 0;
