@@ -148,18 +148,40 @@ else
     bad deterministic_across_thread_counts "weights differ between --threads 1 and 2"
 fi
 
-# initialising from a Hugging Face checkpoint: the transformers fixture's weights
+# initialising from a Hugging Face checkpoint: the architecture comes from its config.json (as
+# from_pretrained takes it), so only the training keys are given
 FIX="$ROOT/tests/fixtures/hf/genomic_top2of8"
-FIXCFG=(model.hidden_size=48 model.num_layers=3 model.num_heads=6 model.num_kv_heads=2
-        model.head_dim=8 model.num_experts=8 model.top_k=2 model.intermediate_size=40
-        model.rms_norm_eps=1e-6 train.seq_length=32 train.micro_batch_size=2 train.steps=2
-        scheduler.warmup_steps=1 train.eval_batches=1)
-if "$BIN" --config L0_sanity checkpoint.init_from="$FIX" "${FIXCFG[@]}" >"$T/out" 2>"$T/err" &&
-   grep -q "initialised the weights from" "$T/out"; then
-    ok init_from_hf_checkpoint
+FIXRUN=(train.seq_length=32 train.micro_batch_size=2 train.steps=2 scheduler.warmup_steps=1
+        train.eval_batches=1)
+if "$BIN" --config L0_sanity checkpoint.init_from="$FIX" "${FIXRUN[@]}" >"$T/out" 2>"$T/err" &&
+   grep -q "initialised the weights from" "$T/out" &&
+   grep -q "3 layers, hidden 48, 6 heads / 2 kv heads (dim 8), 8 experts top-2, intermediate 40" "$T/out"; then
+    ok init_from_takes_the_architecture
 else
-    bad init_from_hf_checkpoint "$(cat "$T/out" "$T/err" | tail -5)"
+    bad init_from_takes_the_architecture "$(cat "$T/out" "$T/err" | tail -5)"
 fi
+# a value the run sets itself must agree, and both values are named
+expect_status init_from_rope_theta_mismatch 1 "config.json has rope_theta = 1000000 but the config sets model.rope_theta = 10000" \
+    "$BIN" --config L0_sanity checkpoint.init_from="$FIX" "${FIXRUN[@]}" model.rope_theta=10000
+expect_status init_from_rms_norm_eps_mismatch 1 "rms_norm_eps = 1e-06 but the config sets model.rms_norm_eps = 1e-05" \
+    "$BIN" --config L0_sanity checkpoint.init_from="$FIX" "${FIXRUN[@]}" model.rms_norm_eps=1e-5
+expect_status init_from_size_mismatch 1 "hidden_size = 48 but the config sets model.hidden_size = 64" \
+    "$BIN" --config L0_sanity checkpoint.init_from="$FIX" "${FIXRUN[@]}" model.hidden_size=64
+# the same values, stated: accepted
+if "$BIN" --config L0_sanity checkpoint.init_from="$FIX" "${FIXRUN[@]}" model.hidden_size=48 \
+    model.rms_norm_eps=1e-6 --quiet >"$T/out" 2>"$T/err"; then
+    ok init_from_agreeing_values
+else
+    bad init_from_agreeing_values "$(tail -3 "$T/err")"
+fi
+# a config file that names init_from states its own model keys; its base's do not count
+printf 'base = "%s/configs/L0_sanity.cfg";\ncheckpoint = { init_from = "%s"; };\nmodel = { num_layers = 2; };\n' \
+    "$ROOT" "$FIX" > "$T/finetune.cfg"
+expect_status init_from_file_states_num_layers 1 "num_hidden_layers = 3 but the config sets model.num_layers = 2" \
+    "$BIN" --config "$T/finetune.cfg" "${FIXRUN[@]}"
+# the vocabulary must cover the tokenizer: refused when the config is read, not at step 1
+expect_status vocab_smaller_than_tokenizer 1 "model.vocab_size = 60 is smaller than the genomic tokenizer's 256" \
+    "$BIN" --config L0_sanity model.vocab_size=60 --print-config
 
 # ---- metrics people can open: metrics.jsonl fields, TensorBoard events read back, loss.png panels
 "$BIN" --config L0_sanity "${TINY[@]}" train.steps=6 train.eval_every_n_steps=3 \

@@ -66,6 +66,7 @@ static int same_settings(const moe_config *a, const moe_config *b)
     memset(y.name, 0, sizeof y.name);
     memset(x.path, 0, sizeof x.path);
     memset(y.path, 0, sizeof y.path);
+    x.model_explicit = y.model_explicit = 0; /* where keys were set, not what they are */
     return memcmp(&x, &y, sizeof x) == 0;
 }
 
@@ -252,6 +253,24 @@ static void test_base_errors(void)
 
     CHECK_ERR(load_text(&cfg, "orphan.cfg", "\n\nbase = \"no_such_parent\";\n", &e), e,
               "orphan.cfg:3", "no_such_parent", "No such file");
+
+    /* with checkpoint.init_from, the model keys set where init_from is set or
+     * later are the run's own (compared with config.json); a base's are not */
+    write_file("ft_base.cfg", "model = { num_layers = 3; hidden_size = 96; };\n");
+    const char *ft = write_file("ft.cfg", "base = \"ft_base\";\n"
+                                          "checkpoint = { init_from = \"/models/x\"; };\n"
+                                          "model = { num_layers = 5; };\n");
+    char *ft_over[] = {"model.rope_theta=5e5"};
+    CHECK_MSG(config_load(&cfg, ft, NULL, 1, ft_over, &e) == 0, "%s", e.msg);
+    CHECK(config_model_key_explicit(&cfg, "model.num_layers"));
+    CHECK(config_model_key_explicit(&cfg, "model.rope_theta"));
+    CHECK(!config_model_key_explicit(&cfg, "model.hidden_size"));
+    CHECK(!config_model_key_explicit(&cfg, "model.vocab_size"));
+    CHECK(!config_model_key_explicit(&cfg, "train.steps"));
+    char *ft_cmd[] = {"checkpoint.init_from=/models/y", "model.top_k=1"};
+    CHECK_MSG(config_load(&cfg, ft, NULL, 2, ft_cmd, &e) == 0, "%s", e.msg);
+    CHECK(config_model_key_explicit(&cfg, "model.top_k"));
+    CHECK(!config_model_key_explicit(&cfg, "model.num_layers")); /* before the command line */
 
     /* a config copied out of the configs directory finds base = "defaults"
      * there (the configs directory given, or the default one) */

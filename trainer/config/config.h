@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <stdint.h>
+
 #include "../../common/err.h"
 
 #define MOE_PATH_MAX 4096
@@ -125,6 +127,10 @@ typedef struct {
     moe_parallel_cfg parallel;
     moe_precision_cfg precision;
     moe_runtime_cfg runtime;
+    /* With checkpoint.init_from: bit i set when the i-th model.* key was set
+     * where init_from is set or later (a child config, the command line);
+     * see config_model_key_explicit. Not a key: never written or read. */
+    uint32_t model_explicit;
 } moe_config;
 
 /* Resolve `name_or_path`: a path (contains '/' or ends in .cfg and exists) or a
@@ -139,6 +145,13 @@ int config_load(moe_config *cfg, const char *name_or_path, const char *configs_d
  * installed beside this binary (../share/moekit/configs), else this source
  * tree's configs/ for a binary built here. Written to buf, returned. */
 const char *config_default_dir(char *buf, size_t n);
+
+/* 1 when model.* key `path` was set by this run itself for a checkpoint.init_from
+ * start (in the file that names init_from, a config based on it, or on the
+ * command line): such a value must agree with the Hugging Face config.json;
+ * every other model.* value is taken from config.json, as from_pretrained
+ * does. */
+int config_model_key_explicit(const moe_config *cfg, const char *path);
 
 /* Fill cfg with the built-in defaults only (what an empty file gives). */
 void config_defaults(moe_config *cfg);

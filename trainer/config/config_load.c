@@ -126,11 +126,15 @@ typedef struct {
     char shown[CONFIG_MAX_CHAIN][MOE_PATH_MAX]; /* the same, as the user would write them */
     int depth;
     const char *configs_dir; /* where a `base` name not beside its child is looked up */
+    int *set_by;             /* per schema row: which source set it last (0 none, files
+                                1, 2, ... in the order applied, INT_MAX the command line) */
+    int files_applied;
 } loader;
 
-static int set_origin(loader *L, const config_key *k, const char *where)
+static int set_origin(loader *L, const config_key *k, const char *where, int source)
 {
     size_t i = (size_t)(k - config_keys);
+    L->set_by[i] = source;
     free(L->origin[i]);
     L->origin[i] = strdup(where);
     return L->origin[i] ? 0 : -1;
@@ -183,6 +187,7 @@ static const char *type_word(const config_setting_t *s)
 /* Every setting of one file, each a known key of a known group. */
 static int apply_file(loader *L, const char *path, const config_setting_t *root, moe_err *e)
 {
+    int source = ++L->files_applied;
     for (int i = 0; i < config_setting_length(root); i++) {
         const config_setting_t *g = config_setting_get_elem(root, (unsigned)i);
         const char *gname = config_setting_name(g);
@@ -210,7 +215,7 @@ static int apply_file(loader *L, const char *path, const config_setting_t *root,
                 return moe_err_prefix(e, "%s:%d", path, line);
             char where[MOE_PATH_MAX + 16];
             snprintf(where, sizeof where, "%s:%d", path, line);
-            if (set_origin(L, k, where))
+            if (set_origin(L, k, where, source))
                 return moe_errf(e, "out of memory loading %s", path);
         }
     }
@@ -369,6 +374,38 @@ int config_apply_override(moe_config *cfg, const char *override, moe_err *e)
     return apply_override(cfg, override, NULL, e);
 }
 
+/* The model.* keys set no earlier than checkpoint.init_from (same file, a
+ * child, the command line): the run's own statements about the architecture. */
+static void mark_model_explicit(loader *L)
+{
+    L->cfg.model_explicit = 0;
+    const config_key *init = config_key_find("checkpoint.init_from");
+    int init_by = init ? L->set_by[init - config_keys] : 0;
+    if (!L->cfg.checkpoint.init_from[0] || init_by == 0)
+        return;
+    int bit = 0;
+    for (size_t i = 0; i < config_key_count && bit < 32; i++) {
+        if (strncmp(config_keys[i].path, "model.", 6) != 0)
+            continue;
+        if (L->set_by[i] >= init_by)
+            L->cfg.model_explicit |= 1u << bit;
+        bit++;
+    }
+}
+
+int config_model_key_explicit(const moe_config *cfg, const char *path)
+{
+    int bit = 0;
+    for (size_t i = 0; i < config_key_count && bit < 32; i++) {
+        if (strncmp(config_keys[i].path, "model.", 6) != 0)
+            continue;
+        if (strcmp(config_keys[i].path, path) == 0)
+            return (cfg->model_explicit >> bit) & 1;
+        bit++;
+    }
+    return 0;
+}
+
 static void set_name(moe_config *cfg, const char *path)
 {
     const char *base = strrchr(path, '/');
@@ -387,12 +424,15 @@ int config_load(moe_config *cfg, const char *name_or_path, const char *configs_d
     /* Built on the side: a failed load leaves the caller's struct untouched. */
     loader *L = calloc(1, sizeof *L);
     char **origin = calloc(config_key_count, sizeof *origin);
-    if (!L || !origin) {
+    int *set_by = calloc(config_key_count, sizeof *set_by);
+    if (!L || !origin || !set_by) {
         free(L);
         free(origin);
+        free(set_by);
         return moe_errf(e, "out of memory loading config %s", path);
     }
     L->origin = origin;
+    L->set_by = set_by;
     char default_dir[MOE_PATH_MAX];
     L->configs_dir = configs_dir ? configs_dir : config_default_dir(default_dir, sizeof default_dir);
     config_defaults(&L->cfg);
@@ -402,10 +442,11 @@ int config_load(moe_config *cfg, const char *name_or_path, const char *configs_d
         rc = apply_override(&L->cfg, overrides[i], &k, e);
         char where[128];
         override_label(overrides[i], where, sizeof where);
-        if (rc == 0 && set_origin(L, k, where))
+        if (rc == 0 && set_origin(L, k, where, INT_MAX))
             rc = moe_errf(e, "out of memory applying %s", where);
     }
     if (rc == 0) {
+        mark_model_explicit(L);
         set_name(&L->cfg, path);
         rc = config_validate_traced(&L->cfg, (const char *const *)L->origin, e);
         if (rc)
@@ -416,6 +457,7 @@ int config_load(moe_config *cfg, const char *name_or_path, const char *configs_d
     for (size_t i = 0; i < config_key_count; i++)
         free(origin[i]);
     free(origin);
+    free(set_by);
     free(L);
     return rc;
 }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../data/data.h" /* MOE_TOK_VOCAB: the tokenizer the model must cover */
 #include "config_schema.h"
 
 typedef struct {
@@ -52,6 +53,12 @@ __attribute__((format(printf, 4, 5))) static int violation(const rule_ctx *r, co
 static int check_model(const rule_ctx *r)
 {
     const moe_model_cfg *m = &r->cfg->model;
+    /* every id the genomic tokenizer emits must have an embedding row */
+    if (m->vocab_size < MOE_TOK_VOCAB)
+        return violation(r, "model.vocab_size", NULL,
+                         "model.vocab_size = %d is smaller than the genomic tokenizer's %d "
+                         "byte-level ids (EOS 0, PAD 1, BOS 2, UNK 3, the bases as bytes)",
+                         m->vocab_size, MOE_TOK_VOCAB);
     if (m->num_heads % m->num_kv_heads)
         return violation(r, "model.num_kv_heads", "model.num_heads",
                          "model.num_kv_heads = %d must divide model.num_heads = %d "

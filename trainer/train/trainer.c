@@ -249,6 +249,8 @@ int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, i
     t->cfg = *cfg;
     t->quiet = quiet;
     moe_config *c = &t->cfg;
+    if (trainer_adopt_init_config(c, e))
+        return -1;
     double t0 = now_s();
     int env_rank, env_size, env_local;
     int from_env = par_launch_from_env(&env_rank, &env_size, &env_local, e);

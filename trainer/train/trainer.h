@@ -63,5 +63,9 @@ int trainer_save_checkpoint(moe_trainer *t, moe_err *e);
  * from a Hugging Face model directory (weights_only = 1). */
 int trainer_load_checkpoint(moe_trainer *t, const char *dir, int weights_only, moe_err *e);
 int trainer_save_final_model(moe_trainer *t, moe_err *e);
+/* With checkpoint.init_from, the architecture of its config.json: the
+ * model.* values the run set itself (config_model_key_explicit) must agree,
+ * naming both values; the others are taken from the file. */
+int trainer_adopt_init_config(moe_config *c, moe_err *e);
 
 #endif
