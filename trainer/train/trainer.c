@@ -243,6 +243,33 @@ static int use_nccl_for_ep(const moe_trainer *t)
     return !strcmp(t->be->name, "cuda") && comm_nccl_built();
 }
 
+/* What a run's start-up says beyond the summary: a multi-rank layout run on
+ * one rank (in the summary's parallel line), a warmup clamped to the run, a
+ * model that will not be saved. Before the layout is replaced by the ranks'. */
+static void startup_notes(moe_trainer *t)
+{
+    moe_config *c = &t->cfg;
+    int dp = c->parallel.dp ? c->parallel.dp : 1;
+    /* one process computes the same thing as EP x DP ranks would on the same
+     * global batch, so a laptop or CI run of a multi-GPU config (L0_sanity's
+     * EP=2) is meaningful: the summary's parallel line says so, no warning */
+    t->layout_note[0] = '\0';
+    if (t->world == 1 && c->parallel.ep * dp != 1)
+        snprintf(t->layout_note, sizeof t->layout_note,
+                 " (the config's EP=%d x DP=%d layout on one rank: all %d experts here, same "
+                 "math)", c->parallel.ep, dp, c->model.num_experts);
+    if (c->scheduler.warmup_steps > c->train.steps) {
+        if (t->rank == 0)
+            fprintf(stderr, "moe-train: note: scheduler.warmup_steps = %d is longer than "
+                            "train.steps = %d: warming up over all %d steps\n",
+                    c->scheduler.warmup_steps, c->train.steps, c->train.steps);
+        c->scheduler.warmup_steps = c->train.steps;
+    }
+    if (!c->checkpoint.ckpt_dir[0] && t->rank == 0)
+        fprintf(stderr, "moe-train: note: no checkpoint.ckpt_dir: the trained model will not be "
+                        "saved (set checkpoint.ckpt_dir=DIR to keep it)\n");
+}
+
 int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, int quiet, moe_err *e)
 {
     memset(t, 0, sizeof *t);
@@ -271,25 +298,7 @@ int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, i
     t->have_par = 1;
     t->world = t->par.size;
     t->rank = t->par.rank;
-    int dp = c->parallel.dp ? c->parallel.dp : 1;
-    /* one process computes the same thing as EP x DP ranks would on the same
-     * global batch, so a laptop or CI run of a multi-GPU config (L0_sanity's
-     * EP=2) is meaningful: the summary's parallel line says so, no warning */
-    t->layout_note[0] = '\0';
-    if (t->world == 1 && c->parallel.ep * dp != 1)
-        snprintf(t->layout_note, sizeof t->layout_note,
-                 " (the config's EP=%d x DP=%d layout on one rank: all %d experts here, same "
-                 "math)", c->parallel.ep, dp, c->model.num_experts);
-    if (c->scheduler.warmup_steps > c->train.steps) {
-        if (t->rank == 0)
-            fprintf(stderr, "moe-train: note: scheduler.warmup_steps = %d is longer than "
-                            "train.steps = %d: warming up over all %d steps\n",
-                    c->scheduler.warmup_steps, c->train.steps, c->train.steps);
-        c->scheduler.warmup_steps = c->train.steps;
-    }
-    if (!c->checkpoint.ckpt_dir[0] && t->rank == 0)
-        fprintf(stderr, "moe-train: note: no checkpoint.ckpt_dir: the trained model will not be "
-                        "saved (set checkpoint.ckpt_dir=DIR to keep it)\n");
+    startup_notes(t);
     c->parallel.ep = t->par.ep_size;
     c->parallel.dp = t->par.dp_size;
     const char *bname = backend && *backend ? backend : c->runtime.backend;
