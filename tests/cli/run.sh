@@ -97,9 +97,10 @@ fi
 # ---- Ctrl-C: the first SIGINT checkpoints and exits 75, a second one aborts at once
 # (a background job of a script starts with SIGINT ignored; moe-train installs its own handler)
 LONG=("${TINY[@]}" train.steps=1000000 checkpoint.save_every_n_steps=0 logger.frequency=1)
-wait_for_steps() { # RUN_DIR: metrics.jsonl has a few lines (30 s at most)
-    local i; for ((i = 0; i < 300; i++)); do
-        [ -f "$1/metrics.jsonl" ] && [ "$(wc -l < "$1/metrics.jsonl")" -ge 3 ] && return 0; sleep 0.1
+wait_for_steps() { # RUN_DIR [LINES]: metrics.jsonl has that many lines (default 3; 180 s at most,
+    # for slow sanitizer builds): training runs, so its signal handlers are in place
+    local i; for ((i = 0; i < 1800; i++)); do
+        [ -f "$1/metrics.jsonl" ] && [ "$(wc -l < "$1/metrics.jsonl")" -ge "${2:-3}" ] && return 0; sleep 0.1
     done; return 1
 }
 "$BIN" --config L0_sanity "${LONG[@]}" checkpoint.ckpt_dir="$T/int1" logger.run_dir="$T/int1r" \
@@ -115,7 +116,7 @@ fi
 "$BIN" --config L0_sanity train.steps=1000000 train.eval_every_n_steps=0 logger.frequency=1 \
     checkpoint.save_every_n_steps=0 checkpoint.ckpt_dir="$T/int2" logger.run_dir="$T/int2r" \
     >"$T/int2.out" 2>"$T/int2.err" & pid=$!
-wait_for_steps "$T/int2r"; kill -INT $pid
+wait_for_steps "$T/int2r" 1; kill -INT $pid
 for ((i = 0; i < 500; i++)); do grep -q "Ctrl-C again" "$T/int2.err" && break; sleep 0.01; done
 kill -INT $pid; wait $pid; rc=$?
 if [ $rc -eq $((128 + 2)) ] && ! ls -d "$T"/int2/step_* >/dev/null 2>&1; then
@@ -234,7 +235,7 @@ if [ "$(png_size "$T/tb/loss.png")" = 1200x1000 ]; then ok loss_png_panels; else
 # loss.png is drawn at each evaluation while training runs, and again on a stop (exit 75)
 "$BIN" --config L0_sanity "${TINY[@]}" train.steps=1000000 train.eval_every_n_steps=2 \
     logger.run_dir="$T/live" >"$T/live.out" 2>"$T/live.err" & pid=$!
-for ((i = 0; i < 300; i++)); do [ -s "$T/live/loss.png" ] && break; sleep 0.1; done
+for ((i = 0; i < 1800; i++)); do [ -s "$T/live/loss.png" ] && break; sleep 0.1; done
 drawn_live=$([ -s "$T/live/loss.png" ] && echo yes || echo no)
 kill -TERM $pid; wait $pid; rc=$?
 if [ "$drawn_live" = yes ] && [ $rc -eq 75 ] && [ "$(png_size "$T/live/loss.png")" = 1200x1000 ]; then
