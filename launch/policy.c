@@ -5,17 +5,13 @@
 #include <stdio.h>
 #include <string.h>
 
-#ifndef MOE_TRAINER_DEFAULT
-#define MOE_TRAINER_DEFAULT "/usr/local/bin/moe-train"
-#endif
-#ifndef MOE_CONFIG_DIR_DEFAULT
-#define MOE_CONFIG_DIR_DEFAULT "/usr/local/share/moekit/configs"
-#endif
+#include "../common/install_dirs.h"
 
 #define POLICY_MAX_WORDS 64
 
 /* Every path key is copied with one size. */
 _Static_assert(sizeof ((moe_policy *)0)->configs == sizeof ((moe_policy *)0)->trainer &&
+                   sizeof ((moe_policy *)0)->data == sizeof ((moe_policy *)0)->trainer &&
                    sizeof ((moe_policy *)0)->topology_xml == sizeof ((moe_policy *)0)->trainer,
                "policy path fields differ in size");
 
@@ -31,6 +27,7 @@ typedef struct {
 static const policy_key keys[] = {
     FIELD("trainer", KEY_PATH, trainer),
     FIELD("configs", KEY_PATH, configs),
+    FIELD("data", KEY_PATH, data),
     FIELD("on_non_blackwell", KEY_NONBW, on_non_blackwell),
     FIELD("allow_user_configs", KEY_BOOL, allow_user_configs),
     FIELD("allow_cpu", KEY_BOOL, allow_cpu),
@@ -44,8 +41,10 @@ static const policy_key keys[] = {
 void policy_defaults(moe_policy *pol)
 {
     memset(pol, 0, sizeof *pol);
-    snprintf(pol->trainer, sizeof pol->trainer, "%s", MOE_TRAINER_DEFAULT);
-    snprintf(pol->configs, sizeof pol->configs, "%s", MOE_CONFIG_DIR_DEFAULT);
+    /* beside the plugin or moe-topo: PREFIX/bin/moe-train, PREFIX/share/moekit/... */
+    moe_install_path(MOE_INSTALL_TRAINER, pol->trainer, sizeof pol->trainer);
+    moe_install_path(MOE_INSTALL_CONFIGS, pol->configs, sizeof pol->configs);
+    moe_install_path(MOE_INSTALL_DATA, pol->data, sizeof pol->data);
     pol->on_non_blackwell = MOE_NONBW_BF16;
     pol->allow_user_configs = 0;
     pol->allow_cpu = 0;
@@ -159,9 +158,9 @@ void policy_format(const moe_policy *pol, char *buf, size_t len)
 {
     /* topology_xml only when set: an empty value would not parse back. */
     snprintf(buf, len,
-             "trainer=%s configs=%s on_non_blackwell=%s allow_user_configs=%s allow_cpu=%s "
-             "allow_fp8_block=%s%s%s bind=%s refuse_memory_short=%s",
-             pol->trainer, pol->configs,
+             "trainer=%s configs=%s data=%s on_non_blackwell=%s allow_user_configs=%s "
+             "allow_cpu=%s allow_fp8_block=%s%s%s bind=%s refuse_memory_short=%s",
+             pol->trainer, pol->configs, pol->data,
              pol->on_non_blackwell == MOE_NONBW_REJECT ? "reject" : "bf16",
              pol->allow_user_configs ? "yes" : "no", pol->allow_cpu ? "yes" : "no",
              pol->allow_fp8_block ? "yes" : "no", pol->topology_xml[0] ? " topology_xml=" : "",

@@ -6,9 +6,12 @@
  *
  * Keys, values and defaults (a key may be given once):
  *   trainer=PATH              the moe-train binary; absolute.
- *                             Default MOE_TRAINER_DEFAULT, the build's bin/moe-train.
+ *                             Default PREFIX/bin/moe-train beside the plugin (or
+ *                             moe-topo) as installed, the build's for a build-tree one.
  *   configs=DIR               where --moe-config names resolve; absolute.
- *                             Default MOE_CONFIG_DIR_DEFAULT, the source tree's configs/.
+ *                             Default PREFIX/share/moekit/configs (install_dirs.h).
+ *   data=DIR                  where the trainer finds data.files, passed as
+ *                             MOE_DATA_DIR; absolute. Default PREFIX/share/moekit/data.
  *   on_non_blackwell=bf16|reject
  *                             steps whose GPUs are not all data-centre Blackwell:
  *                             train in BF16 (default) or refuse them whatever

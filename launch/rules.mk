@@ -6,5 +6,3 @@ LAUNCH_LIB := $(B)/lib/libmoe_launch.a
 $(LAUNCH_LIB): $(call obj,$(LAUNCH_SRCS))
 ALL_LIBS += $(LAUNCH_LIB)
 
-# trainer= defaults to the moe-train this build makes.
-$(call obj,launch/policy.c): CFLAGS += -DMOE_TRAINER_DEFAULT='"$(abspath $(B)/bin/moe-train)"'

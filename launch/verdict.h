@@ -20,6 +20,7 @@ typedef enum { MOE_NONBW_BF16 = 0, MOE_NONBW_REJECT } moe_nonbw_policy;
 typedef struct {
     char trainer[4096];        /* trainer=PATH: the moe-train binary to run */
     char configs[4096];        /* configs=DIR: where config names resolve */
+    char data[4096];           /* data=DIR: where the trainer finds data.files (MOE_DATA_DIR) */
     moe_nonbw_policy on_non_blackwell; /* on_non_blackwell=bf16|reject */
     int allow_user_configs;    /* allow_user_configs=yes|no: paths outside configs= */
     int allow_cpu;             /* allow_cpu=yes|no: train on CPU-only nodes */

@@ -11,14 +11,17 @@
 
 #include "../trainer/config/config.h"
 #include "args.h"
+#include "../common/install_dirs.h"
 
-#ifndef MOE_CONFIG_DIR_DEFAULT
-#define MOE_CONFIG_DIR_DEFAULT "/usr/local/share/moekit/configs"
-#endif
-
+/* policy_defaults fills configs= (install_dirs.h); an empty one, in a
+ * policy built by hand, means the same installed directory. */
 const char *resolve_configs_dir(const moe_policy *pol)
 {
-    return pol->configs[0] ? pol->configs : MOE_CONFIG_DIR_DEFAULT;
+    static char installed[4096];
+    if (pol->configs[0])
+        return pol->configs;
+    moe_install_path(MOE_INSTALL_CONFIGS, installed, sizeof installed);
+    return installed;
 }
 
 static int by_name(const void *a, const void *b)

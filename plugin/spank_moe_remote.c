@@ -140,7 +140,7 @@ static int start_trainer(const task_info *ti, const moe_verdict *v, const char *
         return refuse(ti, "the site's plugstack.conf names no trainer= for spank_moe.so");
 
     moe_launch l;
-    if (launch_build(&l, v, config_path, items, n_items, &place, ti->env, cuda_visible, &e) < 0)
+    if (launch_build(&l, v, config_path, pol->data, items, n_items, &place, ti->env, cuda_visible, &e) < 0)
         return refuse(ti, "%s", e.msg);
     if (ti->global_id == 0)
         print_launch(ti, pol->trainer, l.argv);

@@ -42,8 +42,7 @@ FUZZ_B := build/fuzz
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS := -std=c11 -O1 -g -D_GNU_SOURCE -fno-omit-frame-pointer -Wno-unknown-pragmas \
 	-fsanitize=fuzzer-no-link $(FUZZ_SAN) -DMOE_CONFIG_DIR_DEFAULT='"$(abspath configs)"' \
-	-DMOE_DATA_DIR_DEFAULT='"$(abspath data)"' -DMOE_SOURCE_DIR='"$(abspath .)"' \
-	-DMOE_TRAINER_DEFAULT='"$(abspath build/bin/moe-train)"'
+	-DMOE_DATA_DIR_DEFAULT='"$(abspath data)"' -DMOE_SOURCE_DIR='"$(abspath .)"'
 fuzz_obj = $(patsubst %.c,$(FUZZ_B)/obj/%.o,$(1))
 
 $(FUZZ_B)/obj/%.o: %.c

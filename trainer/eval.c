@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/exit_codes.h"
 #include "backend/select.h"
+#include "cli.h"
 #include "ckpt/hf_config.h"
 #include "ckpt/hf_dir.h"
 #include "model/model.h"
@@ -154,33 +156,59 @@ out:
     return rc;
 }
 
+typedef struct {
+    const char *checkpoint, *tokens, *backend;
+    int help;
+} eval_opts;
+
+#define OPT(name, kind, field, max, choices, metavar, help)                                         \
+    CLI_OPT(name, kind, eval_opts, field, max, choices, metavar, help)
+static const cli_option eval_options[] = {
+    OPT("checkpoint", CLI_STRING, checkpoint, 0, NULL, "DIR",
+        "a checkpoint or Hugging Face model directory (required)"),
+    OPT("tokens", CLI_STRING, tokens, 0, NULL, "FILE",
+        "token-id sequences, one per line (required)"),
+    OPT("backend", CLI_CHOICE, backend, 0, "auto|cpu|cuda", NULL, "as for training"),
+    OPT("help", CLI_FLAG, help, 0, NULL, NULL, "this text (also -h)"),
+};
+#undef OPT
+#define N_EVAL_OPTIONS (sizeof eval_options / sizeof eval_options[0])
+
+void eval_print_options(FILE *f)
+{
+    cli_print_options(f, eval_options, N_EVAL_OPTIONS);
+}
+
 int eval_main(int argc, char **argv)
 {
-    const char *dir = NULL, *tokens = NULL, *backend = "auto";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char **slot = !strcmp(a, "--checkpoint") ? &dir
-                            : !strcmp(a, "--tokens")   ? &tokens
-                            : !strcmp(a, "--backend")  ? &backend
-                                                       : NULL;
-        if (!slot) {
-            fprintf(stderr, "moe-train eval: unknown argument '%s'\n", a);
-            return 2;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "moe-train eval: %s needs a value\n", a);
-            return 2;
-        }
-        *slot = argv[++i];
+    eval_opts o = {.backend = "auto"};
+    int first;
+    int rc = cli_parse("moe-train eval", eval_options, N_EVAL_OPTIONS, &o, argc, argv, &first);
+    if (rc)
+        return rc;
+    if (o.help) {
+        printf("Usage: moe-train eval --checkpoint DIR --tokens FILE [--backend B]\n\n");
+        eval_print_options(stdout);
+        return MOE_EXIT_OK;
     }
-    if (!dir || !tokens) {
-        fprintf(stderr, "usage: moe-train eval --checkpoint DIR --tokens FILE [--backend B]\n");
-        return 2;
+    if (first < argc) {
+        fprintf(stderr, "moe-train eval: unexpected argument '%s' (see moe-train eval --help)\n",
+                argv[first]);
+        return MOE_EXIT_USAGE;
+    }
+    const char *missing = !o.checkpoint && !o.tokens ? "--checkpoint DIR and --tokens FILE"
+                          : !o.checkpoint            ? "--checkpoint DIR"
+                          : !o.tokens                ? "--tokens FILE"
+                                                     : NULL;
+    if (missing) {
+        fprintf(stderr, "moe-train eval: missing %s (usage: moe-train eval --checkpoint DIR "
+                        "--tokens FILE [--backend B])\n", missing);
+        return MOE_EXIT_USAGE;
     }
     moe_err e = {{0}};
-    if (run_eval(dir, tokens, backend, &e)) {
+    if (run_eval(o.checkpoint, o.tokens, o.backend, &e)) {
         fprintf(stderr, "moe-train eval: %s\n", e.msg);
-        return 1;
+        return MOE_EXIT_FAILURE;
     }
-    return 0;
+    return MOE_EXIT_OK;
 }

@@ -52,7 +52,7 @@ static void test_argv_contract(void)
     char *env[] = {"PATH=/usr/bin", NULL};
     moe_launch l;
     moe_err e;
-    CHECK(launch_build(&l, &v, "/etc/moekit/configs/L0_sanity.cfg", items, 2, &p, env, NULL, &e) ==
+    CHECK(launch_build(&l, &v, "/etc/moekit/configs/L0_sanity.cfg", "/srv/genomes", items, 2, &p, env, NULL, &e) ==
           0);
     const char *want[] = {"moe-train",       "--config",      "/etc/moekit/configs/L0_sanity.cfg",
                           "precision.compute=mxfp8", "parallel.ep=2", "parallel.dp=4",
@@ -68,7 +68,7 @@ static void test_argv_contract(void)
     /* CPU-only: --backend cpu right after the config. */
     v.cpu_only = 1;
     v.precision = MOE_PREC_FP32;
-    CHECK(launch_build(&l, &v, "c.cfg", NULL, 0, &p, env, NULL, &e) == 0);
+    CHECK(launch_build(&l, &v, "c.cfg", NULL, NULL, 0, &p, env, NULL, &e) == 0);
     CHECK(argv_count(l.argv) == 8);
     CHECK(strcmp(l.argv[3], "--backend") == 0 && strcmp(l.argv[4], "cpu") == 0);
     CHECK(strcmp(l.argv[5], "precision.compute=fp32") == 0);
@@ -85,7 +85,7 @@ static void test_environment(void)
                    "SLURM_SPANK_MOE_CONFIG=L0_sanity", NULL};
     moe_launch l;
     moe_err e;
-    CHECK(launch_build(&l, &v, "/c/L0.cfg", NULL, 0, &p, env, NULL, &e) == 0);
+    CHECK(launch_build(&l, &v, "/c/L0.cfg", NULL, NULL, 0, &p, env, NULL, &e) == 0);
     CHECK(strcmp(launch_getenv(l.envp, "PATH"), "/usr/bin") == 0);
     CHECK(strcmp(launch_getenv(l.envp, "MOE_PRECISION"), "mxfp8") == 0);
     CHECK(env_count(l.envp, "MOE_PRECISION") == 1);
@@ -101,6 +101,7 @@ static void test_environment(void)
     snprintf(port, sizeof port, "%d", launch_master_port(1234, 0));
     CHECK(strcmp(launch_getenv(l.envp, "MOE_MASTER_PORT"), port) == 0);
     CHECK(launch_getenv(l.envp, "MOE_BACKDOOR") == NULL);
+    CHECK(launch_getenv(l.envp, "MOE_DATA_DIR") == NULL);
     CHECK(launch_getenv(l.envp, "MOE_CHECK_ONLY") == NULL);
     CHECK(strcmp(launch_getenv(l.envp, "CUDA_DEVICE_ORDER"), "PCI_BUS_ID") == 0);
     CHECK(env_count(l.envp, "CUDA_DEVICE_ORDER") == 1);
@@ -108,8 +109,15 @@ static void test_environment(void)
     CHECK(strcmp(launch_getenv(l.envp, "SLURM_SPANK_MOE_CONFIG"), "L0_sanity") == 0);
     launch_free(&l);
 
+    /* data= reaches the trainer as MOE_DATA_DIR, and a job's own is dropped. */
+    char *env_data[] = {"MOE_DATA_DIR=/home/u/other", NULL};
+    CHECK(launch_build(&l, &v, "/c/L0.cfg", "/srv/genomes", NULL, 0, &p, env_data, NULL, &e) == 0);
+    CHECK(strcmp(launch_getenv(l.envp, "MOE_DATA_DIR"), "/srv/genomes") == 0);
+    CHECK(env_count(l.envp, "MOE_DATA_DIR") == 1);
+    launch_free(&l);
+
     /* Binding narrows CUDA_VISIBLE_DEVICES to the task's GPU. */
-    CHECK(launch_build(&l, &v, "/c/L0.cfg", NULL, 0, &p, env, "3", &e) == 0);
+    CHECK(launch_build(&l, &v, "/c/L0.cfg", NULL, NULL, 0, &p, env, "3", &e) == 0);
     CHECK(strcmp(launch_getenv(l.envp, "CUDA_VISIBLE_DEVICES"), "3") == 0);
     CHECK(env_count(l.envp, "CUDA_VISIBLE_DEVICES") == 1);
     launch_free(&l);

@@ -1,5 +1,6 @@
 /* Unit tests: plugstack.conf arguments -> moe_policy (launch/policy.c). */
 #include <string.h>
+#include <unistd.h>
 
 #include "../../launch/policy.h"
 #include "../check.h"
@@ -30,6 +31,9 @@ static void test_defaults(void)
     CHECK(p.trainer[0] == '/');
     CHECK(n > strlen("/bin/moe-train") &&
           strcmp(p.trainer + n - strlen("/bin/moe-train"), "/bin/moe-train") == 0);
+    /* a test binary runs from the build tree: its moe-train and data/ */
+    CHECK(access(p.trainer, X_OK) == 0);
+    CHECK(strcmp(p.data, MOE_DATA_DIR_DEFAULT) == 0);
 }
 
 static void test_every_key(void)
@@ -39,7 +43,9 @@ static void test_every_key(void)
     CHECK(parse(&p, &e,
                 ARGS("trainer=/opt/moekit/bin/moe-train", "configs=/etc/moekit/configs",
                      "on_non_blackwell=reject", "allow_user_configs=yes", "allow_cpu=yes",
-                     "allow_fp8_block=yes", "topology_xml=/etc/moekit/node.xml", "bind=no")) == 0);
+                     "allow_fp8_block=yes", "topology_xml=/etc/moekit/node.xml", "bind=no",
+                     "data=/srv/genomes")) == 0);
+    CHECK(strcmp(p.data, "/srv/genomes") == 0);
     CHECK(strcmp(p.trainer, "/opt/moekit/bin/moe-train") == 0);
     CHECK(strcmp(p.configs, "/etc/moekit/configs") == 0);
     CHECK(p.on_non_blackwell == MOE_NONBW_REJECT);

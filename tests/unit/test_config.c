@@ -66,6 +66,7 @@ static int same_settings(const moe_config *a, const moe_config *b)
     memset(y.name, 0, sizeof y.name);
     memset(x.path, 0, sizeof x.path);
     memset(y.path, 0, sizeof y.path);
+    x.model_explicit = y.model_explicit = 0; /* where keys were set, not what they are */
     return memcmp(&x, &y, sizeof x) == 0;
 }
 
@@ -196,7 +197,8 @@ static void test_defaults_file_is_complete(void)
 static void test_base_chain(void)
 {
     moe_err e;
-    write_file("parent.cfg", "model = { hidden_size = 128; num_layers = 3; };\n"
+    write_file("parent.cfg", "model = { hidden_size = 128; num_layers = 3; "
+                             "max_position_embeddings = 4096; };\n"
                              "train = { steps = 500; };\n"
                              "scheduler = { warmup_steps = 50; };\n");
     write_file("child.cfg", "base = \"parent\";\n"
@@ -216,11 +218,11 @@ static void test_base_chain(void)
     /* each file is valid alone, the whole is not: the message says which file
      * set each key of the broken rule */
     write_file("child.cfg", "base = \"parent\";\n"
-                            "train = {\n  steps = 20;\n};\n");
+                            "train = {\n  seq_length = 8192;\n};\n");
     CHECK_ERR(config_load(&cfg, path, NULL, 0, NULL, &e), e, "config grandchild:",
-              "scheduler.warmup_steps = 50 exceeds train.steps = 20",
-              "scheduler.warmup_steps from ", "parent.cfg:3", "train.steps from ",
-              "child.cfg:3");
+              "train.seq_length = 8192 exceeds model.max_position_embeddings = 4096",
+              "train.seq_length from ", "child.cfg:3", "model.max_position_embeddings from ",
+              "parent.cfg:1");
 
     /* a base given as a path: relative to the child's directory, or absolute */
     char sub[400];
@@ -251,6 +253,36 @@ static void test_base_errors(void)
 
     CHECK_ERR(load_text(&cfg, "orphan.cfg", "\n\nbase = \"no_such_parent\";\n", &e), e,
               "orphan.cfg:3", "no_such_parent", "No such file");
+
+    /* with checkpoint.init_from, the model keys set where init_from is set or
+     * later are the run's own (compared with config.json); a base's are not */
+    write_file("ft_base.cfg", "model = { num_layers = 3; hidden_size = 96; };\n");
+    const char *ft = write_file("ft.cfg", "base = \"ft_base\";\n"
+                                          "checkpoint = { init_from = \"/models/x\"; };\n"
+                                          "model = { num_layers = 5; };\n");
+    char *ft_over[] = {"model.rope_theta=5e5"};
+    CHECK_MSG(config_load(&cfg, ft, NULL, 1, ft_over, &e) == 0, "%s", e.msg);
+    CHECK(config_model_key_explicit(&cfg, "model.num_layers"));
+    CHECK(config_model_key_explicit(&cfg, "model.rope_theta"));
+    CHECK(!config_model_key_explicit(&cfg, "model.hidden_size"));
+    CHECK(!config_model_key_explicit(&cfg, "model.vocab_size"));
+    CHECK(!config_model_key_explicit(&cfg, "train.steps"));
+    char *ft_cmd[] = {"checkpoint.init_from=/models/y", "model.top_k=1"};
+    CHECK_MSG(config_load(&cfg, ft, NULL, 2, ft_cmd, &e) == 0, "%s", e.msg);
+    CHECK(config_model_key_explicit(&cfg, "model.top_k"));
+    CHECK(!config_model_key_explicit(&cfg, "model.num_layers")); /* before the command line */
+
+    /* a config copied out of the configs directory finds base = "defaults"
+     * there (the configs directory given, or the default one) */
+    const char *copied = write_file("copied_L0.cfg", "base = \"defaults\";\n"
+                                                     "model = { num_layers = 3; };\n");
+    CHECK_MSG(config_load(&cfg, copied, MOE_CONFIG_DIR_DEFAULT, 0, NULL, &e) == 0, "%s", e.msg);
+    CHECK(cfg.model.num_layers == 3);
+    CHECK_MSG(config_load(&cfg, copied, NULL, 0, NULL, &e) == 0, "%s", e.msg);
+    /* a parent neither beside the child nor in the configs directory: both named */
+    CHECK_ERR(config_load(&cfg, write_file("orphan2.cfg", "base = \"no_parent2\";\n"),
+                          MOE_CONFIG_DIR_DEFAULT, 0, NULL, &e),
+              e, "orphan2.cfg:1", "no_parent2", "nor in " MOE_CONFIG_DIR_DEFAULT);
     CHECK_ERR(load_text(&cfg, "basetype.cfg", "base = 3;\n", &e), e, "basetype.cfg:1", "base",
               "expected a string", "found an integer");
     CHECK_ERR(load_text(&cfg, "baseempty.cfg", "base = \"\";\n", &e), e, "baseempty.cfg:1",
@@ -542,8 +574,6 @@ static void test_validation_rules(void)
         {{"model.top_k=9"}, {"model.top_k = 9 must not exceed model.num_experts = 8", NULL}},
         {{"train.seq_length=9000"},
          {"train.seq_length = 9000 exceeds model.max_position_embeddings = 8192", NULL}},
-        {{"scheduler.warmup_steps=30000"},
-         {"scheduler.warmup_steps = 30000 exceeds train.steps = 20000", NULL}},
         {{"parallel.ep=3"}, {"parallel.ep = 3 must divide model.num_experts = 8", NULL}},
         {{"checkpoint.resume_from_checkpoint=true"},
          {"checkpoint.resume_from_checkpoint is true", "checkpoint.ckpt_dir is empty"}},

@@ -175,6 +175,12 @@ struct moe_backend {
                         uint64_t key, double std, float fill, moe_err *e);
     int (*sync)(moe_backend *be, moe_err *e);
     void (*destroy)(moe_backend *be);
+    /* For the metrics: bytes of the device's memory in use now (the GPU's
+     * whole use, cudaMemGetInfo; the process's resident set on the CPU), and
+     * the device's dense peak in TFLOP/s for a compute precision ("bf16",
+     * "fp8_block", "mxfp8"), 0 when not known (the MFU is then not given). */
+    size_t (*mem_in_use)(moe_backend *be);
+    double (*peak_tflops)(moe_backend *be, const char *precision);
 
     /* ---- forward ---- */
     void (*embedding_fwd)(moe_backend *be, act *out, const int32_t *tokens, const act *wte,

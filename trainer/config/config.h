@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <stdint.h>
+
 #include "../../common/err.h"
 #include "../../common/precision.h"
 
@@ -84,6 +86,7 @@ typedef struct {
 typedef struct {
     int frequency;                  /* logger.frequency: log line every N steps */
     char run_dir[MOE_PATH_MAX];     /* logger.run_dir: metrics.jsonl, loss.png ("" = no files) */
+    int tensorboard;                /* logger.tensorboard: TensorBoard event files in run_dir */
 } moe_logger_cfg;
 
 typedef struct {
@@ -135,15 +138,31 @@ typedef struct {
     moe_parallel_cfg parallel;
     moe_precision_cfg precision;
     moe_runtime_cfg runtime;
+    /* With checkpoint.init_from: bit i set when the i-th model.* key was set
+     * where init_from is set or later (a child config, the command line);
+     * see config_model_key_explicit. Not a key: never written or read. */
+    uint32_t model_explicit;
 } moe_config;
 
 /* Resolve `name_or_path`: a path (contains '/' or ends in .cfg and exists) or a
  * name looked up as <configs_dir>/<name>.cfg. configs_dir NULL means the
- * default search: $MOE_CONFIG_DIR, then the directory the binary was
- * installed with (MOE_CONFIG_DIR_DEFAULT, set at build time). Then apply the
- * overrides ("a.b=value", n_overrides of them) and validate the whole. */
+ * default search (config_default_dir). A `base` name that is not beside its
+ * child is looked up in the same directory. Then apply the overrides
+ * ("a.b=value", n_overrides of them) and validate the whole. */
 int config_load(moe_config *cfg, const char *name_or_path, const char *configs_dir,
                 int n_overrides, char *const *overrides, moe_err *e);
+
+/* The configs directory when none is given: $MOE_CONFIG_DIR, else the one
+ * installed beside this binary (../share/moekit/configs), else this source
+ * tree's configs/ for a binary built here. Written to buf, returned. */
+const char *config_default_dir(char *buf, size_t n);
+
+/* 1 when model.* key `path` was set by this run itself for a checkpoint.init_from
+ * start (in the file that names init_from, a config based on it, or on the
+ * command line): such a value must agree with the Hugging Face config.json;
+ * every other model.* value is taken from config.json, as from_pretrained
+ * does. */
+int config_model_key_explicit(const moe_config *cfg, const char *path);
 
 /* Fill cfg with the built-in defaults only (what an empty file gives). */
 void config_defaults(moe_config *cfg);

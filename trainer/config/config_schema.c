@@ -136,6 +136,8 @@ const config_key config_keys[] = {
             "print a log line every N steps"),
     STRING_KEY("logger.run_dir", logger.run_dir, "",
                "directory for metrics.jsonl and loss.png; empty = no files"),
+    BOOL_KEY("logger.tensorboard", logger.tensorboard, "false",
+             "also write TensorBoard event files (events.out.tfevents.*) in logger.run_dir"),
 
     INT_KEY("parallel.ep", parallel.ep, AT_LEAST(1), "1",
             "expert-parallel group size; must divide model.num_experts"),

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../data/data.h" /* MOE_TOK_VOCAB: the tokenizer the model must cover */
 #include "config_schema.h"
 #include "../../common/layout.h"
 
@@ -53,6 +54,12 @@ __attribute__((format(printf, 4, 5))) static int violation(const rule_ctx *r, co
 static int check_model(const rule_ctx *r)
 {
     const moe_model_cfg *m = &r->cfg->model;
+    /* every id the genomic tokenizer emits must have an embedding row */
+    if (m->vocab_size < MOE_TOK_VOCAB)
+        return violation(r, "model.vocab_size", NULL,
+                         "model.vocab_size = %d is smaller than the genomic tokenizer's %d "
+                         "byte-level ids (EOS 0, PAD 1, BOS 2, UNK 3, the bases as bytes)",
+                         m->vocab_size, MOE_TOK_VOCAB);
     if (m->num_heads % m->num_kv_heads)
         return violation(r, "model.num_kv_heads", "model.num_heads",
                          "model.num_kv_heads = %d must divide model.num_heads = %d "
@@ -88,11 +95,12 @@ static int check_training(const rule_ctx *r)
         return violation(r, "train.seq_length", "model.max_position_embeddings",
                          "train.seq_length = %d exceeds model.max_position_embeddings = %d",
                          c->train.seq_length, c->model.max_position_embeddings);
-    if (c->scheduler.warmup_steps > c->train.steps)
-        return violation(r, "scheduler.warmup_steps", "train.steps",
-                         "scheduler.warmup_steps = %d exceeds train.steps = %d "
-                         "(the run would end before reaching the peak learning rate)",
-                         c->scheduler.warmup_steps, c->train.steps);
+    /* scheduler.warmup_steps > train.steps is allowed: the trainer clamps
+     * it to train.steps with a note, so a quick run needs one override */
+    if (c->logger.tensorboard && !c->logger.run_dir[0])
+        return violation(r, "logger.tensorboard", "logger.run_dir",
+                         "logger.tensorboard is true but logger.run_dir is empty: name the "
+                         "directory for the event files");
     if (c->checkpoint.resume_from_checkpoint && !c->checkpoint.ckpt_dir[0])
         return violation(r, "checkpoint.resume_from_checkpoint", "checkpoint.ckpt_dir",
                          "checkpoint.resume_from_checkpoint is true but checkpoint.ckpt_dir is "

@@ -57,10 +57,6 @@
 #include "../../common/err.h"
 #include "../config/config.h"
 
-#ifndef MOE_DATA_DIR_DEFAULT
-#define MOE_DATA_DIR_DEFAULT "data"
-#endif
-
 /* ---- tokenizer ---------------------------------------------------------- */
 
 #define MOE_TOK_EOS 0
@@ -129,8 +125,9 @@ typedef struct {
 
 /* Load dc->files and lay out the windows. Paths are absolute, or relative to
  * the current directory when the file exists there, else relative to
- * data_dir; data_dir NULL means $MOE_DATA_DIR, else MOE_DATA_DIR_DEFAULT
- * (the source tree's data/, set at build time). seed is train.seed. */
+ * data_dir; data_dir NULL means $MOE_DATA_DIR, else the data directory
+ * installed beside the binary (../share/moekit/data), else this source
+ * tree's data/ for a binary built here. seed is train.seed. */
 int dataset_open(moe_dataset **out, const moe_data_cfg *dc, int seq_length, uint64_t seed,
                  int dp_rank, int dp_size, const char *data_dir, moe_err *e);
 void dataset_close(moe_dataset *ds);

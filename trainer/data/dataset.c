@@ -3,6 +3,7 @@
  * and validation regions, and precompute what the start-up summary and the
  * resume check need. */
 #include "data_internal.h"
+#include "../../common/install_dirs.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -149,10 +150,14 @@ int dataset_open(moe_dataset **out, const moe_data_cfg *dc, int seq_length, uint
     *out = NULL;
     if (check_settings(dc, seq_length, dp_rank, dp_size, e) < 0)
         return -1;
+    char installed[4096];
     if (!data_dir)
         data_dir = getenv("MOE_DATA_DIR");
+    if ((!data_dir || !*data_dir) && moe_install_path(MOE_INSTALL_DATA, installed,
+                                                      sizeof installed) == 0)
+        data_dir = installed;
     if (!data_dir || !*data_dir)
-        data_dir = MOE_DATA_DIR_DEFAULT;
+        data_dir = "data";
 
     moe_dataset *ds = calloc(1, sizeof *ds);
     if (!ds)

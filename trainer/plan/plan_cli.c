@@ -42,29 +42,15 @@ int plan_main(const moe_config *c, int gpus, double gpu_mem_gib, const char *bac
     return 0;
 }
 
-int plan_option(int argc, char **argv, int *i, int *plan, int *gpus, double *gpu_mem_gib)
+int plan_gpu_mem_parse(const char *s, double *gib)
 {
-    const char *a = argv[*i];
-    *plan = 1;
-    if (!strcmp(a, "--plan"))
-        return 0;
-    int is_gpus = !strcmp(a, "--plan-gpus");
-    if (!is_gpus && strcmp(a, "--plan-gpu-mem")) {
-        fprintf(stderr, "moe-train: unknown option '%s' (see moe-train --help)\n", a);
-        return -1;
-    }
     char *end = NULL;
-    const char *s = *i + 1 < argc ? argv[*i + 1] : "";
-    double v = strtod(s, &end);
-    if (!*s || *end || v <= 0 || (is_gpus && (v != (int)v || v > 1 << 20))) {
-        fprintf(stderr, "moe-train: %s needs a %s, not '%s'\n", a,
-                is_gpus ? "GPU count" : "memory size in GiB", s);
+    double v = s ? strtod(s, &end) : 0;
+    if (!s || !*s || *end || !(v > 0)) {
+        fprintf(stderr, "moe-train: --plan-gpu-mem needs a memory size in GiB, not '%s'\n",
+                s ? s : "");
         return -1;
     }
-    (*i)++;
-    if (is_gpus)
-        *gpus = (int)v;
-    else
-        *gpu_mem_gib = v;
+    *gib = v;
     return 0;
 }

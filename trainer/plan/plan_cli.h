@@ -10,9 +10,8 @@
 
 int plan_main(const moe_config *c, int gpus, double gpu_mem_gib, const char *backend);
 
-/* argv[*i] starts with --plan: --plan, --plan-gpus N or --plan-gpu-mem GIB
- * (taking argv[*i + 1]) sets *plan and the value. Returns 0, or -1 having
- * said what is wrong (an unknown --plan option, a missing or bad value). */
-int plan_option(int argc, char **argv, int *i, int *plan, int *gpus, double *gpu_mem_gib);
+/* --plan-gpu-mem's value: a positive number of GiB into *gib; -1 having said
+ * what is wrong. */
+int plan_gpu_mem_parse(const char *s, double *gib);
 
 #endif

@@ -206,7 +206,7 @@ static void print_summary(moe_trainer *t, const char *backend_why)
     printf("  backend   %s, %d thread(s); precision %s compute, fp32 master weights%s\n",
            backend_why, threads, t->precision,
            t->model->split_master ? " (split: the bf16 compute copy + the low 16 bits)" : "");
-    printf("  parallel  %s\n", t->par.layout);
+    printf("  parallel  %s%s\n", t->par.layout, t->layout_note);
     {
         const moe_model *m = t->model;
         double mib = 1024.0 * 1024.0, n = (double)m->n_elems, P = n * sizeof(real);
@@ -254,6 +254,33 @@ static int world_sum(void *ctx, double *v, int n, moe_err *e)
 /* The groups a step's collectives use: over NCCL on GPU ranks. */
 static moe_par *step_par(moe_trainer *t) { return t->have_dev ? &t->dev : &t->par; }
 
+/* What a run's start-up says beyond the summary: a multi-rank layout run on
+ * one rank (in the summary's parallel line), a warmup clamped to the run, a
+ * model that will not be saved. Before the layout is replaced by the ranks'. */
+static void startup_notes(moe_trainer *t)
+{
+    moe_config *c = &t->cfg;
+    int dp = c->parallel.dp ? c->parallel.dp : 1;
+    /* one process computes the same thing as EP x DP ranks would on the same
+     * global batch, so a laptop or CI run of a multi-GPU config (L0_sanity's
+     * EP=2) is meaningful: the summary's parallel line says so, no warning */
+    t->layout_note[0] = '\0';
+    if (t->world == 1 && c->parallel.ep * dp != 1)
+        snprintf(t->layout_note, sizeof t->layout_note,
+                 " (the config's EP=%d x DP=%d layout on one rank: all %d experts here, same "
+                 "math)", c->parallel.ep, dp, c->model.num_experts);
+    if (c->scheduler.warmup_steps > c->train.steps) {
+        if (t->rank == 0)
+            fprintf(stderr, "moe-train: note: scheduler.warmup_steps = %d is longer than "
+                            "train.steps = %d: warming up over all %d steps\n",
+                    c->scheduler.warmup_steps, c->train.steps, c->train.steps);
+        c->scheduler.warmup_steps = c->train.steps;
+    }
+    if (!c->checkpoint.ckpt_dir[0] && t->rank == 0)
+        fprintf(stderr, "moe-train: note: no checkpoint.ckpt_dir: the trained model will not be "
+                        "saved (set checkpoint.ckpt_dir=DIR to keep it)\n");
+}
+
 /* The ranks: launched by MPI, or by a launcher that set MOE_RANK and
  * NCCL_COMM_ID (NCCL alone); cfg's EP x DP becomes the layout they found. */
 static int open_ranks(moe_trainer *t, const char *backend, moe_err *e)
@@ -287,16 +314,7 @@ static int open_ranks(moe_trainer *t, const char *backend, moe_err *e)
     t->have_par = 1;
     t->world = t->par.size;
     t->rank = t->par.rank;
-    int dp = c->parallel.dp ? c->parallel.dp : 1;
-    if (t->world == 1 && c->parallel.ep * dp != 1) {
-        /* one process computes the same thing as EP x DP ranks would on the
-         * same global batch, so a laptop or CI run of a multi-GPU config is
-         * meaningful; say so rather than refuse */
-        fprintf(stderr,
-                "moe-train: note: config asks parallel.ep=%d x dp=%d but this is a "
-                "single-rank run: all %d experts run on this rank (same math)\n",
-                c->parallel.ep, dp, c->model.num_experts);
-    }
+    startup_notes(t);
     c->parallel.ep = t->par.ep_size;
     c->parallel.dp = t->par.dp_size;
     return 0;
@@ -462,7 +480,8 @@ static int load_weights(moe_trainer *t, long *resume_step, moe_err *e)
 static int open_outputs(moe_trainer *t, long resume_step, moe_err *e)
 {
     const moe_config *c = &t->cfg;
-    if (metrics_open(&t->metrics, t->rank == 0 ? c->logger.run_dir : "", resume_step, e))
+    if (metrics_open(&t->metrics, t->rank == 0 ? c->logger.run_dir : "", resume_step,
+                     c->logger.tensorboard, e))
         return -1;
     if (c->logger.run_dir[0] && t->rank == 0) {
         char path[4200];
@@ -489,6 +508,8 @@ int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, i
     double t0 = now_s();
     char why[128];
     long resume_step = -1;
+    if (trainer_adopt_init_config(&t->cfg, e))
+        return -1;
     if (open_ranks(t, backend, e) || open_backend(t, backend, why, sizeof why, e))
         return -1;
     if (configure_backend(t, e) || open_dispatcher(t, e))
@@ -636,16 +657,60 @@ static int train_step(moe_trainer *t, double lr, double *loss, double *aux, doub
     return 0;
 }
 
-static void log_eval(moe_trainer *t, double val)
+static double wall_clock(void)
 {
-    char buf[256];
-    snprintf(buf, sizeof buf, "\"step\":%d,\"val_loss\":%.6f,\"tokens\":%llu", t->step, val,
-             (unsigned long long)t->tokens_seen);
-    metrics_write(&t->metrics, buf);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* loss.png again (rank 0): at each evaluation, on a stop and at the end; a
+ * failure is a warning, said once */
+static void redraw_plot(moe_trainer *t)
+{
+    if (t->rank != 0 || !t->metrics.f)
+        return;
+    moe_err pe;
+    char title[512];
+    snprintf(title, sizeof title, "moekit %s", t->cfg.name);
+    if (metrics_plot(&t->metrics, title, &pe) && !t->metrics.plot_warned) {
+        fprintf(stderr, "moe-train: warning: no loss.png: %s\n", pe.msg);
+        t->metrics.plot_warned = 1;
+    }
+}
+
+/* A step's metrics line: the losses and rates, the model's FLOP/s and MFU
+ * over this step's wall time (dt), rank 0's device memory. */
+static int log_step(moe_trainer *t, double loss, double aux, double lr, double gnorm, double dt,
+                    double elapsed, moe_err *e)
+{
+    const moe_config *c = &t->cfg;
+    double tokens = (double)c->train.micro_batch_size * c->train.seq_length *
+                    c->train.grad_accum_steps * t->world;
+    moe_dims d = trainer_model_dims(&c->model);
+    double tflops = dt > 0 ? metrics_flops_per_token(&d, c->train.seq_length) * tokens / dt / 1e12
+                           : NAN;
+    double peak = t->be->peak_tflops ? t->be->peak_tflops(t->be, t->precision) : 0;
+    moe_step_metrics m = {
+        .step = t->step, .loss = loss, .aux_loss = aux, .lr = lr, .grad_norm = gnorm,
+        .tokens = t->tokens_seen, .wall_time = wall_clock(), .elapsed_s = elapsed,
+        .tokens_per_s = dt > 0 ? tokens / dt : NAN, .tflops = tflops,
+        .mfu = peak > 0 ? tflops / (peak * t->world) : NAN,
+        .mem_bytes = t->be->mem_in_use ? (double)t->be->mem_in_use(t->be) : NAN,
+    };
+    return metrics_log_step(&t->metrics, &m, e);
+}
+
+static int log_eval(moe_trainer *t, double val, double elapsed, moe_err *e)
+{
+    if (metrics_log_eval(&t->metrics, t->step, val, t->tokens_seen, wall_clock(), elapsed, e))
+        return -1;
     if (!t->quiet && t->rank == 0) {
         printf("eval  %5d | held-out loss %.4f (%.4f bits/token)\n", t->step, val, val / log(2));
         fflush(stdout);
     }
+    redraw_plot(t);
+    return 0;
 }
 
 int trainer_run(moe_trainer *t, moe_err *e)
@@ -658,18 +723,15 @@ int trainer_run(moe_trainer *t, moe_err *e)
     while (t->step < steps) {
         double lr = schedule_lr(c->optimizer.lr, c->scheduler.warmup_steps,
                                 c->scheduler.min_lr_ratio, t->step, steps);
-        double loss = 0, aux = 0, gnorm = 0;
+        double loss = 0, aux = 0, gnorm = 0, step_t0 = now_s();
         if (train_step(t, lr, &loss, &aux, &gnorm, e))
             return -1;
         t->step++;
         t->last_loss = loss;
         t->last_grad_norm = gnorm;
-        char buf[512];
-        snprintf(buf, sizeof buf,
-                 "\"step\":%d,\"loss\":%.6f,\"aux_loss\":%.6f,\"lr\":%.6e,\"grad_norm\":%.6f,"
-                 "\"tokens\":%llu",
-                 t->step, loss, aux, lr, gnorm, (unsigned long long)t->tokens_seen);
-        metrics_write(&t->metrics, buf);
+        double step_end = now_s();
+        if (log_step(t, loss, aux, lr, gnorm, step_end - step_t0, step_end - t0, e))
+            return -1;
         int freq = c->logger.frequency > 0 ? c->logger.frequency : 1;
         if (!t->quiet && t->rank == 0 && (t->step % freq == 0 || t->step == steps || t->step == 1)) {
             double now = now_s();
@@ -693,7 +755,8 @@ int trainer_run(moe_trainer *t, moe_err *e)
             if (trainer_evaluate(t, &val, e))
                 return -1;
             t->last_val_loss = val;
-            log_eval(t, val);
+            if (log_eval(t, val, now_s() - t0, e))
+                return -1;
         }
         /* a signal may reach some ranks only: all stop together or none */
         int64_t signalled = moe_stop_requested != 0;
@@ -708,6 +771,7 @@ int trainer_run(moe_trainer *t, moe_err *e)
                 return -1;
         }
         if (stop) {
+            redraw_plot(t);
             if (t->rank == 0)
                 fprintf(stderr, "moe-train: stopping at step %d of %d (%s)%s\n", t->step, steps,
                         signalled ? "stop signal" : "--stop-after-steps",
@@ -719,12 +783,8 @@ int trainer_run(moe_trainer *t, moe_err *e)
         trainer_save_final_model(t, e))
         return -1;
     if (t->metrics.f) {
-        moe_err pe;
-        char title[512];
-        snprintf(title, sizeof title, "moekit %s", c->name);
-        if (t->rank == 0 && metrics_plot(&t->metrics, title, &pe))
-            fprintf(stderr, "moe-train: warning: no loss.png: %s\n", pe.msg);
-        else if (!t->quiet && t->rank == 0)
+        redraw_plot(t);
+        if (!t->quiet && t->rank == 0 && !t->metrics.plot_warned)
             printf("moe-train: loss curve written to %s/loss.png\n", t->metrics.dir);
     }
     return 0;

@@ -216,6 +216,28 @@ static int cu_set_run_opts(moe_backend *be, const moe_backend_opts *o, moe_err *
     return 0;
 }
 
+static size_t cu_mem_in_use(moe_backend *be)
+{
+    (void)be;
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess)
+        return 0;
+    return total_b - free_b;
+}
+
+/* Dense tensor-core peaks from NVIDIA's data sheets (SXM parts; H200 has
+ * H100's compute): bf16, and twice that in fp8. Other GPUs: unknown. */
+static double cu_peak_tflops(moe_backend *be, const char *precision)
+{
+    const cuda_ctx *c = (const cuda_ctx *)be->ctx;
+    double bf16 = c->cc_major == 9 && c->cc_minor == 0    ? 989.0   /* H100, H200 */
+                  : c->cc_major == 10 && c->cc_minor == 0 ? 2250.0  /* B200 */
+                  : c->cc_major == 8 && c->cc_minor == 0  ? 312.0   /* A100 */
+                                                          : 0.0;
+    int fp8 = precision && (!strcmp(precision, "fp8_block") || !strcmp(precision, "mxfp8"));
+    return fp8 && c->cc_major >= 9 ? 2 * bf16 : bf16;
+}
+
 extern "C" int cuda_backend_create(moe_backend **out, int device, moe_err *e)
 {
     int n = 0;
@@ -277,6 +299,8 @@ extern "C" int cuda_backend_create(moe_backend **out, int device, moe_err *e)
     be->name = "cuda";
     be->act_type = "bf16";
     be->alloc = cu_alloc;
+    be->mem_in_use = cu_mem_in_use;
+    be->peak_tflops = cu_peak_tflops;
     be->free = cu_free;
     be->act_bytes = cu_act_bytes;
     be->upload = cu_upload;
