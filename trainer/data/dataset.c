@@ -57,8 +57,7 @@ static int add_record(const moe_fasta_record *rec, void *ctx, moe_err *e)
         return -1;
     uint8_t *t = ds->tokens + start;
     t[0] = MOE_TOK_BOS;
-    for (size_t i = 0; i < rec->len; i++)
-        t[1 + i] = (uint8_t)tok_encode_byte(rec->seq[i]);
+    tok_encode(rec->seq, t + 1, rec->len);
     t[len - 1] = MOE_TOK_EOS;
     ds->n_tokens += len;
     ds->bases += rec->len;
