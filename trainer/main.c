@@ -2,7 +2,7 @@
  * evaluate a checkpoint.
  *
  *   moe-train [--config NAME|PATH] [--backend auto|cpu|cuda] [key.path=value ...]
- *   moe-train eval --checkpoint DIR --tokens FILE [--backend ...]
+ *   moe-train eval --checkpoint DIR (--tokens FILE | --fasta FILE [--seq-length T]) [--backend ...]
  */
 #include <errno.h>
 #include <signal.h>
@@ -21,6 +21,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: moe-train [--config NAME|PATH] [options] [key.path=value ...]\n"
             "       moe-train eval --checkpoint DIR --tokens FILE [--backend B]\n"
+            "       moe-train eval --checkpoint DIR --fasta FILE [--seq-length T] [--backend B]\n"
             "\n"
             "Train a Mixtral-style mixture-of-experts model on nucleotide sequences.\n"
             "\n"
@@ -37,7 +38,9 @@ static void usage(FILE *f)
             "\n"
             "eval prints one JSON object with the mean next-token cross-entropy (lm_loss)\n"
             "and the router aux loss (aux_loss) of a checkpoint on FILE, which holds one\n"
-            "sequence of whitespace-separated token ids per line, all of one length.\n"
+            "sequence of whitespace-separated token ids per line, all of one length;\n"
+            "--fasta FILE is tokenized and cut into windows of T tokens (default 128) as\n"
+            "training does.\n"
             "\n"
             "Exit status: 0 done, 1 error, 2 usage, %d stopped by SIGTERM/SIGUSR1 after\n"
             "saving a checkpoint (requeue and resume).\n",

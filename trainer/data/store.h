@@ -92,7 +92,8 @@ typedef struct {
     int threads;                /* worker threads (0 = online CPUs) */
     uint64_t max_record_bases;  /* longest record allowed */
     uint64_t max_total_bases;   /* the whole store */
-    double max_inflate_ratio;   /* gzip text / compressed bytes, past 256 MiB of text */
+    double max_inflate_ratio;   /* gzip text / compressed bytes (0 = no check) ... */
+    uint64_t inflate_check_after; /* ... checked once a file gave this much text (256 MiB) */
     int progress;               /* 1: progress line on stderr */
     int force;                  /* 1: rebuild even when up to date */
 } store_prepare_opts;

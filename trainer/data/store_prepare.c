@@ -22,8 +22,6 @@
 #define SINK_RECORDS (1u << 20)  /* 32,768 records */
 #define SINK_NAMES (1u << 20)
 #define ENCODE_PIECE (64u << 10)
-/* gzip text below this size is never called a bomb (runs of N compress well) */
-#define BOMB_MIN_TEXT (256ull << 20)
 
 void store_prepare_defaults(store_prepare_opts *o)
 {
@@ -31,6 +29,7 @@ void store_prepare_defaults(store_prepare_opts *o)
     o->max_record_bases = 4ull << 30;  /* 4 Gbases: longer than any known chromosome */
     o->max_total_bases = 1ull << 40;   /* 1 Tbase */
     o->max_inflate_ratio = 1000;       /* constant text compresses ~1030x: beyond real FASTA */
+    o->inflate_check_after = 256ull << 20; /* smaller files may be runs of N that compress well */
     o->progress = 1;
 }
 
@@ -142,7 +141,8 @@ static int on_progress(uint64_t file_bytes, uint64_t text_bytes, void *ctx, moe_
     prep_worker *w = ctx;
     atomic_store(&w->file_bytes, file_bytes);
     double ratio = w->p->o->max_inflate_ratio;
-    if (w->gzip && ratio > 0 && text_bytes > BOMB_MIN_TEXT && text_bytes > ratio * (double)file_bytes)
+    if (w->gzip && ratio > 0 && text_bytes > w->p->o->inflate_check_after &&
+        text_bytes > ratio * (double)file_bytes)
         return moe_errf(e, "%s: %" PRIu64 " MB of text from %" PRIu64 " MB of gzip, more than %gx: a "
                         "decompression bomb? stopped at the limit (--max-inflate-ratio)",
                         w->p->paths[w->file], text_bytes >> 20, file_bytes >> 20, ratio);

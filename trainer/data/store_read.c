@@ -64,9 +64,11 @@ static int check_header(const store_header *h, size_t size, uint64_t tokens_size
     return 0;
 }
 
-static int check_name(uint64_t offset, uint32_t len, uint64_t names_size)
+/* A string of exactly len bytes then a NUL, inside the names table. */
+static int check_name(const char *names, uint64_t offset, uint32_t len, uint64_t names_size)
 {
-    return offset < names_size && len < names_size - offset;
+    return offset < names_size && len < names_size - offset && names[offset + len] == '\0' &&
+           !memchr(names + offset, '\0', len);
 }
 
 static int check_files(const uint8_t *index, const store_header *h, const char *what, moe_err *e)
@@ -75,8 +77,7 @@ static int check_files(const uint8_t *index, const store_header *h, const char *
     const char *names = (const char *)index + h->names_offset;
     uint64_t next_record = 0, next_token = 0;
     for (uint64_t i = 0; i < h->n_files; i++) {
-        if (!check_name(f[i].path_offset, f[i].path_len, h->names_size) ||
-            names[f[i].path_offset + f[i].path_len] != '\0')
+        if (!check_name(names, f[i].path_offset, f[i].path_len, h->names_size))
             return moe_errf(e, "%s: file %" PRIu64 ": path outside the names table", what, i);
         if (f[i].first_record != next_record || f[i].n_records == 0 ||
             f[i].n_records > h->n_records - next_record || f[i].tokens_offset != next_token ||
@@ -105,8 +106,7 @@ static int check_records(const uint8_t *index, const store_header *h, const char
             r[i].file != file)
             return moe_errf(e, "%s: record %" PRIu64 " out of place (offset %" PRIu64 ", length %"
                             PRIu64 ")", what, i, r[i].offset, r[i].length);
-        if (!check_name(r[i].name_offset, r[i].name_len, h->names_size) ||
-            names[r[i].name_offset + r[i].name_len] != '\0')
+        if (!check_name(names, r[i].name_offset, r[i].name_len, h->names_size))
             return moe_errf(e, "%s: record %" PRIu64 ": name outside the names table", what, i);
         next += r[i].length;
     }
