@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #define FASTA_CHUNK (1u << 20)
@@ -324,7 +326,7 @@ static int read_file(const char *path, moe_fasta_record_fn fn, const moe_fasta_s
     fasta_reader *r = calloc(1, sizeof *r);
     unsigned char *buf = malloc(FASTA_CHUNK);
     gzFile gz = NULL;
-    int rc = -1;
+    int rc = -1, fd = -1;
     if (!r || !buf) {
         moe_errf(e, "%s: out of memory for the read buffers", path);
         goto out;
@@ -336,7 +338,15 @@ static int read_file(const char *path, moe_fasta_record_fn fn, const moe_fasta_s
     r->line = 1;
     build_tables(r);
 
-    gz = gzopen(path, "rb");
+    /* read once, front to back: tell the kernel, and drop the pages after
+     * (a corpus larger than memory must not push out what training maps) */
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        moe_err_errno(e, errno, "%s: cannot open FASTA file", path);
+        goto out;
+    }
+    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    gz = gzdopen(dup(fd), "rb");
     if (!gz) {
         moe_err_errno(e, errno ? errno : ENOMEM, "%s: cannot open FASTA file", path);
         goto out;
@@ -361,6 +371,10 @@ static int read_file(const char *path, moe_fasta_record_fn fn, const moe_fasta_s
 out:
     if (gz)
         gzclose(gz);
+    if (fd >= 0) {
+        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        close(fd);
+    }
     if (r)
         free(r->seq);
     free(r);
