@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "backend/select.h"
 #include "ckpt/hf_config.h"
@@ -96,6 +97,9 @@ int eval_read_tokens(const char *path, int vocab, int32_t **tokens, int *rows, i
 static int eval_read_fasta(const char *path, int T, int32_t **in, int32_t **tg, int *rows,
                            moe_err *e)
 {
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return moe_errf(e, "--fasta %s: is a directory, not a FASTA file", path);
     const char *files[1] = {path};
     moe_data_cfg dc = {.n_files = 1, .files = files, .mask_degenerate_bases = 1};
     moe_dataset *ds = NULL;
