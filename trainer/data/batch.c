@@ -43,7 +43,11 @@ void dataset_write_window(moe_dataset *ds, const data_split *s, uint64_t id, int
     size_t W = (size_t)ds->window, T = (size_t)ds->seq_length;
     split_window(s, id, ds->seq_length, &start, &n_real);
     uint8_t *w = ds->scratch;
-    memcpy(w, s->part->tokens + start, (size_t)n_real);
+    if (!s->part->mapped)
+        memcpy(w, s->part->tokens + start, (size_t)n_real);
+    else if (!ds->io_failed &&
+             store_read_tokens(&s->part->store, start, (size_t)n_real, w, &ds->io_err) < 0)
+        ds->io_failed = 1; /* reported by the caller that asked for the batch */
     memset(w + n_real, MOE_TOK_PAD, W - (size_t)n_real);
     if (reverse_complement)
         reverse_complement_bases(w, W);
@@ -131,6 +135,10 @@ int dataset_next_train(moe_dataset *ds, int B, int32_t *inputs, int32_t *targets
         if (train_window(ds, first + (uint64_t)b, inputs + (size_t)b * T, targets + (size_t)b * T,
                          e) < 0)
             return -1;
+    if (ds->io_failed) {
+        *e = ds->io_err;
+        return -1;
+    }
     ds->cur.position += global;
     return 0;
 }
@@ -169,6 +177,10 @@ int dataset_val_batch(moe_dataset *ds, int i, int B, int32_t *inputs, int32_t *t
                 tg[t] = -1;
             }
         }
+    }
+    if (ds->io_failed) {
+        *e = ds->io_err;
+        return -1;
     }
     return 0;
 }

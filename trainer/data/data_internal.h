@@ -131,6 +131,8 @@ struct moe_dataset {
 
     moe_data_cursor cur;
     uint8_t *scratch;      /* one window */
+    int io_failed;         /* a store read failed: io_err says why; every later batch fails */
+    moe_err io_err;
 };
 
 /* Write window id of split s as one row: inputs[T], targets[T]. */

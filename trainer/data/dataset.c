@@ -22,14 +22,18 @@ static const data_split *val_window(const moe_dataset *ds, uint64_t *id)
     return &ds->parts[d].val;
 }
 
-/* Over every validation window, or VAL_ENTROPY_WINDOWS of them spread evenly
- * when there are more (a large corpus: start-up must not read it all). */
-#define VAL_ENTROPY_WINDOWS 65536
+/* Over every validation window; from a token store, over at most
+ * VAL_ENTROPY_WINDOWS of them spread evenly (start-up must not read a large
+ * corpus). */
+#define VAL_ENTROPY_WINDOWS 1024
 
 static double val_entropy(moe_dataset *ds)
 {
+    int mapped = 0;
+    for (int d = 0; d < ds->n_parts; d++)
+        mapped |= ds->parts[d].mapped;
     uint64_t counts[MOE_TOK_VOCAB] = {0}, total = 0, n = ds->val_windows;
-    uint64_t take = n < VAL_ENTROPY_WINDOWS ? n : VAL_ENTROPY_WINDOWS;
+    uint64_t take = !mapped || n < VAL_ENTROPY_WINDOWS ? n : VAL_ENTROPY_WINDOWS;
     size_t T = (size_t)ds->seq_length;
     int32_t *in = malloc(T * sizeof *in), *tg = malloc(T * sizeof *tg);
     double h = NAN;
@@ -158,6 +162,10 @@ int dataset_open(moe_dataset **out, const moe_data_cfg *dc, int seq_length, uint
             goto fail;
     }
     ds->val_entropy = val_entropy(ds);
+    if (ds->io_failed) {
+        *e = ds->io_err;
+        goto fail;
+    }
     ds->fingerprint = fingerprint(ds);
     *out = ds;
     return 0;

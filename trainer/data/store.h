@@ -69,6 +69,7 @@ typedef struct {
     const uint8_t *tokens;    /* mapped read-only and shared: ranks of a node share the pages */
     void *index_map, *tokens_map;
     size_t index_size, tokens_size;
+    int tokens_fd;            /* windows are read with pread: see store_read_tokens */
 } moe_store;
 
 /* Map STORE/index.bin and STORE/tokens.bin and check the index: magic,
@@ -77,6 +78,12 @@ typedef struct {
  * Does not read the tokens (see store_verify_tokens). */
 int store_open(moe_store *s, const char *dir, moe_err *e);
 void store_close(moe_store *s);
+/* Copy tokens [offset, offset + n) of tokens.bin to out. Through pread, not
+ * the mapping: the page cache is shared by every rank of the node either
+ * way, but a fault on a mapping maps the whole large folio behind it (about
+ * 1 MiB per 129-token window on Linux 6.18), so a mapping's RSS would grow
+ * with every window read. */
+int store_read_tokens(const moe_store *s, uint64_t offset, size_t n, uint8_t *out, moe_err *e);
 /* Check the index held in memory (what store_open checks, without files);
  * tokens_size is the size of tokens.bin. For tests and the fuzzer. */
 int store_check_index(const uint8_t *index, size_t size, uint64_t tokens_size, const char *what,

@@ -123,8 +123,10 @@ int store_check_index(const uint8_t *index, size_t size, uint64_t tokens_size, c
     return 0;
 }
 
-/* Map a whole file read-only and shared. An empty file maps to NULL. */
-static int map_file(const char *dir, const char *name, void **map, size_t *size, moe_err *e)
+/* Map a whole file read-only and shared. An empty file maps to NULL. The
+ * descriptor is kept open when keep_fd is not NULL. */
+static int map_file(const char *dir, const char *name, void **map, size_t *size, int *keep_fd,
+                    moe_err *e)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -146,13 +148,17 @@ static int map_file(const char *dir, const char *name, void **map, size_t *size,
             *size = (size_t)st.st_size;
         }
     }
-    close(fd);
+    if (keep_fd && rc == 0)
+        *keep_fd = fd;
+    else
+        close(fd);
     return rc;
 }
 
 int store_open(moe_store *s, const char *dir, moe_err *e)
 {
     memset(s, 0, sizeof *s);
+    s->tokens_fd = -1;
     struct stat st;
     if (stat(dir, &st) != 0)
         return moe_err_errno(e, errno, "token store %s", dir);
@@ -160,8 +166,8 @@ int store_open(moe_store *s, const char *dir, moe_err *e)
         return moe_errf(e, "token store %s: not a directory (a store is the directory moe-data "
                         "prepare --out wrote)", dir);
     snprintf(s->path, sizeof s->path, "%s", dir);
-    if (map_file(dir, STORE_INDEX_FILE, &s->index_map, &s->index_size, e) < 0 ||
-        map_file(dir, STORE_TOKENS_FILE, &s->tokens_map, &s->tokens_size, e) < 0)
+    if (map_file(dir, STORE_INDEX_FILE, &s->index_map, &s->index_size, NULL, e) < 0 ||
+        map_file(dir, STORE_TOKENS_FILE, &s->tokens_map, &s->tokens_size, &s->tokens_fd, e) < 0)
         goto fail;
     char what[4200];
     snprintf(what, sizeof what, "%s/%s", dir, STORE_INDEX_FILE);
@@ -178,8 +184,7 @@ int store_open(moe_store *s, const char *dir, moe_err *e)
     s->names = (const char *)ix + s->hdr->names_offset;
     s->tokens = s->tokens_map;
     /* windows are read in shuffled order: no read-ahead of neighbours */
-    if (s->tokens_map)
-        madvise(s->tokens_map, s->tokens_size, MADV_RANDOM);
+    posix_fadvise(s->tokens_fd, 0, 0, POSIX_FADV_RANDOM);
     return 0;
 fail:
     store_close(s);
@@ -192,7 +197,26 @@ void store_close(moe_store *s)
         munmap(s->index_map, s->index_size);
     if (s->tokens_map)
         munmap(s->tokens_map, s->tokens_size);
+    if (s->tokens_fd >= 0)
+        close(s->tokens_fd);
     memset(s, 0, sizeof *s);
+    s->tokens_fd = -1;
+}
+
+int store_read_tokens(const moe_store *s, uint64_t offset, size_t n, uint8_t *out, moe_err *e)
+{
+    while (n > 0) {
+        ssize_t r = pread(s->tokens_fd, out, n, (off_t)offset);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return moe_err_errno(e, r < 0 ? errno : EIO, "token store %s: cannot read %s at %llu",
+                                 s->path, STORE_TOKENS_FILE, (unsigned long long)offset);
+        out += r;
+        n -= (size_t)r;
+        offset += (uint64_t)r;
+    }
+    return 0;
 }
 
 const char *store_file_path(const moe_store *s, uint64_t file)
