@@ -359,6 +359,29 @@ static void test_file_errors(void)
     CHECK_ERR(config_load(&cfg, "", NULL, 0, NULL, &e), e, "no config given");
 }
 
+/* data.store and data.blend in a file, written back and loaded again */
+static void test_store_and_blend(void)
+{
+    moe_err e;
+    CHECK_MSG(load_text(&cfg, "blend.cfg",
+                        "data = { blend = ( { store = \"/s/a\"; weight = 0.7; },\n"
+                        "                   { store = \"b\"; weight = 1; } ); };\n", &e) == 0,
+              "%s", e.msg);
+    CHECK(cfg.data.n_blend == 2 && strcmp(cfg.data.blend[0].store, "/s/a") == 0 &&
+          cfg.data.blend[0].weight == 0.7 && cfg.data.blend[1].weight == 1.0);
+    const char *saved = write_file("saved_blend.cfg", "");
+    CHECK(config_save(&cfg, saved, &e) == 0);
+    CHECK_MSG(config_load(&other, saved, NULL, 0, NULL, &e) == 0, "%s", e.msg);
+    CHECK(same_settings(&cfg, &other));
+    CHECK_ERR(load_text(&cfg, "blend2.cfg", "data = { blend = ( { store = \"a\"; } ); };\n", &e),
+              e, "blend2.cfg:1", "data.blend[0]", "store", "weight");
+    CHECK_ERR(load_text(&cfg, "blend3.cfg", "data = { blend = \"a\"; };\n", &e), e,
+              "blend3.cfg:1", "data.blend");
+    CHECK_MSG(load_text(&cfg, "store.cfg", "data = { store = \"/scratch/og2\"; };\n", &e) == 0,
+              "%s", e.msg);
+    CHECK(strcmp(cfg.data.store, "/scratch/og2") == 0 && cfg.data.n_blend == 0);
+}
+
 static void test_file_values_accepted(void)
 {
     moe_err e;
@@ -805,6 +828,7 @@ int main(void)
     RUN(test_base_errors);
     RUN(test_file_errors);
     RUN(test_file_values_accepted);
+    RUN(test_store_and_blend);
     RUN(test_overrides);
     RUN(test_override_errors);
     RUN(test_validation_rules);
