@@ -126,6 +126,55 @@ static void test_many_files_in_order(void)
     path_list_free(&list);
 }
 
+/* a file bigger than a worker's buffer (its tokens spill while the file
+ * ahead is read) among small ones that finish first and are parked */
+static void test_spill_and_park(void)
+{
+    const char *paths[12];
+    static char keep[12][4096]; /* tmp_path's buffers rotate */
+    char name[32], text[64];
+    for (int i = 0; i < 12; i++) {
+        snprintf(name, sizeof name, "sp%02d.fa", i);
+        if (i == 1 || i == 6) {
+            FILE *f = fopen(tmp_path(name), "w");
+            CHECK(f != NULL);
+            if (!f)
+                return;
+            fprintf(f, ">big%d\n", i);
+            static char line[4001];
+            for (int k = 0; k < 4000; k++)
+                line[k] = "ACGT"[(k * 7 + i) % 4];
+            line[4000] = '\n';
+            for (int k = 0; k < 10000; k++) /* 40 Mbases: more than the 32 MiB buffer */
+                fwrite(line, 1, sizeof line, f);
+            fclose(f);
+            paths[i] = tmp_path(name);
+        } else {
+            snprintf(text, sizeof text, ">small%d\nACGTTGCA\n", i);
+            paths[i] = write_text(name, text);
+        }
+        snprintf(keep[i], sizeof keep[i], "%s", paths[i]);
+        paths[i] = keep[i];
+    }
+    store_prepare_result res;
+    moe_err e = {{0}};
+    CHECK_MSG(prepare(tmp_path("ssp"), paths, 12, NULL, &res, &e) == 0, "%s", e.msg);
+    moe_store s;
+    CHECK(store_open(&s, tmp_path("ssp"), &e) == 0);
+    if (!s.hdr)
+        return;
+    CHECK(s.hdr->n_records == 12 && s.hdr->n_bases == 10 * 8 + 2 * 40000000ull);
+    for (int i = 0; i < 12; i++) {
+        snprintf(name, sizeof name, i == 1 || i == 6 ? "big%d" : "small%d", i);
+        CHECK_MSG(strcmp(store_record_name(&s, (uint64_t)i), name) == 0, "record %d: %s", i,
+                  store_record_name(&s, (uint64_t)i));
+    }
+    const uint8_t *big = s.tokens + s.records[6].offset;
+    CHECK(big[0] == MOE_TOK_BOS && big[1] == "ACGT"[6 % 4] && big[40000001] == MOE_TOK_EOS);
+    CHECK_MSG(store_verify_tokens(&s, &e) == 0, "%s", e.msg);
+    store_close(&s);
+}
+
 /* ---- idempotence and atomic replacement --------------------------------- */
 
 static void test_up_to_date_and_replace(void)
@@ -387,6 +436,7 @@ int main(void)
         return perror("mkdtemp"), 1;
     RUN(test_prepare_and_read);
     RUN(test_many_files_in_order);
+    RUN(test_spill_and_park);
     RUN(test_up_to_date_and_replace);
     RUN(test_limits);
     RUN(test_bad_inputs);

@@ -1,10 +1,12 @@
 /* moe-data prepare: FASTA files -> a token store, in parallel over files.
  *
  * Workers claim files in order and tokenize each through fasta_stream into
- * bounded sinks (store_sink.h). Files are committed to the store strictly in
- * input order, so the same inputs always give the same store: the worker
- * whose file is next writes straight into the store's files, the others
- * buffer (spilling past the buffer) until their turn. Everything is written
+ * a job's bounded sinks (store_sink.h). Files are committed to the store
+ * strictly in input order, so the same inputs always give the same store:
+ * the job whose file is next writes straight into the store's files; a job
+ * finished early is parked (its tokens in memory, spilled past the buffer)
+ * and its worker goes on with another job, 2 per worker; whoever commits the
+ * file ahead commits the parked ones that follow. Everything is written
  * under <out>.tmp-<pid> and renamed into place at the end (store_dir.c). */
 #include "store_prepare.h"
 
@@ -37,35 +39,34 @@ void store_prepare_defaults(store_prepare_opts *o)
 
 static void fix_records(uint8_t *data, size_t n, void *ctx)
 {
-    const prep_worker *w = ctx;
+    const prep_job *j = ctx;
     for (size_t i = 0; i + sizeof(store_record) <= n; i += sizeof(store_record)) {
         store_record r;
         memcpy(&r, data + i, sizeof r);
-        r.offset += w->tok_base;
-        r.name_offset += w->name_base;
+        r.offset += j->tok_base;
+        r.name_offset += j->name_base;
         memcpy(data + i, &r, sizeof r);
     }
 }
 
-/* Called by the worker that holds the turn: its output bases are final. */
-static void take_turn(prep_worker *w)
+/* Called by the holder of the turn: the job's output places are final. */
+static void take_turn(prep *p, prep_job *j)
 {
-    prep *p = w->p;
-    w->tok_base = p->tok_off;
-    w->name_base = p->paths_size + p->names_off;
-    w->tokens.direct_fd = p->tok_fd;
-    w->tokens.direct_path = p->tok_path;
-    w->records.direct_fd = p->rec_fd;
-    w->records.direct_path = p->rec_path;
-    w->names.direct_fd = p->names_fd;
-    w->names.direct_path = p->names_path;
-    w->direct = 1;
+    j->tok_base = p->tok_off;
+    j->name_base = p->paths_size + p->names_off;
+    j->tokens.direct_fd = p->tok_fd;
+    j->tokens.direct_path = p->tok_path;
+    j->records.direct_fd = p->rec_fd;
+    j->records.direct_path = p->rec_path;
+    j->names.direct_fd = p->names_fd;
+    j->names.direct_path = p->names_path;
+    j->direct = 1;
 }
 
 static void maybe_take_turn(prep_worker *w)
 {
-    if (!w->direct && atomic_load(&w->p->turn) == w->file)
-        take_turn(w);
+    if (!w->job->direct && atomic_load(&w->p->turn) == w->job->file)
+        take_turn(w->p, w->job);
 }
 
 static int stopped(prep_worker *w, moe_err *e)
@@ -75,11 +76,11 @@ static int stopped(prep_worker *w, moe_err *e)
     return 0;
 }
 
-static int emit_tokens(prep_worker *w, const uint8_t *tok, size_t n, moe_err *e)
+static int emit_tokens(prep_job *j, const uint8_t *tok, size_t n, moe_err *e)
 {
-    w->crc = store_crc32(w->crc, tok, n);
-    w->n_tokens += n;
-    return sink_append(&w->tokens, tok, n, e);
+    j->crc = store_crc32(j->crc, tok, n);
+    j->n_tokens += n;
+    return sink_append(&j->tokens, tok, n, e);
 }
 
 /* ---- fasta_stream callbacks --------------------------------------------- */
@@ -88,6 +89,7 @@ static int on_bases(const moe_fasta_record *rec, const uint8_t *seq, size_t n, v
                     moe_err *e)
 {
     prep_worker *w = ctx;
+    prep_job *j = w->job;
     const store_prepare_opts *o = w->p->o;
     if (stopped(w, e) < 0)
         return -1;
@@ -100,18 +102,18 @@ static int on_bases(const moe_fasta_record *rec, const uint8_t *seq, size_t n, v
         return moe_errf(e, "%s: record '%s': the store would exceed the limit of %" PRIu64 " bases "
                         "in all (--max-total-bases)", rec->path, rec->header, o->max_total_bases);
     maybe_take_turn(w);
-    if (!w->rec_open) {
+    if (!j->rec_open) {
         uint8_t bos = MOE_TOK_BOS;
-        w->rec_start = w->n_tokens;
-        w->rec_open = 1;
-        if (emit_tokens(w, &bos, 1, e) < 0)
+        j->rec_start = j->n_tokens;
+        j->rec_open = 1;
+        if (emit_tokens(j, &bos, 1, e) < 0)
             return -1;
     }
-    w->n_bases += n;
+    j->n_bases += n;
     for (size_t i = 0; i < n; i += ENCODE_PIECE) {
         size_t k = n - i < ENCODE_PIECE ? n - i : ENCODE_PIECE;
         tok_encode(seq + i, w->scratch, k);
-        if (emit_tokens(w, w->scratch, k, e) < 0)
+        if (emit_tokens(j, w->scratch, k, e) < 0)
             return -1;
     }
     return 0;
@@ -119,19 +121,19 @@ static int on_bases(const moe_fasta_record *rec, const uint8_t *seq, size_t n, v
 
 static int on_record_end(const moe_fasta_record *rec, void *ctx, moe_err *e)
 {
-    prep_worker *w = ctx;
+    prep_job *j = ((prep_worker *)ctx)->job;
     uint8_t eos = MOE_TOK_EOS;
-    if (emit_tokens(w, &eos, 1, e) < 0)
+    if (emit_tokens(j, &eos, 1, e) < 0)
         return -1;
     size_t name_len = strlen(rec->header);
     store_record r = {
-        .offset = w->rec_start, .length = w->n_tokens - w->rec_start,
-        .name_offset = w->names.total, .file = (uint32_t)w->file, .name_len = (uint32_t)name_len,
+        .offset = j->rec_start, .length = j->n_tokens - j->rec_start,
+        .name_offset = j->names.total, .file = (uint32_t)j->file, .name_len = (uint32_t)name_len,
     };
-    w->rec_open = 0;
-    w->n_records++;
-    if (sink_append(&w->records, &r, sizeof r, e) < 0 ||
-        sink_append(&w->names, rec->header, name_len + 1, e) < 0)
+    j->rec_open = 0;
+    j->n_records++;
+    if (sink_append(&j->records, &r, sizeof r, e) < 0 ||
+        sink_append(&j->names, rec->header, name_len + 1, e) < 0)
         return -1;
     return 0;
 }
@@ -141,72 +143,93 @@ static int on_progress(uint64_t file_bytes, uint64_t text_bytes, void *ctx, moe_
     prep_worker *w = ctx;
     atomic_store(&w->file_bytes, file_bytes);
     double ratio = w->p->o->max_inflate_ratio;
-    if (w->gzip && ratio > 0 && text_bytes > w->p->o->inflate_check_after &&
+    if (w->job->gzip && ratio > 0 && text_bytes > w->p->o->inflate_check_after &&
         text_bytes > ratio * (double)file_bytes)
         return moe_errf(e, "%s: %" PRIu64 " MB of text from %" PRIu64 " MB of gzip, more than %gx: a "
                         "decompression bomb? stopped at the limit (--max-inflate-ratio)",
-                        w->p->paths[w->file], text_bytes >> 20, file_bytes >> 20, ratio);
+                        w->p->paths[w->job->file], text_bytes >> 20, file_bytes >> 20, ratio);
     return 0;
 }
 
 static const moe_fasta_stream STREAM = {on_bases, on_record_end, on_progress};
 
-/* ---- one file ----------------------------------------------------------- */
+/* ---- jobs: taking, parking, committing ----------------------------------- */
 
-static int wait_turn(prep_worker *w)
+static prep_job *take_job(prep *p)
 {
-    prep *p = w->p;
+    prep_job *j = NULL;
     pthread_mutex_lock(&p->mu);
-    while (atomic_load(&p->turn) != w->file && !atomic_load(&p->failed))
+    while (p->n_free == 0 && !atomic_load(&p->failed))
         pthread_cond_wait(&p->cv, &p->mu);
+    if (p->n_free > 0)
+        j = p->free_jobs[--p->n_free];
     pthread_mutex_unlock(&p->mu);
-    return atomic_load(&p->failed) ? -1 : 0;
+    return j;
 }
 
-static int commit_file(prep_worker *w, moe_err *e)
+/* Write job j (its file holds the turn) into the store. */
+static int commit_one(prep *p, prep_job *j, moe_err *e)
 {
-    prep *p = w->p;
-    if (!w->direct)
-        take_turn(w);
-    if (sink_drain(&w->tokens, p->tok_fd, p->tok_path, e) < 0 ||
-        sink_drain(&w->records, p->rec_fd, p->rec_path, e) < 0 ||
-        sink_drain(&w->names, p->names_fd, p->names_path, e) < 0)
+    if (!j->direct)
+        take_turn(p, j);
+    if (sink_drain(&j->tokens, p->tok_fd, p->tok_path, e) < 0 ||
+        sink_drain(&j->records, p->rec_fd, p->rec_path, e) < 0 ||
+        sink_drain(&j->names, p->names_fd, p->names_path, e) < 0)
         return -1;
-    store_file *f = &p->files[w->file];
+    store_file *f = &p->files[j->file];
     f->first_record = p->n_records;
-    f->n_records = w->n_records;
+    f->n_records = j->n_records;
     f->tokens_offset = p->tok_off;
-    f->n_tokens = w->n_tokens;
-    f->tokens_crc32 = w->crc;
-    p->crc_all = (uint32_t)crc32_combine(p->crc_all, w->crc, (z_off_t)w->n_tokens);
-    p->tok_off += w->n_tokens;
-    p->n_records += w->n_records;
-    p->n_bases += w->n_bases;
-    p->names_off += w->names.total;
-    atomic_fetch_add(&p->bytes_done, f->size);
-    atomic_store(&w->file_bytes, 0);
-    pthread_mutex_lock(&p->mu);
-    atomic_fetch_add(&p->turn, 1);
-    pthread_cond_broadcast(&p->cv);
-    pthread_mutex_unlock(&p->mu);
+    f->n_tokens = j->n_tokens;
+    f->tokens_crc32 = j->crc;
+    p->crc_all = (uint32_t)crc32_combine(p->crc_all, j->crc, (z_off_t)j->n_tokens);
+    p->tok_off += j->n_tokens;
+    p->n_records += j->n_records;
+    p->n_bases += j->n_bases;
+    p->names_off += j->names.total;
     return 0;
 }
 
-static int process_file(prep_worker *w, size_t i, moe_err *e)
+/* Commit j, then every parked job that follows it, freeing each. */
+static int commit_chain(prep *p, prep_job *j, moe_err *e)
 {
-    const char *path = w->p->paths[i];
+    while (j) {
+        if (commit_one(p, j, e) < 0)
+            return -1;
+        pthread_mutex_lock(&p->mu);
+        size_t next = atomic_fetch_add(&p->turn, 1) + 1;
+        p->free_jobs[p->n_free++] = j;
+        j = next < p->n ? p->parked[next] : NULL;
+        if (j)
+            p->parked[next] = NULL;
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+    }
+    return 0;
+}
+
+/* The job's file is read: write it now if its turn has come, else park it. */
+static int finish_job(prep *p, prep_job *j, moe_err *e)
+{
+    pthread_mutex_lock(&p->mu);
+    int mine = atomic_load(&p->turn) == j->file;
+    if (!mine)
+        p->parked[j->file] = j;
+    pthread_mutex_unlock(&p->mu);
+    return mine ? commit_chain(p, j, e) : 0;
+}
+
+static void job_reset(prep_job *j, const char *path, size_t file)
+{
     size_t n = strlen(path);
-    w->file = i;
-    w->gzip = n > 3 && !strcmp(path + n - 3, ".gz");
-    w->crc = 0;
-    w->n_tokens = w->n_bases = w->n_records = 0;
-    w->rec_open = w->direct = 0;
-    sink_reset(&w->tokens);
-    sink_reset(&w->records);
-    sink_reset(&w->names);
-    if (fasta_stream(path, &STREAM, w, e) < 0 || wait_turn(w) < 0)
-        return -1;
-    return commit_file(w, e);
+    j->file = file;
+    j->gzip = n > 3 && !strcmp(path + n - 3, ".gz");
+    j->crc = 0;
+    j->n_tokens = j->n_bases = j->n_records = 0;
+    j->rec_open = j->direct = 0;
+    sink_reset(&j->tokens);
+    sink_reset(&j->records);
+    sink_reset(&j->names);
 }
 
 static void fail(prep *p, const moe_err *e)
@@ -226,69 +249,112 @@ static void *worker_main(void *arg)
     prep *p = w->p;
     moe_err e = {{0}};
     for (;;) {
-        size_t i = atomic_fetch_add(&p->next_claim, 1);
-        if (i >= p->n || atomic_load(&p->failed))
+        /* a job first, then a file: a claimed file always has a job, so the
+         * file holding the turn is always being read and the chain moves */
+        if (!(w->job = take_job(p)))
             break;
-        if (process_file(w, i, &e) < 0) {
-            if (!atomic_load(&p->failed) || strncmp(e.msg, "stopped", 7) != 0)
-                fail(p, &e);
+        size_t i = atomic_fetch_add(&p->next_claim, 1);
+        if (i >= p->n || atomic_load(&p->failed)) {
+            pthread_mutex_lock(&p->mu);
+            p->free_jobs[p->n_free++] = w->job;
+            pthread_mutex_unlock(&p->mu);
+            break;
+        }
+        job_reset(w->job, p->paths[i], i);
+        int rc = fasta_stream(p->paths[i], &STREAM, w, &e);
+        atomic_fetch_add(&p->bytes_done, p->files[i].size);
+        atomic_store(&w->file_bytes, 0);
+        if (rc < 0 || finish_job(p, w->job, &e) < 0) {
+            fail(p, &e); /* the first failure is the one reported */
             break;
         }
     }
     return NULL;
 }
 
-static int worker_init(prep_worker *w, prep *p, int id, moe_err *e)
+static int job_init(prep_job *j, prep *p, int id, moe_err *e)
 {
     char spill[4300];
-    w->p = p;
-    w->id = id;
-    w->scratch = malloc(ENCODE_PIECE);
-    if (!w->scratch)
-        return moe_errf(e, "out of memory for a worker");
+    j->id = id;
     snprintf(spill, sizeof spill, "%s/spill-%d.tokens", p->tmp_dir, id);
-    if (sink_init(&w->tokens, "tokens", SINK_TOKENS, 1, spill, e) < 0)
+    if (sink_init(&j->tokens, "tokens", SINK_TOKENS, 1, spill, e) < 0)
         return -1;
     snprintf(spill, sizeof spill, "%s/spill-%d.records", p->tmp_dir, id);
-    if (sink_init(&w->records, "records", SINK_RECORDS, sizeof(store_record), spill, e) < 0)
+    if (sink_init(&j->records, "records", SINK_RECORDS, sizeof(store_record), spill, e) < 0)
         return -1;
     snprintf(spill, sizeof spill, "%s/spill-%d.names", p->tmp_dir, id);
-    if (sink_init(&w->names, "names", SINK_NAMES, 1, spill, e) < 0)
+    if (sink_init(&j->names, "names", SINK_NAMES, 1, spill, e) < 0)
         return -1;
-    w->records.fixup = fix_records;
-    w->records.fixup_ctx = w;
+    j->records.fixup = fix_records;
+    j->records.fixup_ctx = j;
     return 0;
 }
 
-static void worker_free(prep_worker *w)
+static void job_free(prep_job *j)
 {
-    sink_free(&w->tokens);
-    sink_free(&w->records);
-    sink_free(&w->names);
-    free(w->scratch);
+    sink_free(&j->tokens);
+    sink_free(&j->records);
+    sink_free(&j->names);
+}
+
+static int setup(prep *p, int threads, moe_err *e)
+{
+    p->n_workers = threads;
+    p->n_jobs = 2 * threads;
+    p->workers = calloc((size_t)threads, sizeof *p->workers);
+    p->jobs = calloc((size_t)p->n_jobs, sizeof *p->jobs);
+    p->free_jobs = calloc((size_t)p->n_jobs, sizeof *p->free_jobs);
+    p->parked = calloc(p->n, sizeof *p->parked);
+    if (!p->workers || !p->jobs || !p->free_jobs || !p->parked)
+        return moe_errf(e, "out of memory for %d workers", threads);
+    for (int i = 0; i < threads; i++) {
+        p->workers[i].p = p;
+        if (!(p->workers[i].scratch = malloc(ENCODE_PIECE)))
+            return moe_errf(e, "out of memory for a worker");
+    }
+    for (int i = 0; i < p->n_jobs; i++) {
+        if (job_init(&p->jobs[i], p, i, e) < 0)
+            return -1;
+        p->free_jobs[p->n_free++] = &p->jobs[i];
+    }
+    return 0;
+}
+
+static void teardown(prep *p)
+{
+    for (int i = 0; p->workers && i < p->n_workers; i++)
+        free(p->workers[i].scratch);
+    for (int i = 0; p->jobs && i < p->n_jobs; i++)
+        job_free(&p->jobs[i]);
+    free(p->workers);
+    free(p->jobs);
+    free(p->free_jobs);
+    free(p->parked);
+    p->workers = NULL;
+    p->jobs = NULL;
+    p->free_jobs = NULL;
+    p->parked = NULL;
+    p->n_workers = 0;
 }
 
 /* Start the workers and the progress line, wait for all of them. */
 int prep_run_workers(prep *p, int threads, moe_err *e)
 {
-    prep_worker *w = calloc((size_t)threads, sizeof *w);
     pthread_t *tid = calloc((size_t)threads, sizeof *tid);
     int started = 0, rc = -1;
-    if (!w || !tid) {
+    if (!tid) {
         moe_errf(e, "out of memory for %d workers", threads);
         goto out;
     }
-    p->workers = w;
-    p->n_workers = threads;
-    for (int i = 0; i < threads; i++)
-        if (worker_init(&w[i], p, i, e) < 0)
-            goto out;
+    if (setup(p, threads, e) < 0)
+        goto out;
     if (p->o->progress)
         prep_progress_start(p);
     for (; started < threads; started++)
-        if (pthread_create(&tid[started], NULL, worker_main, &w[started]) != 0) {
-            moe_errf(&p->err, "cannot start worker thread %d", started);
-            atomic_store(&p->failed, 1);
+        if (pthread_create(&tid[started], NULL, worker_main, &p->workers[started]) != 0) {
+            moe_err why;
+            moe_errf(&why, "cannot start worker thread %d", started);
+            fail(p, &why);
             break;
         }
     for (int i = 0; i < started; i++)
@@ -301,10 +367,9 @@ int prep_run_workers(prep *p, int threads, moe_err *e)
     }
     rc = 0;
 out:
-    for (int i = 0; w && i < threads; i++)
-        worker_free(&w[i]);
-    p->workers = NULL;
-    free(w);
+    if (p->o->progress)
+        prep_progress_stop(p);
+    teardown(p);
     free(tid);
     return rc;
 }

@@ -13,17 +13,25 @@
 
 typedef struct prep prep;
 
+/* One file on its way into the store: its tokens, records and names, kept
+ * until the file's turn comes. A worker parks a finished job when the files
+ * ahead of it are not written yet and goes on with a fresh one; whoever
+ * writes the file ahead writes the parked ones that follow. */
 typedef struct {
-    prep *p;
     int id;
     store_sink tokens, records, names;
-    uint8_t *scratch;          /* tokens of one piece of bases */
-    size_t file;               /* the file being read */
+    size_t file;               /* the file it holds */
     int gzip, direct, rec_open;
     uint32_t crc;              /* of this file's tokens so far */
     uint64_t n_tokens, n_bases, n_records, rec_start;
     uint64_t tok_base, name_base; /* where this file lands (set when its turn comes) */
-    _Atomic uint64_t file_bytes; /* read from the file so far, for the progress line */
+} prep_job;
+
+typedef struct {
+    prep *p;
+    prep_job *job;             /* the job being filled */
+    uint8_t *scratch;          /* tokens of one piece of bases */
+    _Atomic uint64_t file_bytes; /* read from the current file so far, for the progress line */
 } prep_worker;
 
 struct prep {
@@ -46,6 +54,10 @@ struct prep {
     moe_err err;               /* the first failure */
     prep_worker *workers;
     int n_workers;
+    prep_job *jobs;            /* 2 per worker */
+    prep_job **free_jobs;      /* a stack of the idle ones */
+    int n_jobs, n_free;
+    prep_job **parked;         /* n entries: the finished job of file i waiting for its turn */
     /* the progress line */
     pthread_t progress_tid;
     _Atomic int progress_stop;
