@@ -63,7 +63,10 @@ static int open_files(data_part *p, const moe_data_cfg *dc, const char *data_dir
     }
     for (size_t i = 0; i < list.n; i++)
         if (fasta_read(list.paths[i], add_record, p, e) < 0) {
-            moe_err_prefix(e, "data.files[%zu]", i);
+            if (list.n == (size_t)dc->n_files) /* one file per entry: name the entry */
+                moe_err_prefix(e, "data.files[%zu]", i);
+            else
+                moe_err_prefix(e, "data.files");
             goto out;
         }
     p->n_files = list.n;

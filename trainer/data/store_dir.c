@@ -120,10 +120,10 @@ static void remove_stale_tmp(const char *out)
             continue;
         char *end;
         long pid = strtol(de->d_name + strlen(prefix), &end, 10);
-        if (*end || pid <= 0 || pid == (long)getpid() || (kill((pid_t)pid, 0) != 0 && errno != ESRCH))
+        if (*end || pid <= 0 || pid == (long)getpid())
             continue;
-        if (kill((pid_t)pid, 0) == 0)
-            continue; /* its run is still going */
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue; /* its run is still going (or belongs to someone else) */
         snprintf(path, sizeof path, "%s/%s", parent, de->d_name);
         remove_flat_dir(path);
     }
