@@ -5,12 +5,13 @@
 #    seeds plus every input that once crashed) to the harness once.
 # 2. libFuzzer fuzzers, built with clang by `make fuzz` into build/fuzz/
 #    (-fsanitize=fuzzer,address,undefined); tests/fuzz/run.sh SECONDS runs them.
-FUZZ_TARGETS := config fasta safetensors json hf_config plugin_args policy
+FUZZ_TARGETS := config fasta safetensors json hf_config plugin_args policy store_index
 FUZZ_CORPUS_ROOT := $(abspath tests/fuzz/corpus)
 
 # What each harness links: the reader under test and what it calls.
 FUZZ_SRCS_config := $(CONFIG_SRCS)
 FUZZ_SRCS_fasta := $(DATA_SRCS)
+FUZZ_SRCS_store_index := $(DATA_SRCS)
 FUZZ_SRCS_safetensors := $(CKPT_SRCS)
 FUZZ_SRCS_json := $(CKPT_SRCS)
 FUZZ_SRCS_hf_config := $(CKPT_SRCS)
@@ -18,6 +19,7 @@ FUZZ_SRCS_plugin_args := plugin/args.c launch/verdict.c
 FUZZ_SRCS_policy := launch/policy.c
 FUZZ_LIBS_config := $(CONFIG_LIB)
 FUZZ_LIBS_fasta := $(DATA_LIB)
+FUZZ_LIBS_store_index := $(DATA_LIB)
 FUZZ_LIBS_safetensors := $(CKPT_LIB)
 FUZZ_LIBS_json := $(CKPT_LIB)
 FUZZ_LIBS_hf_config := $(CKPT_LIB)

@@ -32,6 +32,7 @@ suite() { # NAME CMD...
 mapfile -t units < <(find "$B/tests" -maxdepth 1 -type f -name 'test_*' -perm -u+x | sort)
 suite unit "$HERE/run_unit.sh" "${units[@]}"
 suite cli "$HERE/cli/run.sh" "$B"
+suite data "$HERE/cli/data.sh" "$B"
 suite reliability "$HERE/reliability/run.sh" "$B"
 suite parallel "$HERE/parallel/run.sh" "$B"
 if [ "${MOE_SKIP_SLURM:-0}" != 1 ] && [ -x "$HERE/slurm/run.sh" ]; then

@@ -1,4 +1,5 @@
-/* moekit: `moe-train eval`: the loss of a checkpoint on given token sequences. */
+/* moekit: `moe-train eval`: the loss of a checkpoint on given token sequences, or on a
+ * FASTA file tokenized and cut into windows as training does. */
 #ifndef MOE_EVAL_H
 #define MOE_EVAL_H
 

@@ -2,7 +2,7 @@
  * evaluate a checkpoint.
  *
  *   moe-train [--config NAME|PATH] [--backend auto|cpu|cuda] [key.path=value ...]
- *   moe-train eval --checkpoint DIR --tokens FILE [--backend ...]
+ *   moe-train eval --checkpoint DIR (--tokens FILE | --fasta FILE [--seq-length T]) [--backend ...]
  *
  * Options come from the tables below (cli.h): a new option is a row there
  * and a field in the options struct. */
@@ -54,7 +54,8 @@ static const cli_option train_options[] = {
 static void usage(FILE *f)
 {
     fprintf(f, "Usage: moe-train [--config NAME|PATH] [options] [key.path=value ...]\n"
-               "  or:  moe-train eval --checkpoint DIR --tokens FILE [--backend B]\n"
+               "  or:  moe-train eval --checkpoint DIR (--tokens FILE | --fasta FILE\n"
+               "                       [--seq-length T]) [--backend B]\n"
                "\n"
                "Train a Mixtral-style mixture-of-experts model on nucleotide sequences.\n"
                "\n"
@@ -69,7 +70,9 @@ static void usage(FILE *f)
             "\n"
             "eval prints one JSON object with the mean next-token cross-entropy (lm_loss)\n"
             "and the router aux loss (aux_loss) of a checkpoint on FILE, which holds one\n"
-            "sequence of whitespace-separated token ids per line, all of one length.\n"
+            "sequence of whitespace-separated token ids per line, all of one length;\n"
+            "--fasta FILE is tokenized and cut into windows of T tokens (default 128) as\n"
+            "training does.\n"
             "\n"
             "Signals: SIGTERM, SIGUSR1 or Ctrl-C (SIGINT) finish the step, save a checkpoint\n"
             "and exit %d; a second SIGINT aborts at once without saving.\n"

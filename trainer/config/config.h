@@ -19,7 +19,6 @@
 #include "../../common/precision.h"
 
 #define MOE_PATH_MAX 4096
-#define MOE_MAX_FILES 16
 
 typedef struct {
     int hidden_size;          /* model.hidden_size */
@@ -64,9 +63,19 @@ typedef struct {
 } moe_sched_cfg;
 
 typedef struct {
+    const char *store;        /* a token store directory (moe-data prepare --out) */
+    double weight;            /* its share of the training windows (> 0; normalised) */
+} moe_blend_entry;
+
+typedef struct {
     int n_files;
-    char files[MOE_MAX_FILES][MOE_PATH_MAX]; /* data.files: FASTA / FASTA.gz; relative paths
-                                                resolve against the moekit data dir */
+    const char *const *files; /* data.files: FASTA / FASTA.gz files, directories, globs,
+                                 @lists; relative paths resolve against the moekit data
+                                 dir. No cap: the list lives outside the struct
+                                 (config_intern.h), equal lists at equal addresses. */
+    char store[MOE_PATH_MAX]; /* data.store: a token store; replaces data.files */
+    int n_blend;
+    const moe_blend_entry *blend; /* data.blend: stores with weights; replaces data.files */
     int stride;               /* data.stride: window start spacing (0 = seq_length) */
     double val_fraction;      /* data.val_fraction: held-out share of every record */
     double reverse_complement; /* data.reverse_complement: probability per window */

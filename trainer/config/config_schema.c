@@ -106,9 +106,16 @@ const config_key config_keys[] = {
               "floor of the cosine decay, as a fraction of lr"),
 
     {.path = "data.files", .type = KEY_STRING_LIST, .offset = AT(data.files),
-     .offset2 = AT(data.n_files), .imin = 1, .imax = MOE_MAX_FILES,
-     .size = sizeof(((moe_config *)0)->data.files[0]), .def = "lambda_virus.fa.gz",
-     .doc = "FASTA or FASTA.gz files; relative paths are found in the moekit data dir"},
+     .offset2 = AT(data.n_files), .imin = 1, .imax = INT_MAX, .size = MOE_PATH_MAX,
+     .def = "lambda_virus.fa.gz",
+     .doc = "FASTA or FASTA.gz files, directories, globs or @lists (read into memory: for "
+            "small inputs); relative paths are also looked up in the moekit data dir"},
+    STRING_KEY("data.store", data.store, "",
+               "a token store from moe-data prepare, memory-mapped; replaces data.files"),
+    {.path = "data.blend", .type = KEY_BLEND, .offset = AT(data.blend), .offset2 = AT(data.n_blend),
+     .imin = 0, .imax = 256, .def = "()",
+     .doc = "token stores with weights, ( { store = \"A\"; weight = 0.7; }, ... ); replaces "
+            "data.files"},
     INT_KEY("data.stride", data.stride, AT_LEAST(0), "0",
             "spacing of window starts in tokens; 0 = seq_length (no overlap)"),
     FLOAT_KEY("data.val_fraction", data.val_fraction, UNIT_HALF_OPEN, "0.1",

@@ -68,6 +68,10 @@
 
 /* Token id of one input byte: upper-cased byte value, UNK for bytes 0..3. */
 int tok_encode_byte(unsigned char c);
+/* out[i] = tok_encode_byte(in[i]) for n bytes (in == out allowed). */
+void tok_encode(const uint8_t *in, uint8_t *out, size_t n);
+/* A record as tokens: BOS, its bases, EOS. */
+#define MOE_TOK_RECORD_OVERHEAD 2
 /* The byte a token stands for, or -1 for special tokens and ids outside
  * [0, 256). */
 int tok_decode(int id);
@@ -101,6 +105,20 @@ typedef int (*moe_fasta_record_fn)(const moe_fasta_record *rec, void *ctx, moe_e
  * before the first header, a sequence character outside the alphabet.
  * Messages name path:line[:column] and the offending byte. */
 int fasta_read(const char *path, moe_fasta_record_fn fn, void *ctx, moe_err *e);
+
+/* The same reader with bounded memory: a record's bases arrive in pieces
+ * (at most about 1 MiB each) as they are parsed. */
+typedef struct {
+    /* A piece of the current record: seq[0..n); rec->len counts the bases
+     * so far, this piece included; rec->seq is NULL. */
+    int (*bases)(const moe_fasta_record *rec, const uint8_t *seq, size_t n, void *ctx, moe_err *e);
+    /* The record is complete: rec->len is its number of bases, rec->seq NULL. */
+    int (*record_end)(const moe_fasta_record *rec, void *ctx, moe_err *e);
+    /* Optional, after each chunk: bytes read from the file (compressed bytes
+     * for gzip) and text bytes parsed so far. Return -1 to stop (limits). */
+    int (*progress)(uint64_t file_bytes, uint64_t text_bytes, void *ctx, moe_err *e);
+} moe_fasta_stream;
+int fasta_stream(const char *path, const moe_fasta_stream *stream, void *ctx, moe_err *e);
 
 /* ---- dataset ------------------------------------------------------------ */
 
