@@ -476,13 +476,18 @@ static void attention_case(int B, int T, int NH, int NKV, int HD, float qscale)
 
 static void test_attention(void)
 {
+    /* the default (cuDNN where it loads and takes the shape, else moekit's kernels) */
     attention_case(2, 100, 4, 2, 32, 1);  /* T not a multiple of the tiles, GQA 2:1 */
     attention_case(2, 37, 2, 2, 16, 1);   /* L0-like small heads */
-    /* Mixtral's head dim, GQA 4:1: the default (mma.sync) kernels, then the WMMA ones; several
-     * key tiles, a ragged last tile, and peaky scores */
-    for (int wmma = 0; wmma < 2; wmma++) {
-        if (wmma)
-            setenv("MOE_CUDA_ATTENTION", "wmma", 1);
+    attention_case(1, 128, 4, 2, 16, 1);  /* L0_sanity's heads */
+    attention_case(2, 96, 8, 2, 64, 2);   /* the accuracy configs' head dim */
+    attention_case(1, 1100, 8, 2, 128, 2); /* many key blocks, a ragged last one */
+    /* Mixtral's head dim, GQA 4:1: the default, then moekit's mma.sync and WMMA kernels
+     * (cuDNN's fallbacks); several key tiles, a ragged last tile, and peaky scores */
+    const char *families[] = {NULL, "mma", "wmma"};
+    for (int f = 0; f < 3; f++) {
+        if (families[f])
+            setenv("MOE_CUDA_ATTENTION", families[f], 1);
         attention_case(1, 64, 8, 2, 128, 1);
         attention_case(2, 300, 8, 2, 128, 1);
         attention_case(1, 257, 4, 4, 128, 6);

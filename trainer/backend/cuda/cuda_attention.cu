@@ -37,14 +37,23 @@ void cuda_attention_mma_bwd(moe_backend *be, bf16 *dq, bf16 *dk, bf16 *dv, const
                             const float *D, int B, int T, int NH, int NKV, int HD);
 int cuda_attention_tc_supported(int HD);
 
-/* MOE_CUDA_ATTENTION=wmma|simt forces an older kernel family (to test and time them against
- * the default); read at each call, so a test can switch between cases */
-typedef enum { ATTN_MMA, ATTN_WMMA, ATTN_SIMT } attn_family;
-static attn_family attention_family(int HD)
+/* cuDNN's fused flash attention first (where cuDNN loads and takes the shape), then
+ * moekit's kernels: mma.sync, WMMA, SIMT. MOE_CUDA_ATTENTION=mma|wmma|simt starts the
+ * search lower (to test and time the fallbacks against the default); read at each call,
+ * so a test can switch between cases */
+typedef enum { ATTN_CUDNN, ATTN_MMA, ATTN_WMMA, ATTN_SIMT } attn_family;
+static attn_family attention_wanted(void)
 {
     const char *f = getenv("MOE_CUDA_ATTENTION");
-    int want = f && !strcmp(f, "simt") ? ATTN_SIMT : f && !strcmp(f, "wmma") ? ATTN_WMMA : ATTN_MMA;
-    if (want == ATTN_MMA && cuda_attention_mma_supported(HD))
+    return !f || !*f || !strcmp(f, "cudnn") ? ATTN_CUDNN
+           : !strcmp(f, "mma")              ? ATTN_MMA
+           : !strcmp(f, "wmma")             ? ATTN_WMMA
+                                            : ATTN_SIMT;
+}
+/* moekit's own kernels for this head dim, from `want` down */
+static attn_family attention_kernels(int HD, attn_family want)
+{
+    if (want <= ATTN_MMA && cuda_attention_mma_supported(HD))
         return ATTN_MMA;
     if (want != ATTN_SIMT && cuda_attention_tc_supported(HD))
         return ATTN_WMMA;
@@ -138,7 +147,11 @@ static void attention_fwd(moe_backend *be, act *out, real *lse, const act *q, co
         cuda_note(be, "attention_fwd", "head_dim above 256 is not supported");
         return;
     }
-    attn_family fam = attention_family(HD);
+    attn_family want = attention_wanted(), fam = attention_kernels(HD, want);
+    if (want == ATTN_CUDNN && !cuda_attention_cudnn_fwd(be, (bf16 *)out, lse, (const bf16 *)q,
+                                                       (const bf16 *)k, (const bf16 *)v, B, T,
+                                                       NH, NKV, HD))
+        return;
     if (fam == ATTN_MMA) {
         cuda_attention_mma_fwd(be, (bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
                                (const bf16 *)v, B, T, NH, NKV, HD);
@@ -343,6 +356,12 @@ static void attention_bwd(moe_backend *be, act *dq, act *dk, act *dv, const act 
         cuda_note(be, "attention_bwd", "head_dim above 256 is not supported");
         return;
     }
+    attn_family want = attention_wanted(), fam = attention_kernels(HD, want);
+    if (want == ATTN_CUDNN &&
+        !cuda_attention_cudnn_bwd(be, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv, (const bf16 *)dout,
+                                  (const bf16 *)q, (const bf16 *)k, (const bf16 *)v,
+                                  (const bf16 *)out, lse, B, T, NH, NKV, HD))
+        return;
     cudaStream_t st = CTX(be)->stream;
     size_t rows = (size_t)B * T * NH;
     float *D = (float *)cuda_scratch(be, 2, sizeof(float) * rows);
@@ -351,7 +370,6 @@ static void attention_bwd(moe_backend *be, act *dq, act *dk, act *dv, const act 
     float scale = (float)(1.0 / sqrt((double)HD));
     attn_delta_kernel<<<cuda_blocks(rows, WARPS), WARPS * 32, 0, st>>>(
         D, (const bf16 *)dout, (const bf16 *)out, T, NH, HD, rows);
-    attn_family fam = attention_family(HD);
     if (fam == ATTN_MMA) {
         cuda_attention_mma_bwd(be, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv, (const bf16 *)dout,
                                (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, lse, D, B, T,
