@@ -45,6 +45,7 @@ typedef struct {
     int eval_every_n_steps;   /* train.eval_every_n_steps: 0 = only at the end */
     int eval_batches;         /* train.eval_batches: micro-batches per evaluation */
     int activation_recompute; /* train.activation_recompute (bool) */
+    int recompute_experts;    /* train.recompute_experts (bool) */
 } moe_train_cfg;
 
 typedef struct {

@@ -85,6 +85,9 @@ const config_key config_keys[] = {
             "validation micro-batches per evaluation"),
     BOOL_KEY("train.activation_recompute", train.activation_recompute, "false",
              "recompute activations in backward instead of keeping them"),
+    BOOL_KEY("train.recompute_experts", train.recompute_experts, "false",
+             "keep all but the experts' SwiGLU inputs, which the backward recomputes (less "
+             "memory than keeping all, less time than activation_recompute)"),
 
     FLOAT_KEY("optimizer.lr", optimizer.lr, POSITIVE, "3e-3", "peak learning rate (AdamW)"),
     {.path = "optimizer.betas", .type = KEY_FLOAT_PAIR, .offset = AT(optimizer.beta1),

@@ -86,7 +86,8 @@ int model_create_parallel(moe_model **out, const moe_dims *d, moe_backend *be,
     m->E_local = d->E / ep_size;
     m->e0 = ep_rank * m->E_local;
     m->disp = disp;
-    m->recompute = recompute != 0;
+    m->recompute = recompute == MOE_RECOMPUTE_LAYERS;
+    m->recompute_experts = recompute == MOE_RECOMPUTE_EXPERTS;
     if (params_layout(m, e)) {
         model_destroy(m);
         return -1;
@@ -158,8 +159,8 @@ int model_create_parallel(moe_model **out, const moe_dims *d, moe_backend *be,
         /* the SwiGLU inputs as the backend keeps them (fp8_block: E4M3) */
         size_t saved = be->expert_saved_bytes ? be->expert_saved_bytes(be, rows, I)
                                               : be->act_bytes(be, rows * I);
-        a->h1 = plan_bytes(&pl, saved);
-        a->h3 = plan_bytes(&pl, saved);
+        a->h1 = s0 && m->recompute_experts ? s0->h1 : plan_bytes(&pl, saved);
+        a->h3 = s0 && m->recompute_experts ? s0->h3 : plan_bytes(&pl, saved);
     }
     if (m->recompute) {
         m->prob_sum_scratch = plan_real(&pl, E);
@@ -218,7 +219,10 @@ void model_destroy(moe_model *m)
             FREE(a->lse); FREE(a->resid_mid); FREE(a->ln2); FREE(a->rstd2); FREE(a->probs);
             FREE(a->topk_idx); FREE(a->topk_w); FREE(a->plan.row_token);
             FREE(a->plan.slot_row); FREE(a->plan.expert_offset_dev); FREE(a->x_perm);
-            FREE(a->p_perm); FREE(a->h1); FREE(a->h3);
+            FREE(a->p_perm);
+            if (l == 0 || !m->recompute_experts) {
+                FREE(a->h1); FREE(a->h3);
+            }
             free(a->plan.expert_count);
             free(a->plan.expert_offset);
         }
@@ -640,6 +644,10 @@ int model_forward_backward(moe_model *m, const int32_t *tokens, const int32_t *t
         /* the last layer's activations are still in place after the forward */
         if (m->recompute && l < d->L - 1 && layer_forward(m, l, 1, e))
             return -1;
+        if (m->recompute_experts && l < d->L - 1) /* h1, h3 again, into the shared buffers */
+            be->experts_fwd(be, a->y_perm, a->h1, a->h3, a->a, a->x_perm, a->p_perm,
+                            W(m, MOE_P_W1, l), W(m, MOE_P_W3, l), W(m, MOE_P_W2, l), &a->plan, C,
+                            d->I);
         /* MoE branch: d_resid flows into moe_out */
         if (m->disp->combine_bwd(m->disp, be, m->d_rows_a, m->d_resid, &a->plan, C, e))
             return moe_err_prefix(e, "layer %d combine backward", l);

@@ -215,6 +215,9 @@ static void print_summary(moe_trainer *t, const char *backend_why)
         if (t->model->recompute)
             printf("            activations: each layer's input kept, the layer recomputed in the "
                    "backward (train.activation_recompute)\n");
+        else if (t->model->recompute_experts)
+            printf("            activations: the experts' SwiGLU inputs recomputed in the backward "
+                   "(train.recompute_experts)\n");
     }
     printf("  start-up  %.2f s ranks and backend, %.2f s model buffers, %.2f s data, %.2f s "
            "weights\n", t->startup_s[0], t->startup_s[1], t->startup_s[2], t->startup_s[3]);
@@ -305,7 +308,11 @@ int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, i
     moe_dims d = trainer_model_dims(&c->model);
     if (model_create_parallel(&t->model, &d, t->be, t->disp, c->train.micro_batch_size,
                               c->train.seq_length, t->par.ep_rank, t->par.ep_size,
-                              t->world == 1, c->train.activation_recompute, e))
+                              t->world == 1,
+                              c->train.activation_recompute ? MOE_RECOMPUTE_LAYERS
+                              : c->train.recompute_experts  ? MOE_RECOMPUTE_EXPERTS
+                                                            : MOE_RECOMPUTE_NONE,
+                              e))
         goto fail;
     if (t->world > 1) {
         t->model->stats_sum = world_sum;
