@@ -12,7 +12,10 @@
 #       (configs bench_8x7B_2L_genomic{,_32k,_64k,_128k}), each against Hugging Face's grouped_mm
 #       setups in the same call, then attention alone: moekit (cuDNN and its own kernels) against
 #       torch SDPA (cuDNN and flash backends) at the same shapes.
-#   MOE_BENCH_STEPS / MOE_BENCH_WARM: steps run and steps left out as warm-up (12 / 4).
+#   MOE_BENCH_STEPS / MOE_BENCH_WARM: steps run and steps left out as warm-up (12 / 4);
+#   MOE_BENCH_HF_TIMEOUT: seconds a Hugging Face setup may run (300); --genomic's setups per
+#   length: MOE_BENCH_HF_8K, MOE_BENCH_HF_LONG (32k, 64k), MOE_BENCH_HF_128K, and moekit's
+#   precisions at 128k: MOE_BENCH_128K.
 set -u
 B=${1:-build}; shift || true
 if [ "${1:-}" = --genomic ]; then
@@ -21,8 +24,8 @@ if [ "${1:-}" = --genomic ]; then
     # the Hugging Face setups: grouped_mm experts with SDPA as torch picks it and with its
     # cuDNN backend first; compiled at 8k only (the fastest there; at 32k it did not run)
     for row in "bench_8x7B_2L_genomic|bf16 fp8_block|${MOE_BENCH_HF_8K:-grouped_bf16_compiled grouped_bf16_cudnn}" \
-               "bench_8x7B_2L_genomic_32k|bf16 fp8_block|grouped_bf16 grouped_bf16_cudnn" \
-               "bench_8x7B_2L_genomic_64k|bf16 fp8_block|grouped_bf16 grouped_bf16_cudnn" \
+               "bench_8x7B_2L_genomic_32k|bf16 fp8_block|${MOE_BENCH_HF_LONG:-grouped_bf16 grouped_bf16_cudnn}" \
+               "bench_8x7B_2L_genomic_64k|bf16 fp8_block|${MOE_BENCH_HF_LONG:-grouped_bf16 grouped_bf16_cudnn}" \
                "bench_8x7B_2L_genomic_128k|${MOE_BENCH_128K:-bf16 fp8_block}|${MOE_BENCH_HF_128K:-grouped_bf16_cudnn}"; do
         IFS='|' read -r cfg precs setups <<< "$row"
         MOE_BENCH_CONFIG=$cfg MOE_BENCH_PRECISIONS=$precs "$0" "$B" $setups
@@ -85,7 +88,7 @@ for prec in ${MOE_BENCH_PRECISIONS:-bf16 fp8_block}; do
     run_moekit "$prec"
 done
 for s in $SETUPS; do
-    PYTHONUNBUFFERED=1 timeout 300 python3 "$ROOT/bench/hf_bench.py" --setup "$s" --steps $STEPS \
+    PYTHONUNBUFFERED=1 timeout "${MOE_BENCH_HF_TIMEOUT:-300}" python3 "$ROOT/bench/hf_bench.py" --setup "$s" --steps $STEPS \
         --warmup $WARM --layers "$LAYERS" --vocab "$VOCAB" --seq "$SEQ" --batch "$BATCH" \
         ${GENOME:+--data "$ROOT/data/$GENOME"} \
         2>"/tmp/hf_$s.err" | tail -1 >> "$res" || tail -3 "/tmp/hf_$s.err"
