@@ -15,7 +15,7 @@
 #   MOE_BENCH_STEPS / MOE_BENCH_WARM: steps run and steps left out as warm-up (12 / 4);
 #   MOE_BENCH_HF_TIMEOUT: seconds a Hugging Face setup may run (300); --genomic's setups per
 #   length: MOE_BENCH_HF_8K, MOE_BENCH_HF_LONG (32k, 64k), MOE_BENCH_HF_128K, and moekit's
-#   precisions at 128k: MOE_BENCH_128K.
+#   precisions at 64k and 128k: MOE_BENCH_64K, MOE_BENCH_128K ("-" leaves the length out).
 set -u
 B=${1:-build}; shift || true
 if [ "${1:-}" = --genomic ]; then
@@ -25,9 +25,10 @@ if [ "${1:-}" = --genomic ]; then
     # cuDNN backend first; compiled at 8k only (the fastest there; at 32k it did not run)
     for row in "bench_8x7B_2L_genomic|bf16 fp8_block|${MOE_BENCH_HF_8K:-grouped_bf16_compiled grouped_bf16_cudnn}" \
                "bench_8x7B_2L_genomic_32k|bf16 fp8_block|${MOE_BENCH_HF_LONG:-grouped_bf16 grouped_bf16_cudnn}" \
-               "bench_8x7B_2L_genomic_64k|bf16 fp8_block|${MOE_BENCH_HF_LONG:-grouped_bf16 grouped_bf16_cudnn}" \
+               "bench_8x7B_2L_genomic_64k|${MOE_BENCH_64K:-bf16 fp8_block}|${MOE_BENCH_HF_LONG:-grouped_bf16 grouped_bf16_cudnn}" \
                "bench_8x7B_2L_genomic_128k|${MOE_BENCH_128K:-bf16 fp8_block}|${MOE_BENCH_HF_128K:-grouped_bf16_cudnn}"; do
         IFS='|' read -r cfg precs setups <<< "$row"
+        [ "$precs" = - ] && continue # a length left out (one that cannot fit this GPU)
         MOE_BENCH_CONFIG=$cfg MOE_BENCH_PRECISIONS=$precs "$0" "$B" $setups
     done
     echo "attention alone, forward + backward, causal, 32/8 heads of 128, bf16, batch 1"
