@@ -8,17 +8,46 @@
 # % of the bf16 GEMM peak (760 TFLOP/s measured on the H200), peak memory, time to first step.
 #   bench/run.sh [BUILD_DIR] [HF setups...]   (default: eager_fp32 grouped_bf16 grouped_bf16_compiled;
 #                                              "-": moekit alone)
+#   bench/run.sh BUILD_DIR --genomic          the genomic variant at 8k, 32k, 64k and 128k tokens
+#       (configs bench_8x7B_2L_genomic{,_32k,_64k,_128k}), each against Hugging Face's grouped_mm
+#       setups in the same call, then attention alone: moekit (cuDNN and its own kernels) against
+#       torch SDPA (cuDNN and flash backends) at the same shapes.
+#   MOE_BENCH_STEPS / MOE_BENCH_WARM: steps run and steps left out as warm-up (12 / 4);
+#   MOE_BENCH_HF_TIMEOUT: seconds a Hugging Face setup may run (300); --genomic's setups per
+#   length: MOE_BENCH_HF_8K, MOE_BENCH_HF_LONG (32k, 64k), MOE_BENCH_HF_128K, and moekit's
+#   precisions at 64k and 128k: MOE_BENCH_64K, MOE_BENCH_128K ("-" leaves the length out).
 set -u
 B=${1:-build}; shift || true
+if [ "${1:-}" = --genomic ]; then
+    ROOT=$(cd "$(dirname "$0")/.." && pwd)
+    # per length: the precisions moekit runs (recompute chosen by measurement, NOTES.md) and
+    # the Hugging Face setups: grouped_mm experts with SDPA as torch picks it and with its
+    # cuDNN backend first; compiled at 8k only (the fastest there; at 32k it did not run)
+    for row in "bench_8x7B_2L_genomic|bf16 fp8_block|${MOE_BENCH_HF_8K:-grouped_bf16_compiled grouped_bf16_cudnn}" \
+               "bench_8x7B_2L_genomic_32k|bf16 fp8_block|${MOE_BENCH_HF_LONG:-grouped_bf16 grouped_bf16_cudnn}" \
+               "bench_8x7B_2L_genomic_64k|${MOE_BENCH_64K:-bf16 fp8_block}|${MOE_BENCH_HF_LONG:-grouped_bf16 grouped_bf16_cudnn}" \
+               "bench_8x7B_2L_genomic_128k|${MOE_BENCH_128K:-bf16 fp8_block}|${MOE_BENCH_HF_128K:-grouped_bf16_cudnn}"; do
+        IFS='|' read -r cfg precs setups <<< "$row"
+        [ "$precs" = - ] && continue # a length left out (one that cannot fit this GPU)
+        MOE_BENCH_CONFIG=$cfg MOE_BENCH_PRECISIONS=$precs "$0" "$B" $setups
+    done
+    echo "attention alone, forward + backward, causal, 32/8 heads of 128, bf16, batch 1"
+    MOE_BENCH_ATTN_FAMILIES="cudnn mma" "$ROOT/$B/tests/gpu/bench_attention" 8192 32768
+    MOE_BENCH_ATTN_FAMILIES=cudnn "$ROOT/$B/tests/gpu/bench_attention" 65536 131072 | tail -n +2
+    python3 "$ROOT/bench/attn_sdpa.py" 8192 32768 65536 131072
+    exit 0
+fi
 SETUPS=${*:-eager_fp32 grouped_bf16 grouped_bf16_compiled}
 [ "$SETUPS" = - ] && SETUPS=
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CONFIG=${MOE_BENCH_CONFIG:-bench_8x7B_2L}
-STEPS=12 WARM=4
+STEPS=${MOE_BENCH_STEPS:-12} WARM=${MOE_BENCH_WARM:-4}
 # the sizes both sides run at, from the config as moe-train resolves it
 sizes=$("$ROOT/$B/bin/moe-train" --config "$CONFIG" --print-config) || exit 1
 size() { echo "$sizes" | sed -n "s/^ *$1 = \([0-9]*\);.*/\1/p" | head -1; }
 VOCAB=$(size vocab_size) LAYERS=$(size num_layers) SEQ=$(size seq_length) BATCH=$(size micro_batch_size)
+# the genome both sides read (the config's first data file)
+GENOME=$(echo "$sizes" | sed -n 's/^ *files = \[ *"\([^"]*\)".*/\1/p' | head -1)
 for v in HIDDEN:hidden_size HEADS:num_heads KV:num_kv_heads HDIM:head_dim EXPERTS:num_experts \
          TOPK:top_k FFN:intermediate_size; do
     printf -v "${v%%:*}" '%s' "$(size "${v#*:}")"
@@ -60,8 +89,9 @@ for prec in ${MOE_BENCH_PRECISIONS:-bf16 fp8_block}; do
     run_moekit "$prec"
 done
 for s in $SETUPS; do
-    PYTHONUNBUFFERED=1 timeout 300 python3 "$ROOT/bench/hf_bench.py" --setup "$s" --steps $STEPS \
+    PYTHONUNBUFFERED=1 timeout "${MOE_BENCH_HF_TIMEOUT:-300}" python3 "$ROOT/bench/hf_bench.py" --setup "$s" --steps $STEPS \
         --warmup $WARM --layers "$LAYERS" --vocab "$VOCAB" --seq "$SEQ" --batch "$BATCH" \
+        ${GENOME:+--data "$ROOT/data/$GENOME"} \
         2>"/tmp/hf_$s.err" | tail -1 >> "$res" || tail -3 "/tmp/hf_$s.err"
 done
 echo "$CONFIG: $LAYERS layers, vocab $VOCAB, sequence $SEQ, micro-batch $BATCH"

@@ -482,19 +482,24 @@ static void attention_case(int B, int T, int NH, int NKV, int HD, float qscale)
 
 static void test_attention(void)
 {
+    /* the default (cuDNN where it loads and takes the shape, else moekit's kernels) */
     attention_case(2, 100, 4, 2, 32, 1);  /* T not a multiple of the tiles, GQA 2:1 */
     attention_case(2, 37, 2, 2, 16, 1);   /* L0-like small heads */
-    /* Mixtral's head dim, GQA 4:1: the default (mma.sync) kernels, then the WMMA ones; several
-     * key tiles, a ragged last tile, and peaky scores */
-    for (int wmma = 0; wmma < 2; wmma++) {
-        run_opts.attention = wmma ? MOE_ATTN_WMMA : MOE_ATTN_MMA;
+    attention_case(1, 128, 4, 2, 16, 1);  /* L0_sanity's heads */
+    attention_case(2, 96, 8, 2, 64, 2);   /* the accuracy configs' head dim */
+    attention_case(1, 1100, 8, 2, 128, 2); /* many key blocks, a ragged last one */
+    /* Mixtral's head dim, GQA 4:1: the default (cuDNN), then moekit's mma.sync and WMMA
+     * kernels (its fallbacks); several key tiles, a ragged last tile, and peaky scores */
+    const moe_attn_kernels families[] = {MOE_ATTN_CUDNN, MOE_ATTN_MMA, MOE_ATTN_WMMA};
+    for (int f = 0; f < 3; f++) {
+        run_opts.attention = families[f];
         apply_run_opts();
         attention_case(1, 64, 8, 2, 128, 1);
         attention_case(2, 300, 8, 2, 128, 1);
         attention_case(1, 257, 4, 4, 128, 6);
         attention_case(1, 200, 4, 1, 64, 3);
     }
-    run_opts.attention = MOE_ATTN_MMA;
+    run_opts.attention = MOE_ATTN_CUDNN;
     apply_run_opts();
 }
 

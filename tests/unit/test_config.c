@@ -855,7 +855,7 @@ static void test_runtime_switches(void)
     CHECK(config_fp8_gemms_mask("wgrad,fprop", &mask, &e) == 0 &&
           mask == (MOE_RT_FP8_FPROP | MOE_RT_FP8_WGRAD));
     CHECK(cfg.runtime.fp8_chunk_rows == 8192 && cfg.runtime.fp8_fused_save == 1 &&
-          cfg.runtime.gemm == MOE_RT_GEMM_CUBLASLT && cfg.runtime.attention == MOE_RT_ATTN_MMA &&
+          cfg.runtime.gemm == MOE_RT_GEMM_CUBLASLT && cfg.runtime.attention == MOE_RT_ATTN_CUDNN &&
           cfg.runtime.init_on == MOE_RT_INIT_DEVICE);
     char *bad_list[] = {"runtime.fp8_gemms=fprop,wgard"};
     CHECK_ERR(config_load(&cfg, write_file("rt.cfg", ""), NULL, 1, bad_list, &e), e,

@@ -1,8 +1,9 @@
-/* train.activation_recompute: the same loss, aux loss and gradients, bit
- * for bit, as keeping every layer's activations (the backward recomputes a
- * layer from its kept input with the same ops on the same values), over two
- * accumulated micro-batches, and a memory plan that shrinks by about a
- * layer's activations per layer. */
+/* train.activation_recompute and train.recompute_experts: the same loss, aux
+ * loss and gradients, bit for bit, as keeping every layer's activations (the
+ * backward recomputes a layer, or its experts' SwiGLU inputs, from kept
+ * inputs with the same ops on the same values), over two accumulated
+ * micro-batches, and a memory plan that shrinks by about a layer's
+ * activations (or its h1, h3) per layer but one. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,11 +47,14 @@ static int rig_open(rig *r, int recompute, size_t *bytes)
     return 0;
 }
 
-static void test_same_gradients(void)
+/* `mode` against keeping everything; `saved_per_layer`: the least the plan must shrink by per
+ * layer after the first */
+static void same_gradients(int mode, size_t saved_per_layer)
 {
     rig keep, rec;
     size_t keep_bytes = 0, rec_bytes = 0;
-    CHECK(rig_open(&keep, 0, &keep_bytes) == 0 && rig_open(&rec, 1, &rec_bytes) == 0);
+    CHECK(rig_open(&keep, MOE_RECOMPUTE_NONE, &keep_bytes) == 0 &&
+          rig_open(&rec, mode, &rec_bytes) == 0);
     if (!keep.m || !rec.m)
         goto out;
     moe_err e = {{0}};
@@ -72,14 +76,21 @@ static void test_same_gradients(void)
     for (size_t i = 0; i < n; i++)
         differ += keep.m->grad[i] != rec.m->grad[i];
     CHECK_MSG(differ == 0, "%zu of %zu gradients differ", differ, n);
-    /* a layer's activations: 4 layers keep 1 set instead of 4 */
-    fprintf(stderr, "  memory plan: %zu bytes kept, %zu with recompute\n", keep_bytes, rec_bytes);
-    size_t N = B * T, rows = N * DIMS.K, C = DIMS.C, I = DIMS.I;
-    size_t per_layer_min = sizeof(real) * (N * C * 4 + rows * (C + 2 * I));
-    CHECK(keep_bytes > rec_bytes && keep_bytes - rec_bytes >= 3 * per_layer_min);
+    fprintf(stderr, "  memory plan: %zu bytes kept, %zu with recompute mode %d\n", keep_bytes,
+            rec_bytes, mode);
+    CHECK(keep_bytes > rec_bytes && keep_bytes - rec_bytes >= (DIMS.L - 1) * saved_per_layer);
 out:
     rig_close(&keep);
     rig_close(&rec);
+}
+
+static void test_same_gradients(void)
+{
+    size_t N = B * T, rows = N * DIMS.K, C = DIMS.C, I = DIMS.I;
+    /* a layer's activations: 4 layers keep 1 set instead of 4 */
+    same_gradients(MOE_RECOMPUTE_LAYERS, sizeof(real) * (N * C * 4 + rows * (C + 2 * I)));
+    /* h1 and h3: 4 layers share 1 pair */
+    same_gradients(MOE_RECOMPUTE_EXPERTS, sizeof(real) * rows * 2 * I);
 }
 
 int main(void)

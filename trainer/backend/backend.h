@@ -102,7 +102,8 @@ enum {
  * values a backend starts with. */
 enum { MOE_FP8_FPROP = 1, MOE_FP8_DGRAD = 2, MOE_FP8_WGRAD = 4 };
 typedef enum { MOE_GEMM_CUBLASLT = 0, MOE_GEMM_CUBLAS } moe_gemm_lib;
-typedef enum { MOE_ATTN_MMA = 0, MOE_ATTN_WMMA, MOE_ATTN_SIMT } moe_attn_kernels;
+/* in the order tried: cuDNN's fused flash attention, then moekit's own kernels */
+typedef enum { MOE_ATTN_CUDNN = 0, MOE_ATTN_MMA, MOE_ATTN_WMMA, MOE_ATTN_SIMT } moe_attn_kernels;
 typedef struct {
     int fp8_gemms;              /* MOE_FP8_* bits: the expert GEMMs fp8_block / mxfp8 run in FP8 */
     int fp8_chunk_rows;         /* an expert's FP8 rows go through the GEMMs this many at a time */
@@ -114,7 +115,7 @@ typedef struct {
 static inline moe_backend_opts backend_opts_default(void)
 {
     moe_backend_opts o = {MOE_FP8_FPROP | MOE_FP8_DGRAD | MOE_FP8_WGRAD, 8192, 1,
-                          MOE_GEMM_CUBLASLT, MOE_ATTN_MMA};
+                          MOE_GEMM_CUBLASLT, MOE_ATTN_CUDNN};
     return o;
 }
 

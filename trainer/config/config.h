@@ -47,6 +47,7 @@ typedef struct {
     int eval_every_n_steps;   /* train.eval_every_n_steps: 0 = only at the end */
     int eval_batches;         /* train.eval_batches: micro-batches per evaluation */
     int activation_recompute; /* train.activation_recompute (bool) */
+    int recompute_experts;    /* train.recompute_experts (bool) */
 } moe_train_cfg;
 
 typedef struct {
@@ -116,7 +117,9 @@ typedef struct {
 /* runtime.gemm, runtime.attention, runtime.init_on: indexed
  * like their choices in config_schema.c */
 typedef enum { MOE_RT_GEMM_CUBLASLT = 0, MOE_RT_GEMM_CUBLAS } moe_rt_gemm;
-typedef enum { MOE_RT_ATTN_MMA = 0, MOE_RT_ATTN_WMMA, MOE_RT_ATTN_SIMT } moe_rt_attention;
+typedef enum {
+    MOE_RT_ATTN_CUDNN = 0, MOE_RT_ATTN_MMA, MOE_RT_ATTN_WMMA, MOE_RT_ATTN_SIMT
+} moe_rt_attention;
 typedef enum { MOE_RT_INIT_DEVICE = 0, MOE_RT_INIT_HOST } moe_rt_init_on;
 
 /* runtime.fp8_gemms's words, as bits */

@@ -15,7 +15,7 @@ static const char *const layers_choices[] = {"experts", "all", NULL};
 static const char *const backend_choices[] = {"auto", "cpu", "cuda", NULL};
 /* Indexed by moe_rt_gemm, moe_rt_attention, moe_rt_init_on. */
 static const char *const gemm_choices[] = {"cublaslt", "cublas", NULL};
-static const char *const attention_choices[] = {"mma", "wmma", "simt", NULL};
+static const char *const attention_choices[] = {"cudnn", "mma", "wmma", "simt", NULL};
 static const char *const init_on_choices[] = {"device", "host", NULL};
 static const char *const moments_choices[] = {"fp32", "bf16", NULL};
 
@@ -88,6 +88,9 @@ const config_key config_keys[] = {
             "validation micro-batches per evaluation"),
     BOOL_KEY("train.activation_recompute", train.activation_recompute, "false",
              "recompute activations in backward instead of keeping them"),
+    BOOL_KEY("train.recompute_experts", train.recompute_experts, "false",
+             "keep all but the experts' SwiGLU inputs, which the backward recomputes (less "
+             "memory than keeping all, less time than activation_recompute)"),
 
     FLOAT_KEY("optimizer.lr", optimizer.lr, POSITIVE, "3e-3", "peak learning rate (AdamW)"),
     {.path = "optimizer.betas", .type = KEY_FLOAT_PAIR, .offset = AT(optimizer.beta1),
@@ -189,9 +192,10 @@ const config_key config_keys[] = {
     ENUM_KEY("runtime.gemm", runtime.gemm, gemm_choices, "cublaslt",
              "library of the bf16 GEMMs: cublaslt (an algorithm per shape family) or cublas "
              "(cublasGemmEx every call; to compare)"),
-    ENUM_KEY("runtime.attention", runtime.attention, attention_choices, "mma",
-             "attention kernels tried first: mma (mma.sync), wmma or simt (older families, to "
-             "test and time); a head dim a family lacks falls to the next"),
+    ENUM_KEY("runtime.attention", runtime.attention, attention_choices, "cudnn",
+             "attention tried first: cudnn (cuDNN's fused flash attention where cuDNN loads and "
+             "takes the shape), mma (mma.sync), wmma or simt (moekit's kernels, to test and "
+             "time); a shape a family lacks falls to the next"),
     ENUM_KEY("runtime.init_on", runtime.init_on, init_on_choices, "device",
              "where the random init runs: device (where the backend can) or host (the same "
              "bits, slower; to compare)"),

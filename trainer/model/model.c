@@ -119,8 +119,9 @@ static void plan_layer(planner *pl, moe_model *m, int l, size_t rows)
     /* the SwiGLU inputs as the backend keeps them (fp8_block: E4M3) */
     size_t saved = be->expert_saved_bytes ? be->expert_saved_bytes(be, rows, I)
                                           : be->act_bytes(be, rows * I);
-    a->h1 = plan_bytes(pl, saved);
-    a->h3 = plan_bytes(pl, saved);
+    /* train.recompute_experts: one layer's worth, rebuilt per layer in the backward */
+    a->h1 = s0 && m->recompute_experts ? s0->h1 : plan_bytes(pl, saved);
+    a->h3 = s0 && m->recompute_experts ? s0->h3 : plan_bytes(pl, saved);
 }
 
 int model_create(moe_model **out, const moe_dims *d, moe_backend *be, moe_dispatcher *disp, int B,
@@ -152,7 +153,8 @@ int model_create_parallel(moe_model **out, const moe_dims *d, moe_backend *be,
     m->E_local = d->E / ep_size;
     m->e0 = ep_rank * m->E_local;
     m->disp = disp;
-    m->recompute = recompute != 0;
+    m->recompute = recompute == MOE_RECOMPUTE_LAYERS;
+    m->recompute_experts = recompute == MOE_RECOMPUTE_EXPERTS;
     if (params_layout(m, e)) {
         model_destroy(m);
         return -1;
@@ -255,7 +257,10 @@ void model_destroy(moe_model *m)
             FREE(a->lse); FREE(a->resid_mid); FREE(a->ln2); FREE(a->rstd2); FREE(a->probs);
             FREE(a->topk_idx); FREE(a->topk_w); FREE(a->plan.row_token);
             FREE(a->plan.slot_row); FREE(a->plan.expert_offset_dev); FREE(a->x_perm);
-            FREE(a->p_perm); FREE(a->h1); FREE(a->h3);
+            FREE(a->p_perm);
+            if (l == 0 || !m->recompute_experts) {
+                FREE(a->h1); FREE(a->h3);
+            }
             free(a->plan.expert_count);
             free(a->plan.expert_offset);
         }
@@ -768,6 +773,16 @@ static int moe_branch_bwd(moe_model *m, int l, moe_err *e)
     int C = m->d.C;
     int passes = layer_passes(m, l);
     int dw_mode = passes == 1 ? expert_dw_mode(m, l, &a->plan) : expert_dw_start(m, l);
+    if (m->recompute_experts && l < m->d.L - 1) {
+        /* h1, h3 live in layer 0's buffers, which later layers overwrote: rebuilt
+         * from the kept rows (one pass), or pass by pass with the rows */
+        if (passes == 1)
+            be->experts_fwd(be, a->y_perm, a->h1, a->h3, a->a, a->x_perm, a->p_perm,
+                            W(m, MOE_P_W1, l), W(m, MOE_P_W3, l), W(m, MOE_P_W2, l), &a->plan,
+                            C, m->d.I);
+        else
+            a->resident_pass = -1;
+    }
     for (int p = 0; p < passes; p++) {
         if (a->resident_pass != p && expert_pass(m, l, p, e))
             return -1;

@@ -103,6 +103,11 @@ typedef struct {
     /* train.activation_recompute: layers keep only their input; the backward
      * recomputes each layer's forward into layer 0's buffers */
     int recompute;
+    /* train.recompute_experts: layers keep everything but the SwiGLU inputs
+     * h1, h3 (the largest activations: 2 x top_k x intermediate a token), which
+     * all layers share; the backward redoes each layer's expert forward from
+     * its kept x_perm before the experts' backward */
+    int recompute_experts;
     real *prob_sum_scratch;     /* [E], the recompute's router statistics */
     int64_t *route_count_scratch; /* [E] host */
 
@@ -137,6 +142,8 @@ int model_create(moe_model **out, const moe_dims *d, moe_backend *be, moe_dispat
  * each layer's input and recomputes the layer in the backward (the same
  * gradients, one layer's activations instead of all of them, one more
  * forward of every layer but the last). */
+/* what the backward recomputes instead of keeping (model_create_parallel's recompute) */
+enum { MOE_RECOMPUTE_NONE = 0, MOE_RECOMPUTE_LAYERS = 1, MOE_RECOMPUTE_EXPERTS = 2 };
 int model_create_parallel(moe_model **out, const moe_dims *d, moe_backend *be,
                           moe_dispatcher *disp, int B, int T, int ep_rank, int ep_size,
                           int with_moments, int recompute, moe_err *e);

@@ -232,6 +232,9 @@ static void print_summary(moe_trainer *t, const char *backend_why)
         if (t->model->recompute)
             printf("            activations: each layer's input kept, the layer recomputed in the "
                    "backward (train.activation_recompute)\n");
+        else if (t->model->recompute_experts)
+            printf("            activations: the experts' SwiGLU inputs recomputed in the backward "
+                   "(train.recompute_experts)\n");
     }
     print_plan_vs_allocated(t);
     printf("  start-up  %.2f s ranks and backend, %.2f s model buffers, %.2f s data, %.2f s "
@@ -335,7 +338,8 @@ static moe_backend_opts backend_opts_from_config(const moe_runtime_cfg *rt)
     o.gemm = rt->gemm == MOE_RT_GEMM_CUBLAS ? MOE_GEMM_CUBLAS : MOE_GEMM_CUBLASLT;
     o.attention = rt->attention == MOE_RT_ATTN_SIMT   ? MOE_ATTN_SIMT
                   : rt->attention == MOE_RT_ATTN_WMMA ? MOE_ATTN_WMMA
-                                                      : MOE_ATTN_MMA;
+                  : rt->attention == MOE_RT_ATTN_MMA  ? MOE_ATTN_MMA
+                                                      : MOE_ATTN_CUDNN;
     return o;
 }
 
@@ -384,7 +388,11 @@ static int build_model(moe_trainer *t, moe_err *e)
     moe_dims d = trainer_model_dims(&c->model);
     if (model_create_parallel(&t->model, &d, t->be, t->disp, c->train.micro_batch_size,
                               c->train.seq_length, t->par.ep_rank, t->par.ep_size,
-                              t->world == 1, c->train.activation_recompute, e))
+                              t->world == 1,
+                              c->train.activation_recompute ? MOE_RECOMPUTE_LAYERS
+                              : c->train.recompute_experts  ? MOE_RECOMPUTE_EXPERTS
+                                                            : MOE_RECOMPUTE_NONE,
+                              e))
         return -1;
     t->model->init_on_host = c->runtime.init_on == MOE_RT_INIT_HOST;
     if (t->world > 1) {

@@ -37,12 +37,14 @@ void cuda_attention_mma_bwd(moe_backend *be, bf16 *dq, bf16 *dk, bf16 *dv, const
                             const float *D, int B, int T, int NH, int NKV, int HD);
 int cuda_attention_tc_supported(int HD);
 
-/* runtime.attention=wmma|simt forces an older kernel family (to test and time them against
- * the default); read at each call, so a test can switch between cases (set_run_opts) */
+/* cuDNN's fused flash attention first (where cuDNN loads and takes the shape), then
+ * moekit's kernels: mma.sync, WMMA, SIMT. runtime.attention=mma|wmma|simt starts the
+ * search lower (to test and time the fallbacks against the default); read at each call,
+ * so a test can switch between cases (set_run_opts) */
 static moe_attn_kernels attention_family(moe_backend *be, int HD)
 {
     moe_attn_kernels want = CTX(be)->attention;
-    if (want == MOE_ATTN_MMA && cuda_attention_mma_supported(HD))
+    if (want <= MOE_ATTN_MMA && cuda_attention_mma_supported(HD))
         return MOE_ATTN_MMA;
     if (want != MOE_ATTN_SIMT && cuda_attention_tc_supported(HD))
         return MOE_ATTN_WMMA;
@@ -136,7 +138,11 @@ static void attention_fwd(moe_backend *be, act *out, real *lse, const act *q, co
         cuda_note(be, "attention_fwd", "head_dim above 256 is not supported");
         return;
     }
-    moe_attn_kernels fam = attention_family(be, HD);
+    moe_attn_kernels want = CTX(be)->attention, fam = attention_family(be, HD);
+    if (want == MOE_ATTN_CUDNN && !cuda_attention_cudnn_fwd(be, (bf16 *)out, lse, (const bf16 *)q,
+                                                           (const bf16 *)k, (const bf16 *)v, B,
+                                                           T, NH, NKV, HD))
+        return;
     if (fam == MOE_ATTN_MMA) {
         cuda_attention_mma_fwd(be, (bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
                                (const bf16 *)v, B, T, NH, NKV, HD);
@@ -341,6 +347,12 @@ static void attention_bwd(moe_backend *be, act *dq, act *dk, act *dv, const act 
         cuda_note(be, "attention_bwd", "head_dim above 256 is not supported");
         return;
     }
+    moe_attn_kernels want = CTX(be)->attention, fam = attention_family(be, HD);
+    if (want == MOE_ATTN_CUDNN &&
+        !cuda_attention_cudnn_bwd(be, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv, (const bf16 *)dout,
+                                  (const bf16 *)q, (const bf16 *)k, (const bf16 *)v,
+                                  (const bf16 *)out, lse, B, T, NH, NKV, HD))
+        return;
     cudaStream_t st = CTX(be)->stream;
     size_t rows = (size_t)B * T * NH;
     float *D = (float *)cuda_scratch(be, 2, sizeof(float) * rows);
@@ -349,7 +361,6 @@ static void attention_bwd(moe_backend *be, act *dq, act *dk, act *dv, const act 
     float scale = (float)(1.0 / sqrt((double)HD));
     attn_delta_kernel<<<cuda_blocks(rows, WARPS), WARPS * 32, 0, st>>>(
         D, (const bf16 *)dout, (const bf16 *)out, T, NH, HD, rows);
-    moe_attn_kernels fam = attention_family(be, HD);
     if (fam == MOE_ATTN_MMA) {
         cuda_attention_mma_bwd(be, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv, (const bf16 *)dout,
                                (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, lse, D, B, T,

@@ -179,6 +179,7 @@ static void cu_destroy(moe_backend *be)
     cudaFreeHost(c->h_rows);
     cudaFreeHost(c->h_slots);
     cuda_gemm_destroy(be);
+    cuda_attention_cudnn_destroy(be);
     if (c->blas)
         cublasDestroy(c->blas);
     free(c);

@@ -19,11 +19,13 @@
 typedef __nv_bfloat16 bf16;
 
 /* slots 0-7: the bf16 ops; 8-19: the FP8 and emulated MXFP8 paths (cuda_fp8_ops.h,
- * cuda_moe_mxemu.cu), one precision at a time */
-#define CUDA_SCRATCH_SLOTS 20
+ * cuda_moe_mxemu.cu), one precision at a time; 20: cuDNN attention's workspace */
+#define CUDA_SCRATCH_CUDNN 20
+#define CUDA_SCRATCH_SLOTS 21
 #define CUDA_ADAM_LAYOUTS 4
 #define CUDA_GEMM_PLANS 1024
 typedef struct cuda_gemm_plan cuda_gemm_plan; /* cuda_gemm.cu */
+struct cuda_cudnn_attn; /* cuda_attention_cudnn.cu */
 struct lowp_fp8_gemm;
 
 typedef struct {
@@ -69,6 +71,7 @@ typedef struct {
     cublasLtHandle_t lt;
     void *gemm_ws;
     cuda_gemm_plan *gemm_plans; /* [CUDA_GEMM_PLANS], one algorithm per shape family */
+    struct cuda_cudnn_attn *cudnn_attn; /* cuDNN's handle and attention plans, made on first use */
 } cuda_ctx;
 
 #define CTX(be) ((cuda_ctx *)(be)->ctx)
@@ -267,6 +270,16 @@ extern "C" int cuda_set_linear_lowp(moe_backend *be, int on, const int *widths, 
  * this GPU can run it (cuda_lowp_select.cu) */
 extern "C" int cuda_set_expert_precision(moe_backend *be, moe_precision p, int C, int I,
                                          moe_err *e);
+
+/* causal GQA attention through cuDNN's fused flash attention (cuda_attention_cudnn.cu):
+ * 1 where cuDNN is absent or does not take the shape (nothing done: the caller runs its
+ * own kernels), else 0 (a failure noted) */
+int cuda_attention_cudnn_fwd(moe_backend *be, bf16 *out, float *lse, const bf16 *q,
+                             const bf16 *k, const bf16 *v, int B, int T, int NH, int NKV, int HD);
+int cuda_attention_cudnn_bwd(moe_backend *be, bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
+                             const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *out,
+                             const float *lse, int B, int T, int NH, int NKV, int HD);
+void cuda_attention_cudnn_destroy(moe_backend *be);
 
 void cuda_fill_dense_ops(moe_backend *be);
 void cuda_fill_attention_ops(moe_backend *be);

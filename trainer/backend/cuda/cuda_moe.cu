@@ -493,31 +493,31 @@ static void experts_bwd(moe_backend *be, act *dx_perm, real *dp_perm, real *dw1,
                                p_perm, w1, w3, w2, plan, C, I, dw_overwrite);
         return;
     }
+    /* one expert at a time: a, da, dh1, dh3 for its rows only, so the [rows, I]
+     * scratch is the busiest expert's (about top_k / E of all rows), not all rows' */
     const float wb = dw_overwrite ? 0.f : 1.f; /* each expert's dw gets one GEMM */
-    size_t rows_all = plan->n_rows;
+    int64_t most = 0;
+    for (int x = 0; x < plan->n_experts; x++)
+        most = plan->expert_count[x] > most ? plan->expert_count[x] : most;
     cuda_expert_bwd_bufs b;
-    if (rows_all == 0 || cuda_expert_bwd_prepare(be, &b, h1, h3, p_perm, rows_all, I))
+    if (most == 0 || cuda_expert_bwd_alloc(be, &b, (size_t)most, I))
         return;
-    bf16 *A = b.a, *dA = b.da, *dH1 = b.dh1, *dH3 = b.dh3;
     for (int x = 0; x < plan->n_experts; x++) {
         int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x];
         if (rows == 0)
             continue;
-        const bf16 *DY = CB16(dy_perm) + r0 * C;
-        cuda_gemm_dyTx(be, dw2 + (size_t)x * C * I, DY, A + r0 * I, (int)rows, I, C, wb);
-        cuda_gemm_dyw(be, dA + r0 * I, DY, CB16(w2) + (size_t)x * C * I, (int)rows, I, C, 0.f);
-    }
-    cuda_swiglu_prob_bwd(be, dH1, dH3, dp_perm, dA, CB16(h1), CB16(h3), p_perm, rows_all, I);
-    for (int x = 0; x < plan->n_experts; x++) {
-        int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x];
-        if (rows == 0)
-            continue;
+        const bf16 *H1 = CB16(h1) + r0 * I, *H3 = CB16(h3) + r0 * I, *DY = CB16(dy_perm) + r0 * C;
+        const float *P = p_perm + r0;
+        cuda_swiglu_prob(be, b.a, H1, H3, P, (size_t)rows, I);
+        cuda_gemm_dyTx(be, dw2 + (size_t)x * C * I, DY, b.a, (int)rows, I, C, wb);
+        cuda_gemm_dyw(be, b.da, DY, CB16(w2) + (size_t)x * C * I, (int)rows, I, C, 0.f);
+        cuda_swiglu_prob_bwd(be, b.dh1, b.dh3, dp_perm + r0, b.da, H1, H3, P, (size_t)rows, I);
         const bf16 *X = CB16(x_perm) + r0 * C;
-        cuda_gemm_dyTx(be, dw1 + (size_t)x * I * C, dH1 + r0 * I, X, (int)rows, C, I, wb);
-        cuda_gemm_dyTx(be, dw3 + (size_t)x * I * C, dH3 + r0 * I, X, (int)rows, C, I, wb);
+        cuda_gemm_dyTx(be, dw1 + (size_t)x * I * C, b.dh1, X, (int)rows, C, I, wb);
+        cuda_gemm_dyTx(be, dw3 + (size_t)x * I * C, b.dh3, X, (int)rows, C, I, wb);
         bf16 *DX = B16(dx_perm) + r0 * C;
-        cuda_gemm_dyw(be, DX, dH1 + r0 * I, CB16(w1) + (size_t)x * I * C, (int)rows, C, I, 0.f);
-        cuda_gemm_dyw(be, DX, dH3 + r0 * I, CB16(w3) + (size_t)x * I * C, (int)rows, C, I, 1.f);
+        cuda_gemm_dyw(be, DX, b.dh1, CB16(w1) + (size_t)x * I * C, (int)rows, C, I, 0.f);
+        cuda_gemm_dyw(be, DX, b.dh3, CB16(w3) + (size_t)x * I * C, (int)rows, C, I, 1.f);
     }
 }
 

@@ -81,6 +81,16 @@ static cuda_swiglu_in saved_in(moe_backend *be, const act *h, size_t rows, int I
     return v;
 }
 
+/* rows r0.. of a saved h (the E4M3 scales are column-major at stride ld) */
+static cuda_swiglu_in swiglu_rows(cuda_swiglu_in v, int64_t r0, int I)
+{
+    if (v.h)
+        v.h += r0 * I;
+    else
+        v.q += r0 * I, v.s += r0;
+    return v;
+}
+
 /* ---- forward -------------------------------------------------------------------- */
 
 void cuda_experts_fwd_fp8(moe_backend *be, act *y_perm, act *h1, act *h3, act *a,
@@ -199,10 +209,12 @@ void cuda_experts_bwd_fp8(moe_backend *be, act *dx_perm, real *dp_perm, real *dw
         return;
     /* h1, h3 read straight from what the forward kept (E4M3 or bf16) */
     const cuda_swiglu_in H1 = saved_in(be, h1, rows_all, I), H3 = saved_in(be, h3, rows_all, I);
-    if (cuda_expert_bwd_alloc(be, &b, rows_all, I))
+    /* one expert at a time, as the bf16 path: a, da, dh1, dh3 for the busiest expert's rows */
+    int64_t most = 0;
+    for (int x = 0; x < plan->n_experts; x++)
+        most = plan->expert_count[x] > most ? plan->expert_count[x] : most;
+    if (cuda_expert_bwd_alloc(be, &b, (size_t)most, I))
         return;
-    cuda_swiglu_prob_in(be, b.a, H1, H3, p_perm, rows_all, I);
-    bf16 *A = b.a, *dA = b.da, *dH1 = b.dh1, *dH3 = b.dh3;
     size_t ch = (size_t)CTX(be)->fp8_chunk_rows;
     q8 gq = fp8_act_scratch(be, S_P, ch, wide, 1, 1); /* the gradient: both copies */
     q8 iq = fp8_act_scratch(be, S_Q, ch, wide, 0, 1); /* the GEMM input: transposed only */
@@ -210,25 +222,22 @@ void cuda_experts_bwd_fp8(moe_backend *be, act *dx_perm, real *dp_perm, real *dw
         return;
     for (int x = 0; x < plan->n_experts; x++) {
         int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x], n8 = fp8_rows(be, rows);
-        if (rows == 0)
-            continue;
-        if (fp8_proj_bwd(be, op, dA + r0 * I, 0.f, dw2 + (size_t)x * C * I, wb, CB16(dy_perm) + r0 * C,
-                     A + r0 * I, CB16(w2) + (size_t)x * C * I, &gq, &iq, rows, don ? n8 : 0,
-                     won ? n8 : 0, I, C, 0))
-            return;
-    }
-    cuda_swiglu_prob_bwd_in(be, dH1, dH3, dp_perm, dA, H1, H3, p_perm, rows_all, I);
-    for (int x = 0; x < plan->n_experts; x++) {
-        int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x], n8 = fp8_rows(be, rows);
         int64_t nd = don ? n8 : 0, nw = won ? n8 : 0;
         if (rows == 0)
             continue;
+        const cuda_swiglu_in h1x = swiglu_rows(H1, r0, I), h3x = swiglu_rows(H3, r0, I);
+        cuda_swiglu_prob_in(be, b.a, h1x, h3x, p_perm + r0, (size_t)rows, I);
+        if (fp8_proj_bwd(be, op, b.da, 0.f, dw2 + (size_t)x * C * I, wb, CB16(dy_perm) + r0 * C,
+                         b.a, CB16(w2) + (size_t)x * C * I, &gq, &iq, rows, nd, nw, I, C, 0))
+            return;
+        cuda_swiglu_prob_bwd_in(be, b.dh1, b.dh3, dp_perm + r0, b.da, h1x, h3x, p_perm + r0,
+                                (size_t)rows, I);
         const bf16 *X = CB16(x_perm) + r0 * C;
         bf16 *DX = B16(dx_perm) + r0 * C;
-        if (fp8_proj_bwd(be, op, DX, 0.f, dw1 + (size_t)x * I * C, wb, dH1 + r0 * I, X,
-                     CB16(w1) + (size_t)x * I * C, &gq, &iq, rows, nd, nw, C, I, 0) ||
-            fp8_proj_bwd(be, op, DX, 1.f, dw3 + (size_t)x * I * C, wb, dH3 + r0 * I, X,
-                     CB16(w3) + (size_t)x * I * C, &gq, &iq, rows, nd, nw, C, I, 1))
+        if (fp8_proj_bwd(be, op, DX, 0.f, dw1 + (size_t)x * I * C, wb, b.dh1, X,
+                         CB16(w1) + (size_t)x * I * C, &gq, &iq, rows, nd, nw, C, I, 0) ||
+            fp8_proj_bwd(be, op, DX, 1.f, dw3 + (size_t)x * I * C, wb, b.dh3, X,
+                         CB16(w3) + (size_t)x * I * C, &gq, &iq, rows, nd, nw, C, I, 1))
             return;
     }
 }

@@ -6,7 +6,8 @@ NVCCFLAGS ?= -O3 -lineinfo -Xcompiler -fPIC -Xcompiler -Wall \
 	-gencode arch=compute_90,code=compute_90
 CUDA_SRCS := trainer/backend/cuda/cuda_backend.cu trainer/backend/cuda/cuda_dense.cu \
 	trainer/backend/cuda/cuda_attention.cu trainer/backend/cuda/cuda_attention_tc.cu \
-	trainer/backend/cuda/cuda_attention_mma.cu \
+	trainer/backend/cuda/cuda_attention_mma.cu trainer/backend/cuda/cuda_attention_cudnn.cu \
+	trainer/backend/cuda/cuda_cudnn.cu \
 	trainer/backend/cuda/cuda_moe.cu trainer/backend/cuda/cuda_moe_fp8.cu \
 	trainer/backend/cuda/cuda_fp8_ops.cu trainer/backend/cuda/cuda_linear_lowp.cu \
 	trainer/backend/cuda/cuda_moe_mxemu.cu trainer/backend/cuda/cuda_lowp_select.cu \
@@ -26,6 +27,8 @@ $(B)/obj/trainer/backend/cuda/cuda_moe_mxemu.o: $(LOWP_CUDA_H)
 $(B)/obj/trainer/backend/cuda/cuda_moe.o: $(LOWP_CUDA_DIR)/fp8_blk_device.cuh trainer/lowp/fp8_scalar.h
 $(B)/obj/trainer/backend/cuda/cuda_moe.o: NVCCFLAGS += $(LOWP_DEVICE_DEFS)
 $(B)/obj/trainer/backend/cuda/cuda_lowp_select.o: $(FP8_GEMM_H)
+$(B)/obj/trainer/backend/cuda/cuda_cudnn.o $(B)/obj/trainer/backend/cuda/cuda_attention_cudnn.o: \
+	trainer/backend/cuda/cuda_cudnn.h
 $(B)/obj/%.o: %.cu trainer/backend/cuda/cuda_internal.h trainer/backend/backend.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
@@ -52,6 +55,12 @@ $(B)/tests/gpu/test_linear_lowp: $(call obj,tests/gpu/test_linear_lowp.c) $(CUDA
 GPU_TESTS += $(B)/tests/gpu/bench_ops
 $(B)/tests/gpu/bench_ops: $(call obj,tests/gpu/bench_ops.c) $(CUDA_LIBS) \
 		$(B)/lib/libmoe_cpu.a $(B)/lib/libmoe_common.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(CUDA_LDLIBS) $(LDLIBS_BASE)
+# attention forward + backward at the long sequences, cuDNN against moekit's kernels
+GPU_TESTS += $(B)/tests/gpu/bench_attention
+$(B)/tests/gpu/bench_attention: $(call obj,tests/gpu/bench_attention.c) $(CUDA_LIBS) \
+		$(B)/lib/libmoe_model.a $(B)/lib/libmoe_common.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(CUDA_LDLIBS) $(LDLIBS_BASE)
 # cuBLAS against cuBLASLt's candidates on the expert GEMM shapes
