@@ -280,18 +280,25 @@ static void test_check_memory_plan(void)
              FIX("b200x8.xml"));
     CHECK(run(args) == 0);
     HAS("memory: L1_8x7B_ep fits the 179 GiB GPUs at EP=8 x DP=1");
-    snprintf(args, sizeof args, "--check --ep 8 --config L1_8x7B_ep %s refuse_memory_short=yes\" %s",
-             pol, FIX("h200x8.xml"));
-    CHECK(run(args) == 2);
-    HAS("memory: refused: L1_8x7B_ep at EP=8 x DP=1 needs");
-    HAS("EP=8 x DP=2 (16 GPUs)");
+    /* the distributed optimizer's shards fit EP=8 x DP=1 in an H200's 141 GB */
     snprintf(args, sizeof args, "--check --ep 8 --config L1_8x7B_ep %s\" %s", pol,
              FIX("h200x8.xml"));
+    CHECK(run(args) == 0);
+    HAS("memory: L1_8x7B_ep fits");
+    /* EP=4 on four 94 GiB H100 NVL: the experts' state of two experts a rank does not */
+    snprintf(args, sizeof args,
+             "--check --ep 4 --gpus 0-3 --config L1_8x7B_ep %s refuse_memory_short=yes\" %s", pol,
+             FIX("mixed-h100-l40s.xml"));
+    CHECK(run(args) == 3);
+    HAS("memory: refused: L1_8x7B_ep at EP=4 x DP=1 needs");
+    HAS("EP=4 x DP=8 (32 GPUs)");
+    snprintf(args, sizeof args, "--check --ep 4 --gpus 0-3 --config L1_8x7B_ep %s\" %s", pol,
+             FIX("mixed-h100-l40s.xml"));
     CHECK(run(args) == 0);
     HAS("memory: warning: L1_8x7B_ep");
     snprintf(args, sizeof args, "--check --ep 8 --config no_such_config %s\" %s", pol,
              FIX("b200x8.xml"));
-    CHECK(run(args) == 1);
+    CHECK(run(args) == 2);
 }
 
 static void test_check_reads_slurm_environment(void)

@@ -69,10 +69,22 @@ static void test_headline_plan(void)
     CHECK_MSG(s < 0.5, "the plan took %.3f s", s);
     CHECK(p.params_total > 46000000000LL && p.params_total < 47000000000LL);
     CHECK(p.params_local > 6900000000LL && p.params_local < 7100000000LL);
-    /* bf16 compute copy and the low halves of the split masters: 2 B each */
+    /* the bf16 compute copy and the fp32 gradients of every local parameter; the
+     * masters' low halves live in the optimizer's shard (with the moments: 10 B a
+     * shard element), not beside the model */
     CHECK(p.bytes[MOE_MEM_WEIGHTS] == 2 * (size_t)p.params_local);
-    CHECK(p.bytes[MOE_MEM_MASTER] == 2 * (size_t)p.params_local);
+    CHECK(p.bytes[MOE_MEM_MASTER] == 0);
     CHECK(p.bytes[MOE_MEM_GRADS] == 4 * (size_t)p.params_local);
+    /* the design's figure: at most 6 + 10/d bytes a parameter for the state,
+     * so under 105 GiB per GPU at EP=8 x DP=1 with recompute */
+    CHECK_MSG(p.total <= (size_t)105 << 30, "%.1f GiB", p.total / 1073741824.0);
+    moe_plan d2, b16;
+    CHECK(plan_make(&d2, &c, 8, 2, NULL, &e) == 0); /* an 80 GB H100 at DP=2 */
+    CHECK_MSG(d2.total <= (size_t)76 << 30, "DP=2: %.1f GiB", d2.total / 1073741824.0);
+    snprintf(c.optimizer.moments_dtype, sizeof c.optimizer.moments_dtype, "bf16");
+    CHECK(plan_make(&b16, &c, 8, 1, NULL, &e) == 0);
+    CHECK_MSG(b16.total <= (size_t)82 << 30, "bf16 moments: %.1f GiB", b16.total / 1073741824.0);
+    snprintf(c.optimizer.moments_dtype, sizeof c.optimizer.moments_dtype, "fp32");
     /* capacity: 8192 tokens x top-2 x 1.5, not EP x N x K = 131,072 rows */
     CHECK_MSG(p.cap_rows == 24576, "%zu rows", p.cap_rows);
     c.parallel.expert_capacity_factor = 8;
@@ -113,7 +125,7 @@ static void test_plan_fit(void)
     char msg[2048];
     CHECK(plan_fit(&c, 8, 1, 80 * GIB, 1, msg, sizeof msg, &e) == PLAN_REFUSE);
     CHECK_MSG(strstr(msg, "L1_8x7B_ep at EP=8 x DP=1 needs") && strstr(msg, "80.0 GiB") &&
-                  strstr(msg, "EP=8 x DP=2 (16 GPUs)") && strstr(msg, "bf16 AdamW moments") &&
+                  strstr(msg, "EP=8 x DP=2 (16 GPUs)") && strstr(msg, "optimizer.moments_dtype=bf16") &&
                   strstr(msg, "fp8_block"),
               "%s", msg);
     CHECK(plan_fit(&c, 8, 1, 80 * GIB, 0, msg, sizeof msg, &e) == PLAN_WARN);
