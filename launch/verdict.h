@@ -13,6 +13,8 @@
 #include "../common/precision.h"
 
 #define MOE_VERDICT_MAX_GPUS 64
+/* Most GPUs in one step (nodes x GPUs per node); more would overflow the arithmetic. */
+#define MOE_VERDICT_MAX_WORLD (1 << 20)
 
 /* What the admin set in plugstack.conf; the policy always wins. */
 typedef enum { MOE_NONBW_BF16 = 0, MOE_NONBW_REJECT } moe_nonbw_policy;
