@@ -274,6 +274,10 @@ int fasta_read(const char *path, moe_fasta_record_fn fn, void *ctx, moe_err *e)
         return moe_err_errno(e, errno, "%s: cannot open FASTA file", path);
     if (S_ISDIR(st.st_mode))
         return moe_errf(e, "%s: is a directory, not a FASTA file", path);
+    if (!S_ISREG(st.st_mode)) /* a FIFO would block the run forever */
+        return moe_errf(e, "%s: is a %s, not a regular FASTA file", path,
+                        S_ISFIFO(st.st_mode) ? "FIFO" : S_ISSOCK(st.st_mode) ? "socket"
+                                                                               : "device");
 
     fasta_reader *r = calloc(1, sizeof *r);
     unsigned char *buf = malloc(FASTA_CHUNK);
