@@ -6,8 +6,8 @@ MOE_CUDA_SASS := 90a 100a
 MOE_CUDA_PTX := 90
 MOE_CUDA_GENCODE := $(foreach a,$(MOE_CUDA_SASS),-gencode arch=compute_$(a),code=sm_$(a)) \
 	-gencode arch=compute_$(MOE_CUDA_PTX),code=compute_$(MOE_CUDA_PTX)
-$(call obj,common/precision.c): CFLAGS += -DMOE_CUDA_SASS='"$(MOE_CUDA_SASS)"' \
-	-DMOE_CUDA_PTX='"$(MOE_CUDA_PTX)"'
+MOE_CUDA_ARCH_DEFS := -DMOE_CUDA_SASS='"$(MOE_CUDA_SASS)"' -DMOE_CUDA_PTX='"$(MOE_CUDA_PTX)"'
+$(call obj,common/precision.c): CFLAGS += $(MOE_CUDA_ARCH_DEFS)
 $(call obj,common/precision.c): common/rules.mk
 
 COMMON_SRCS := common/err.c common/precision.c common/layout.c
