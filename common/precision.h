@@ -38,6 +38,12 @@ int precision_parse(const char *s, moe_precision *out);
  * the CUDA backend all ask this. */
 int precision_gpu_can_run(moe_precision p, int cc_major, int cc_minor, char *why, size_t n);
 
+/* The GPU code this build carries (common/rules.mk): machine code for these
+ * architectures ("90a 100a") and PTX of this one ("90"); precision_gpu_can_run
+ * offers a recipe only where it has code. */
+extern const char precision_build_sass[];
+extern const char precision_build_ptx[];
+
 #ifdef __cplusplus
 }
 #endif

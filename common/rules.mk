@@ -1,3 +1,15 @@
+# The GPU code a CUDA build of moekit carries: machine code (SASS) for these
+# architectures and PTX of the last, which the driver compiles for newer GPUs.
+# The nvcc rules build from these lists, and common/precision.c is told them,
+# so the verdict offers a recipe only where the binary has code for the GPU.
+MOE_CUDA_SASS := 90a 100a
+MOE_CUDA_PTX := 90
+MOE_CUDA_GENCODE := $(foreach a,$(MOE_CUDA_SASS),-gencode arch=compute_$(a),code=sm_$(a)) \
+	-gencode arch=compute_$(MOE_CUDA_PTX),code=compute_$(MOE_CUDA_PTX)
+MOE_CUDA_ARCH_DEFS := -DMOE_CUDA_SASS='"$(MOE_CUDA_SASS)"' -DMOE_CUDA_PTX='"$(MOE_CUDA_PTX)"'
+$(call obj,common/precision.c): CFLAGS += $(MOE_CUDA_ARCH_DEFS)
+$(call obj,common/precision.c): common/rules.mk
+
 COMMON_SRCS := common/err.c common/precision.c common/layout.c common/install_dirs.c
 COMMON_LIB := $(B)/lib/libmoe_common.a
 $(COMMON_LIB): $(call obj,$(COMMON_SRCS))

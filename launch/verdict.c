@@ -133,6 +133,16 @@ static void say_not_blackwell(moe_verdict *v, const moe_step *s)
         say(v, "; the compute capability of %s is unknown (neither NVML nor moekit's PCI id "
                "table knows it), which counts as not Blackwell",
             s->gpus[unknown].model);
+    /* Data-centre Blackwell the build has no MXFP8 kernels for (a B300, 10.3,
+     * from an sm_100a-only build). */
+    for (int i = 0; i < s->n_gpus; i++) {
+        char why[320];
+        if (s->gpus[i].cc_major == 10 &&
+            !precision_gpu_can_run(MOE_PREC_MXFP8, 10, s->gpus[i].cc_minor, why, sizeof why)) {
+            say(v, "; %s: %s", s->gpus[i].model, why);
+            break;
+        }
+    }
 }
 
 static void refuse(moe_verdict *v)
@@ -344,7 +354,14 @@ void verdict_decide(const moe_policy *pol, const moe_request *req, const moe_ste
         return;
     }
     int nodes = step->nnodes > 1 ? step->nnodes : 1;
-    int world = step->n_gpus * nodes;
+    long long world_ll = (long long)step->n_gpus * nodes;
+    if (world_ll > MOE_VERDICT_MAX_WORLD) {
+        refuse(out);
+        say(out, "moekit: refusing this job: %d nodes of %d GPUs is %lld GPUs, more than the "
+                 "%d moekit can place.", nodes, step->n_gpus, world_ll, MOE_VERDICT_MAX_WORLD);
+        return;
+    }
+    int world = (int)world_ll;
 
     char gpus[sizeof out->paragraph];
     moe_verdict tmp;

@@ -13,6 +13,8 @@
 #include "../common/precision.h"
 
 #define MOE_VERDICT_MAX_GPUS 64
+/* Most GPUs in one step (nodes x GPUs per node); more would overflow the arithmetic. */
+#define MOE_VERDICT_MAX_WORLD (1 << 20)
 
 /* What the admin set in plugstack.conf; the policy always wins. */
 typedef enum { MOE_NONBW_BF16 = 0, MOE_NONBW_REJECT } moe_nonbw_policy;
@@ -38,7 +40,8 @@ typedef struct {
     int ep;                    /* --moe-ep=N (0 = not given: 1) */
     int dp;                    /* --moe-dp=N (0 = not given: GPUs / EP) */
     moe_precision precision;   /* --moe-precision: auto, mxfp8, bf16 or fp8_block */
-    char set[8192];            /* --moe-set=k=v[,k=v] (raw, validated syntax) */
+    char set[16384];           /* --moe-set=k=v[,k=v] (raw, validated syntax); users get
+                                  half at submit, the rest is for the job script's items */
     int check_only;            /* --moe-check */
 } moe_request;
 

@@ -166,6 +166,56 @@ static int check_set_item(const char *item, moe_err *e)
     return 0;
 }
 
+/* Copy one item from *src to *dst (dst never runs ahead of src: unquoting
+ * only shrinks), stopping at the ',' that ends it or at the end. A value
+ * that starts with '"' is quoted: up to the closing '"', ',' '[' ']' are
+ * plain, \" and \\ stand for '"' and '\', and the quotes go. An
+ * unquoted value keeps its brackets, which must balance, and no '"'.
+ * Returns 1 at the end of the list, 0 before the next item, -1 on error. */
+static int take_item(char **src, char **dst, const char *set, moe_err *e)
+{
+    const char *opt = "--moe-set";
+    char *p = *src, *q = *dst, *item = *dst;
+    while (*p && *p != ',' && *p != '=')
+        *q++ = *p++;
+    if (*p == '=' && p[1] == '"') {
+        *q++ = *p++;
+        for (p++;; p++) {
+            if (!*p)
+                return moe_errf(e, "%s=%s: unterminated '\"'", opt, set);
+            if (*p == '"')
+                break;
+            if (*p == '\\' && (p[1] == '"' || p[1] == '\\'))
+                p++;
+            *q++ = *p;
+        }
+        p++;
+        if (*p && *p != ',')
+            return moe_errf(e, "%s=%s: text after the closing '\"' of '%.*s' (quote the whole "
+                               "value)", opt, set, (int)(q - item), item);
+    } else if (*p == '=') {
+        int depth = 0;
+        for (; *p && (*p != ',' || depth > 0); p++) {
+            if (*p == '"')
+                return moe_errf(e, "%s=%s: a '\"' inside a value; quote the whole value, as in "
+                                   "key=\"a,b\" (\\\" for a '\"', \\\\ for a '\\')", opt, set);
+            if (*p == '[')
+                depth++;
+            if (*p == ']' && --depth < 0)
+                return moe_errf(e, "%s=%s: ']' without '['; quote a value that has one", opt,
+                                set);
+            *q++ = *p;
+        }
+        if (depth > 0)
+            return moe_errf(e, "%s=%s: '[' without ']'; quote a value that has one", opt, set);
+    }
+    int end = (*p == '\0');
+    *q = '\0';
+    *src = end ? p : p + 1;
+    *dst = q + 1;
+    return end;
+}
+
 int args_split_set(const char *set, char *buf, size_t bufsz, char **items, int max_items,
                    moe_err *e)
 {
@@ -181,19 +231,12 @@ int args_split_set(const char *set, char *buf, size_t bufsz, char **items, int m
                         (unsigned char)set[bad], bad + 1);
     memcpy(buf, set, len + 1);
 
-    int n = 0, depth = 0, quoted = 0;
-    char *start = buf;
-    for (char *p = buf;; p++) {
-        if (*p == '"')
-            quoted = !quoted;
-        else if (!quoted && *p == '[')
-            depth++;
-        else if (!quoted && *p == ']' && depth > 0)
-            depth--;
-        if (*p && (*p != ',' || quoted || depth > 0))
-            continue;
-        int end = (*p == '\0');
-        *p = '\0';
+    int n = 0;
+    for (char *src = buf, *dst = buf;;) {
+        char *start = dst;
+        int end = take_item(&src, &dst, set, e);
+        if (end < 0)
+            return -1;
         if (!*start)
             return moe_errf(e, "%s=%s: empty item (two commas in a row, or a comma at an end)", opt,
                             set);
@@ -204,11 +247,15 @@ int args_split_set(const char *set, char *buf, size_t bufsz, char **items, int m
         items[n++] = start;
         if (end)
             break;
-        start = p + 1;
     }
-    if (quoted)
-        return moe_errf(e, "%s=%s: unterminated '\"'", opt, set);
     return n;
+}
+
+int args_check_user_set(const char *set, moe_err *e)
+{
+    static char buf[MOE_ARG_MAX_SET + 1];
+    char *items[MOE_ARG_MAX_ITEMS];
+    return args_split_set(set, buf, sizeof buf, items, MOE_ARG_MAX_ITEMS, e) < 0 ? -1 : 0;
 }
 
 int args_apply(moe_request *req, moe_arg_id id, const char *value, int allow_config_paths,
@@ -240,9 +287,9 @@ int args_apply(moe_request *req, moe_arg_id id, const char *value, int allow_con
         break;
     }
     case MOE_ARG_SET: {
-        char buf[sizeof req->set];
-        char *items[MOE_ARG_MAX_ITEMS];
-        if (args_split_set(value, buf, sizeof buf, items, MOE_ARG_MAX_ITEMS, e) < 0)
+        static char buf[sizeof req->set];
+        char *items[MOE_ARG_STEP_MAX_ITEMS];
+        if (args_split_set(value, buf, sizeof buf, items, MOE_ARG_STEP_MAX_ITEMS, e) < 0)
             return -1;
         snprintf(req->set, sizeof req->set, "%s", value);
         break;

@@ -37,8 +37,15 @@ extern const moe_arg_desc moe_args[MOE_ARG_COUNT];
 #define MOE_ARG_MAX_NAME 255
 /* Longest single --moe-set value. */
 #define MOE_ARG_MAX_VALUE 1024
-/* Most --moe-set items. */
+/* Most --moe-set items and characters a user may give at submit (sbatch,
+ * salloc, srun: args_check_user_set). A step accepts MOE_ARG_SCRIPT_ITEMS
+ * more items, and the rest of moe_request.set, so what a job script adds
+ * (the jobs/ scripts add checkpoint.ckpt_dir and resume_from_checkpoint) never
+ * refuses a list that was accepted at submit. */
 #define MOE_ARG_MAX_ITEMS 64
+#define MOE_ARG_MAX_SET 8191
+#define MOE_ARG_SCRIPT_ITEMS 8
+#define MOE_ARG_STEP_MAX_ITEMS (MOE_ARG_MAX_ITEMS + MOE_ARG_SCRIPT_ITEMS)
 
 /* Apply one option to req and mark it active. value is NULL for a flag.
  * allow_config_paths: the admin's allow_user_configs (paths for
@@ -58,12 +65,22 @@ int args_check_config(const char *value, int allow_paths, moe_err *e);
 /* 1 when the --moe-config value is a path rather than a name. */
 int args_config_is_path(const char *value);
 
-/* Split a --moe-set value into key=value items. Commas separate items,
- * except inside [...] or "..." so `optimizer.betas=[0.9,0.95]` is one item.
- * Items point into buf (a copy, bufsz bytes). Returns the number of items,
- * or -1 with a message naming --moe-set and the item. */
+/* Split a --moe-set value into key=value items, the one quoting rule of
+ * moekit's --moe-set (plugin/README.md):
+ *   - commas separate items; an unquoted value may hold commas inside
+ *     balanced [...] (optimizer.betas=[0.9,0.95]), and no '"';
+ *   - a value that starts with '"' is quoted to its closing '"', which must
+ *     end the item: inside, ',' '[' ']' are plain characters and \" and \\
+ *     stand for '"' and '\'; the item keeps the value without the quotes
+ *     (checkpoint.ckpt_dir="/a,b" gives checkpoint.ckpt_dir=/a,b).
+ * Items point into buf (bufsz bytes). Returns the number of items, or -1
+ * with a message naming --moe-set and the item. */
 int args_split_set(const char *set, char *buf, size_t bufsz, char **items, int max_items,
                    moe_err *e);
+
+/* The user's limits on --moe-set at submit: MOE_ARG_MAX_ITEMS items,
+ * MOE_ARG_MAX_SET characters. 0, or -1 with the reason. */
+int args_check_user_set(const char *set, moe_err *e);
 
 /* Option name for messages: "--moe-precision". */
 const char *args_option_name(moe_arg_id id);

@@ -121,7 +121,7 @@ int resolve_request(const moe_policy *pol, const moe_request *req, moe_resolved 
     out->n_items = 0;
     if (req->set[0]) {
         out->n_items = args_split_set(req->set, out->set_buf, sizeof out->set_buf, out->items,
-                                      MOE_ARG_MAX_ITEMS, e);
+                                      MOE_ARG_STEP_MAX_ITEMS, e);
         if (out->n_items < 0)
             return -1;
     }

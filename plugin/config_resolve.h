@@ -47,7 +47,7 @@ typedef struct {
     char config_path[4096];    /* the config file the trainer reads */
     moe_config_facts facts;
     char set_buf[sizeof ((moe_request *)0)->set];
-    char *items[MOE_ARG_MAX_ITEMS]; /* the --moe-set items */
+    char *items[MOE_ARG_STEP_MAX_ITEMS]; /* the --moe-set items */
     int n_items;
 } moe_resolved;
 

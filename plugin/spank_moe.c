@@ -1,6 +1,7 @@
 /* moekit SPANK plugin: entry points.
  *
  * plugstack.conf:  required /path/spank_moe.so trainer=... configs=... [policy...]
+ *                  (a wrong argument never fails slurm_spank_init: see plugin/README.md)
  * Users:           sbatch|srun|salloc --moe-config=NAME [--moe-ep=N] ... (see plugin/README.md)
  *
  * Each entry point dispatches on the context to one file; a job without any
@@ -19,6 +20,12 @@ moe_plugin moe_state;
 static int option_cb(int val, const char *optarg, int remote)
 {
     moe_err e;
+    if (moe_state.policy_failed) {
+        /* The job is refused with the policy's reason (moe_submit_check,
+         * task_init), whatever this value is. */
+        moe_state.request.active = 1;
+        return 0;
+    }
     if (args_apply(&moe_state.request, (moe_arg_id)val, optarg,
                    moe_state.policy.allow_user_configs, &e) == 0)
         return 0;
@@ -62,9 +69,16 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
     memset(&moe_state, 0, sizeof moe_state);
     moe_err e;
     if (policy_parse(&moe_state.policy, ac, av, &e) < 0) {
-        /* A broken site policy must not let jobs run unchecked: fail loudly. */
-        slurm_error("moekit: spank_moe.so arguments in plugstack.conf: %s", e.msg);
-        return -1;
+        /* A broken site policy must not let moekit jobs run unchecked, nor
+         * touch anyone else's: failing here would fail every job (or, in
+         * slurmstepd, drain the node). Every --moe-* job is refused with
+         * this reason instead, at submit and in task_init. */
+        moe_state.policy_failed = 1;
+        moe_errf(&moe_state.policy_err, "the site's plugstack.conf arguments for spank_moe.so "
+                                        "are wrong (%s); moekit jobs cannot run until an admin "
+                                        "fixes them", e.msg);
+        if (ctx != S_CTX_REMOTE)
+            slurm_verbose("moekit: %s", moe_state.policy_err.msg);
     }
     if (ctx == S_CTX_LOCAL || ctx == S_CTX_ALLOCATOR || ctx == S_CTX_REMOTE)
         return register_options(sp);

@@ -16,6 +16,8 @@
 typedef struct {
     moe_policy policy;      /* the admin's plugstack.conf arguments */
     moe_request request;    /* the user's --moe-* options */
+    int policy_failed;      /* plugstack.conf arguments refused: every --moe-* job is refused */
+    moe_err policy_err;     /* why, worded for the user */
     int option_failed;      /* a --moe-* value was refused (reported from task_init remotely) */
     moe_err option_err;     /* the first refusal */
 } moe_plugin;

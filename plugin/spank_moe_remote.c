@@ -71,13 +71,11 @@ static int read_node(const task_info *ti, moe_topo *topo, moe_step *step, int *g
     const char *xml = pol->topology_xml[0] ? pol->topology_xml : NULL;
     if (topo_load(topo, xml, 0, e) < 0)
         return moe_err_prefix(e, "reading this node's topology");
-    if (topo_step_gpus(topo, launch_getenv(ti->env, "SLURM_STEP_GPUS"),
-                       launch_getenv(ti->env, "SLURM_JOB_GPUS"),
-                       launch_getenv(ti->env, "CUDA_VISIBLE_DEVICES"), gpu_idx, n_idx, NULL,
-                       e) < 0)
-        return -1;
     if (topo_fill_step(topo, ti->env, step, e) < 0)
         return -1;
+    if (topo_slurm_step_gpus(topo, ti->env, gpu_idx, n_idx, NULL, e) < 0)
+        return -1;
+    topo_step_from_indices(topo, gpu_idx, *n_idx, step);
     step->ntasks = (int)ti->total_tasks;
     step->nnodes = (int)ti->nnodes;
     return 0;
@@ -194,6 +192,8 @@ int moe_remote_task_init(spank_t sp)
     }
     if (ti.step_id >= SLURM_MAX_NORMAL_STEP_ID)
         return 0;
+    if (moe_state.policy_failed)
+        return refuse(&ti, "%s", moe_state.policy_err.msg);
     if (moe_state.option_failed)
         return refuse(&ti, "%s", moe_state.option_err.msg);
     if (!req->config[0])
@@ -242,7 +242,9 @@ int moe_remote_task_init(spank_t sp)
     }
     char visible_buf[256];
     const char *cuda_visible = NULL;
-    if (pol->bind)
+    if (n_idx == 0)
+        cuda_visible = ""; /* a step without GPUs must not reach the node's */
+    else if (pol->bind)
         cuda_visible = bind_task(&ti, topo, gpu_idx, n_idx, visible_buf, sizeof visible_buf);
     rc = start_trainer(&ti, v, r->config_path, r->items, r->n_items, cuda_visible);
 out:

@@ -47,8 +47,19 @@ int moe_submit_check(const char *who, int requested_gpus, int requested_tasks)
 {
     moe_request want = moe_state.request;
     moe_err e;
+    if (moe_state.policy_failed) {
+        slurm_error("moekit: %s refused before queueing: %s", who, moe_state.policy_err.msg);
+        return -1;
+    }
     if (moe_state.option_failed) {
         slurm_error("moekit: %s", moe_state.option_err.msg);
+        return -1;
+    }
+    /* The user's limits where a job is submitted; an srun inside a job is a
+     * step, which has room for what the job script added. */
+    int new_job = strcmp(who, "srun") != 0 || !getenv("SLURM_JOB_ID");
+    if (new_job && want.set[0] && args_check_user_set(want.set, &e) < 0) {
+        slurm_error("moekit: %s refused before queueing: %s", who, e.msg);
         return -1;
     }
     if (!want.config[0]) {

@@ -46,6 +46,9 @@ FUZZ_CFLAGS := -std=c11 -O1 -g -D_GNU_SOURCE -fno-omit-frame-pointer -Wno-unknow
 	-fsanitize=fuzzer-no-link $(FUZZ_SAN) -DMOE_CONFIG_DIR_DEFAULT='"$(abspath configs)"' \
 	-DMOE_DATA_DIR_DEFAULT='"$(abspath data)"' -DMOE_SOURCE_DIR='"$(abspath .)"'
 fuzz_obj = $(patsubst %.c,$(FUZZ_B)/obj/%.o,$(1))
+# the build's GPU code lists (common/rules.mk), which common/precision.c needs
+$(FUZZ_B)/obj/common/precision.o: FUZZ_CFLAGS += $(MOE_CUDA_ARCH_DEFS)
+$(FUZZ_B)/obj/common/precision.o: common/rules.mk
 
 $(FUZZ_B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -15,6 +15,7 @@ const char *topo_source_name(topo_source s)
     case TOPO_SRC_NVML: return "nvml";
     case TOPO_SRC_XML_INFO: return "xml-info";
     case TOPO_SRC_PCI_TABLE: return "pci-id table";
+    case TOPO_SRC_HWLOC: return "hwloc";
     default: return "unknown";
     }
 }
@@ -43,6 +44,19 @@ static void locality(hwloc_topology_t topo, hwloc_obj_t o, moe_topo_gpu *g)
         hwloc_bitmap_list_snprintf(g->cpus, sizeof g->cpus, anc->cpuset);
 }
 
+int topo_parse_cc(const char *s, int *major, int *minor)
+{
+    /* Strictly "M.m" or "MM.m": sscanf would take "+10.0" and "9.10". */
+    const char *dot = strchr(s, '.');
+    size_t nmaj = dot ? (size_t)(dot - s) : 0;
+    if (!dot || nmaj < 1 || nmaj > 2 || strspn(s, "0123456789") != nmaj || dot[1] < '0' ||
+        dot[1] > '9' || dot[2] || s[0] == '0')
+        return -1;
+    *major = nmaj == 1 ? s[0] - '0' : (s[0] - '0') * 10 + (s[1] - '0');
+    *minor = dot[1] - '0';
+    return 0;
+}
+
 /* The moe.* info attributes a topology XML may carry for a GPU. */
 static int xml_facts(hwloc_obj_t o, moe_topo_gpu *g, const char *origin, moe_err *e)
 {
@@ -52,10 +66,11 @@ static int xml_facts(hwloc_obj_t o, moe_topo_gpu *g, const char *origin, moe_err
         g->model_src = TOPO_SRC_XML_INFO;
     }
     if ((v = hwloc_obj_get_info_by_name(o, "moe.cc"))) {
-        int maj, min, used = 0;
-        if (sscanf(v, "%d.%d%n", &maj, &min, &used) != 2 || v[used] || maj < 1 || min < 0)
+        int maj, min;
+        if (topo_parse_cc(v, &maj, &min) < 0)
             return moe_errf(e, "%s: GPU %s: moe.cc=\"%s\" is not a compute capability like "
-                               "\"10.0\"", origin, g->pci_bus_id, v);
+                               "\"10.0\" (one or two digits, '.', one digit)", origin,
+                            g->pci_bus_id, v);
         g->cc_major = maj, g->cc_minor = min;
         g->cc_src = TOPO_SRC_XML_INFO;
     }
@@ -107,6 +122,98 @@ static int xml_peers(hwloc_obj_t o, moe_topo *t, int i, moe_err *e)
     return 0;
 }
 
+/* What hwloc's NVML and CUDA components write on a GPU's OS devices
+ * ("nvml0", "cuda0") in an `lstopo --of xml` export of a node where they
+ * ran: GPUModel, NVIDIAUUID, CUDAGlobalMemorySize (KiB). moe.* info, read
+ * before, wins. */
+static void hwloc_osdev_facts(hwloc_obj_t pci, moe_topo_gpu *g)
+{
+    for (hwloc_obj_t c = pci->io_first_child; c; c = c->next_sibling) {
+        if (c->type != HWLOC_OBJ_OS_DEVICE)
+            continue;
+        const char *v;
+        if (!g->model[0] && (v = hwloc_obj_get_info_by_name(c, "GPUModel")) && *v) {
+            snprintf(g->model, sizeof g->model, "%s", v);
+            g->model_src = TOPO_SRC_HWLOC;
+        }
+        if (!g->uuid[0] && (v = hwloc_obj_get_info_by_name(c, "NVIDIAUUID")) &&
+            strncmp(v, "GPU-", 4) == 0) {
+            snprintf(g->uuid, sizeof g->uuid, "%s", v);
+            g->uuid_src = TOPO_SRC_HWLOC;
+        }
+        if (!g->memory_bytes && (v = hwloc_obj_get_info_by_name(c, "CUDAGlobalMemorySize"))) {
+            char *end;
+            errno = 0;
+            unsigned long long kib = strtoull(v, &end, 10);
+            if (!errno && end != v && !*end && kib > 0 && kib < (1ull << 40)) {
+                g->memory_bytes = kib << 10;
+                g->memory_src = TOPO_SRC_HWLOC;
+            }
+        }
+    }
+}
+
+static int gpu_of_obj(hwloc_obj_t o, hwloc_obj_t *const objs, int n)
+{
+    hwloc_obj_t pci = (o && o->type == HWLOC_OBJ_OS_DEVICE) ? o->parent : o;
+    for (int i = 0; i < n; i++)
+        if (objs[i] == pci)
+            return i;
+    return -1;
+}
+
+static void add_peer(moe_topo_gpu *g, int p)
+{
+    for (int k = 0; k < g->n_peers; k++)
+        if (g->peers[k] == p)
+            return;
+    g->peers[g->n_peers++] = p;
+}
+
+/* hwloc's NVML component writes NVLink as the "NVLinkBandwidth" distances
+ * (MB/s) between GPUs, and to NVSwitches where links go through them: two
+ * GPUs are peers when linked directly or to one switch. GPUs the matrix
+ * covers get a known answer (no peers is "no NVLink"); moe.nvlink_peers,
+ * read before, wins. */
+static void hwloc_nvlinks(hwloc_topology_t topo, moe_topo *t, hwloc_obj_t *const objs)
+{
+    unsigned nr = 1;
+    struct hwloc_distances_s *d = NULL;
+    if (hwloc_distances_get_by_name(topo, "NVLinkBandwidth", &nr, &d, 0) < 0 || nr == 0)
+        return;
+    unsigned n = d->nbobjs;
+    int gpu[TOPO_MAX_GPUS * 2];
+    if (n <= sizeof gpu / sizeof gpu[0]) {
+        /* >= 0 a GPU; -1 a switch (an I/O or Misc object, as hwloc puts
+         * NVSwitches); -2 anything else (a CPU with NVLink, or a GPU whose
+         * peers moe.nvlink_peers gave) */
+        for (unsigned k = 0; k < n; k++) {
+            hwloc_obj_t o = d->objs[k];
+            gpu[k] = gpu_of_obj(o, objs, t->n_gpus);
+            if (gpu[k] >= 0 && t->gpus[gpu[k]].nvlink_src != TOPO_SRC_UNKNOWN)
+                gpu[k] = -2;
+            else if (gpu[k] >= 0)
+                t->gpus[gpu[k]].nvlink_src = TOPO_SRC_HWLOC;
+            else
+                gpu[k] = (o && (hwloc_obj_type_is_io(o->type) || o->type == HWLOC_OBJ_MISC))
+                             ? -1
+                             : -2;
+        }
+        for (unsigned a = 0; a < n; a++)
+            for (unsigned b = 0; b < n; b++) {
+                if (a == b || gpu[a] < 0 || d->values[a * n + b] == 0)
+                    continue;
+                if (gpu[b] >= 0) /* GPU to GPU */
+                    add_peer(&t->gpus[gpu[a]], gpu[b]);
+                else if (gpu[b] == -1) /* GPU to a switch: every GPU on that switch */
+                    for (unsigned c = 0; c < n; c++)
+                        if (c != a && gpu[c] >= 0 && d->values[c * n + b] > 0)
+                            add_peer(&t->gpus[gpu[a]], gpu[c]);
+            }
+    }
+    hwloc_distances_release(topo, d);
+}
+
 static int collect_gpus(hwloc_topology_t topo, moe_topo *t, moe_err *e)
 {
     hwloc_obj_t objs[TOPO_MAX_GPUS];
@@ -128,11 +235,13 @@ static int collect_gpus(hwloc_topology_t topo, moe_topo *t, moe_err *e)
         locality(topo, o, g);
         if (xml_facts(o, g, t->origin, e))
             return -1;
+        hwloc_osdev_facts(o, g);
         objs[t->n_gpus++] = o;
     }
     for (int i = 0; i < t->n_gpus; i++)
         if (xml_peers(objs[i], t, i, e))
             return -1;
+    hwloc_nvlinks(topo, t, objs);
     return 0;
 }
 
@@ -159,6 +268,9 @@ static int load_hwloc(moe_topo *t, const char *xml_path, moe_err *e)
     int ret = -1;
     /* GPUs are I/O objects, which hwloc drops unless asked. */
     hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    /* hwloc's NVML component puts NVSwitches in as Misc objects, the far end
+     * of the GPUs' NVLinkBandwidth; dropped by default, and the matrix with them. */
+    hwloc_topology_set_type_filter(topo, HWLOC_OBJ_MISC, HWLOC_TYPE_FILTER_KEEP_ALL);
     if (xml_path) {
         if (access(xml_path, R_OK) != 0) {
             moe_err_errno(e, errno, "topology XML %s", xml_path);

@@ -27,6 +27,8 @@ static const gpu_table_entry table[] = {
     {0x2bb5, "NVIDIA RTX PRO 6000 Blackwell Server Edition", 12, 0, 0, 0},      /* unverified */
     /* Hopper, compute capability 9.0. */
     {0x2330, "NVIDIA H100 80GB HBM3", 9, 0, 81559, 1},
+    {0x2336, "NVIDIA H100", 9, 0, 0, 1}, /* pci.ids "GH100 [H100]"; SKU (memory) varies */
+    {0x2339, "NVIDIA H100", 9, 0, 0, 1}, /* pci.ids "GH100 [H100]"; SKU (memory) varies */
     {0x2331, "NVIDIA H100 PCIe", 9, 0, 81559, 1},
     {0x2321, "NVIDIA H100 NVL", 9, 0, 95830, 1},
     {0x2324, "NVIDIA H800", 9, 0, 81559, 1},      /* unverified memory */

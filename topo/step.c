@@ -152,6 +152,21 @@ int topo_step_gpus(const moe_topo *t, const char *step_gpus, const char *job_gpu
     return rc;
 }
 
+int topo_slurm_step_gpus(const moe_topo *t, char *const env[], int *out, int *n_out,
+                         const char **from, moe_err *e)
+{
+    /* Slurm sets SLURM_STEP_GPUS for every step that holds GPUs. A step
+     * without it holds none: SLURM_JOB_GPUS and CUDA_VISIBLE_DEVICES may be
+     * the batch step's, inherited by `srun --gres=none`. */
+    const char *step_gpus = topo_env_get(env, "SLURM_STEP_GPUS");
+    *n_out = 0;
+    if (from)
+        *from = step_gpus ? "SLURM_STEP_GPUS" : "none (the step holds no GPU)";
+    if (!step_gpus || !*step_gpus)
+        return 0;
+    return topo_step_gpus(t, step_gpus, NULL, NULL, out, n_out, NULL, e);
+}
+
 const char *topo_env_get(char *const env[], const char *name)
 {
     if (!env)

@@ -24,6 +24,14 @@ int topo_step_gpus(const moe_topo *t, const char *step_gpus, const char *job_gpu
                    const char *cuda_visible, int *out, int *n_out, const char **from,
                    moe_err *e);
 
+/* The GPUs of a Slurm job step (the plugin's rule, from the step's
+ * environment env): SLURM_STEP_GPUS, which Slurm sets for every step that
+ * holds GPUs; without it the step holds none, whatever SLURM_JOB_GPUS or
+ * CUDA_VISIBLE_DEVICES it inherited (`srun --gres=none` inside a batch
+ * job, or a job that asked for no GPU on a GPU node). */
+int topo_slurm_step_gpus(const moe_topo *t, char *const env[], int *out, int *n_out,
+                         const char **from, moe_err *e);
+
 /* One Slurm-style list of node GPU numbers ("0,1", "0-3") to indices into
  * t->gpus in PCI order; `what` names the list's source in errors. */
 int topo_gpus_from_list(const moe_topo *t, const char *what, const char *list, int *out,

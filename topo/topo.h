@@ -41,6 +41,7 @@ typedef enum {
     TOPO_SRC_NVML,
     TOPO_SRC_XML_INFO,
     TOPO_SRC_PCI_TABLE,
+    TOPO_SRC_HWLOC,            /* what hwloc's own NVML/CUDA components wrote into the XML */
 } topo_source;
 
 typedef struct {
@@ -89,6 +90,10 @@ int topo_load(moe_topo *t, const char *xml_path, unsigned flags, moe_err *e);
 
 /* "nvml", "xml-info", "pci-id table" or "unknown". */
 const char *topo_source_name(topo_source s);
+
+/* A compute capability as hwloc XML and moe.cc write it: "9.0", "10.3"
+ * (one or two digits without a leading 0, '.', one digit). 0, or -1. */
+int topo_parse_cc(const char *s, int *major, int *minor);
 
 /* PCI bus ids: accepts "D:B:S.F" with a domain of any width ("00000000:1B:00.0"
  * as NVML writes it, "0000:1b:00.0" as hwloc does) or "B:S.F" (domain 0).

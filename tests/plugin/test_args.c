@@ -148,7 +148,17 @@ static void test_set_items(void)
                        sizeof buf, items, 8, &e);
     CHECK(n == 3);
     CHECK(n == 3 && strcmp(items[0], "optimizer.betas=[0.9,0.95]") == 0);
-    CHECK(n == 3 && strcmp(items[1], "logger.run_dir=\"/a,b\"") == 0);
+    CHECK(n == 3 && strcmp(items[1], "logger.run_dir=/a,b") == 0);
+
+    /* The one quoting rule: any path passes intact inside "...", with \" and \\. */
+    n = args_split_set("checkpoint.ckpt_dir=\"/s/a,b\\\"c\\\\d x[1\",checkpoint.resume_from_"
+                       "checkpoint=true",
+                       buf, sizeof buf, items, 8, &e);
+    CHECK_MSG(n == 2, "%s", e.msg);
+    CHECK(n == 2 && strcmp(items[0], "checkpoint.ckpt_dir=/s/a,b\"c\\d x[1") == 0);
+    CHECK(n == 2 && strcmp(items[1], "checkpoint.resume_from_checkpoint=true") == 0);
+    n = args_split_set("logger.run_dir=\"\\x]\"", buf, sizeof buf, items, 8, &e);
+    CHECK(n == 1 && strcmp(items[0], "logger.run_dir=\\x]") == 0); /* other \ stay */
 
     /* Only the keys the plugin decides are reserved, not their neighbours. */
     n = args_split_set("parallel.timeout_s=60,precision.layers=all,runtime.threads=2", buf,
@@ -180,6 +190,12 @@ static void test_set_refused(void)
     REFUSED(MOE_ARG_SET, "train.steps=5,,train.seed=1", 0, "empty item");
     REFUSED(MOE_ARG_SET, "train.steps=5,", 0, "empty item");
     REFUSED(MOE_ARG_SET, "logger.run_dir=\"/x", 0, "unterminated");
+    /* An unbalanced '[' would swallow the next item: refused, not guessed. */
+    REFUSED(MOE_ARG_SET, "checkpoint.ckpt_dir=/s/x[1,checkpoint.resume_from_checkpoint=true", 0,
+            "'[' without ']'");
+    REFUSED(MOE_ARG_SET, "logger.run_dir=/x]1", 0, "']' without '['");
+    REFUSED(MOE_ARG_SET, "logger.run_dir=/a\"b", 0, "quote the whole value");
+    REFUSED(MOE_ARG_SET, "logger.run_dir=\"/a\"b", 0, "text after the closing");
     REFUSED(MOE_ARG_SET, "train.steps=5\n", 0, "control character");
     REFUSED(MOE_ARG_SET, "logger.run_dir=a\x1b[0m", 0, "control character");
     REFUSED(MOE_ARG_SET, "", 0, "needs key=value");
@@ -196,10 +212,20 @@ static void test_set_refused(void)
     REFUSED(MOE_ARG_SET, longval, 0, "characters long");
 
     /* Too many items. */
-    char many[MOE_ARG_MAX_ITEMS * 8 + 16] = "";
+    char many[MOE_ARG_STEP_MAX_ITEMS * 8 + 16] = "";
     for (int i = 0; i <= MOE_ARG_MAX_ITEMS; i++)
         strcat(many, i ? ",a.b=1" : "a.b=1");
+    moe_request r0;
+    moe_err e0;
+    CHECK(apply1(&r0, MOE_ARG_SET, many, 0, &e0) == 0); /* a step has room for the script's */
+    CHECK(args_check_user_set(many, &e0) == -1 && strstr(e0.msg, "more than 64 items"));
+    for (int i = MOE_ARG_MAX_ITEMS; i <= MOE_ARG_STEP_MAX_ITEMS; i++)
+        strcat(many, ",a.b=1");
     REFUSED(MOE_ARG_SET, many, 0, "more than");
+    many[0] = '\0';
+    for (int i = 0; i < MOE_ARG_MAX_ITEMS; i++)
+        strcat(many, i ? ",a.b=1" : "a.b=1");
+    CHECK(args_check_user_set(many, &e0) == 0);
 
     static char huge[sizeof((moe_request *)0)->set + 16];
     memset(huge, 'x', sizeof huge - 1);

@@ -381,9 +381,15 @@ static void test_other_architectures(void)
     HAS(v, "2x NVIDIA GeForce RTX 5090 (sm_120, consumer Blackwell)");
     HAS(v, "consumer Blackwell (sm_120) lacks the sm_100 tensor-core path");
 
+    /* A B300 (sm_103) from an sm_100a-only build: no MXFP8 kernels for it, BF16 with the
+     * reason. */
     v = decide("", request(4, 0, MOE_PREC_AUTO), synthetic(4, "NVIDIA B300", 10, 3));
-    expect_run(&v, "mxfp8", 4, 1);
+    expect_run(&v, "bf16", 4, 1);
     HAS(v, "(sm_103, Blackwell)");
+    HAS(v, "NVIDIA B300: this build of moekit carries its tensor-core kernels for sm_90a, "
+           "sm_100a only");
+    HAS(v, "the build needs sm_103a");
+    HAS(v, "falls back to BF16");
 
     v = decide("", request(2, 0, MOE_PREC_AUTO), synthetic(2, "Tesla V100-SXM2-32GB", 7, 0));
     expect_refuse(&v);

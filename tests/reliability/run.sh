@@ -200,6 +200,25 @@ resume_fails refuse_truncated_manifest "MANIFEST" 'head -c 100 MANIFEST > M && m
 resume_fails refuse_missing_train_state "train_state.json" 'rm train_state.json'
 resume_fails refuse_extra_file "stray.txt" 'echo hi > stray.txt'
 resume_fails refuse_truncated_optimizer "optimizer.safetensors" 'truncate -s -8 optimizer.safetensors'
+# set_step N: train_state.json's step, the MANIFEST line kept true so only the value is wrong
+set_step() {
+    sed -i -E "s/\"step\": *[0-9]+/\"step\": $1/" train_state.json
+    local h s; h=$(sha256sum train_state.json | cut -d' ' -f1); s=$(stat -c %s train_state.json)
+    sed -i -E "s|^[0-9a-f]{64} [0-9]+ train_state.json\$|$h $s train_state.json|" MANIFEST
+}
+resume_fails refuse_step_out_of_range "step 4611686018427387904 is out of range" \
+    'set_step 4611686018427387904'
+# resuming at the last step: says there is nothing to train, not "final loss 0.0000"
+N=$T/at_end
+rm -rf "$N"; mkdir -p "$N"; cp -r "$D/ck" "$N/ck"
+"$BIN" --config L0_sanity --threads 1 "${RUN[@]:6}" train.steps=200 checkpoint.ckpt_dir="$N/ck" \
+    checkpoint.resume_from_checkpoint=true >"$N.out" 2>"$N.err"; rc=$?
+if [ $rc -eq 0 ] && grep -q "nothing to train: the run resumed at step 200 and train.steps is 200" "$N.out" &&
+   ! grep -q "final loss" "$N.out"; then
+    ok resume_at_last_step_says_nothing_to_train
+else
+    bad resume_at_last_step_says_nothing_to_train "exit $rc: $(cat "$N.out" "$N.err")"
+fi
 
 # the newest checkpoint damaged, an older one intact: warn naming the file, resume from the older
 F=$T/fallback

@@ -317,6 +317,95 @@ case_bad_policy_fails_loudly() {
     done_case
 }
 
+# An unprivileged user (nobody) submitting from the case directory: identity matters for what the
+# plugin may read and for whose jobs a mistake may touch.
+as_user() { setpriv --reuid=65534 --regid=65534 --clear-groups -- env SLURM_CONF="$SLURM_CONF" "$@"; }
+
+case_bad_policy_live_edit() {
+    # Jobs queued under a good plugstack line run after an admin breaks it while slurmd runs.
+    policy "trainer=$recorder" "topology_xml=$b200" bind=no
+    chmod 777 .
+    local plain moe why="plugstack.conf arguments for spank_moe.so are wrong"
+    plain=$(as_user sbatch --parsable -H -o plain.out --wrap 'echo plain-ran; srun /bin/echo plain-step')
+    moe=$(as_user sbatch --parsable -H --moe-config=L0_sanity -o moe.out \
+        --export=ALL,RECORD_LAUNCH_DIR=$PWD "$sanity")
+    expect "both jobs queued ($plain, $moe)" test -n "$plain" -a -n "$moe"
+    policy "trainer=$recorder" "topology_xml=$b200" bind=maybe
+    scontrol release "$plain" "$moe"
+    expect "the plain job completes" equals "$(wait_job "$plain")" COMPLETED
+    expect "the plain job's script ran" contains plain.out "plain-ran"
+    expect "the plain job's step ran" contains plain.out "plain-step"
+    expect "the plain job heard nothing from moekit" absent plain.out "moekit"
+    expect "the moekit job fails" equals "$(wait_job "$moe")" FAILED
+    expect "its stderr says why" contains moe.out "$why"
+    expect "and names the argument" contains moe.out "bind=maybe"
+    expect "the trainer never started" test ! -e launch.0
+    sleep 1
+    expect "the node is still up ($(node_state))" equals "$(node_state)" idle
+    # New submissions: moekit ones refused before queueing with the same reason, others run.
+    local before rc
+    before=$(jobs_known)
+    as_user sbatch --moe-config=L0_sanity "$sanity" > out.txt 2> err.txt; rc=$?
+    expect "sbatch refuses a moekit job (rc $rc)" test "$rc" -ne 0
+    expect "sbatch says why: $(cat err.txt)" contains err.txt "$why"
+    expect "sbatch names the argument" contains err.txt "bind=maybe"
+    expect "nothing queued" equals "$(jobs_known)" "$before"
+    as_user srun -n1 --gres=gpu:1 --moe-config=L0_sanity true > out.txt 2> err.txt; rc=$?
+    expect "srun refuses a moekit step (rc $rc)" test "$rc" -ne 0
+    expect "srun says why" contains err.txt "$why"
+    as_user srun -n1 /bin/echo still-plain > out.txt 2> err.txt
+    expect "a plain srun still runs" contains out.txt "still-plain"
+    policy "trainer=$recorder" "topology_xml=$b200" bind=no
+    done_case
+}
+
+case_step_without_gpus() {
+    # A step that holds no GPU has none, even on a GPU node or inside a job that holds some.
+    policy "trainer=$recorder" "topology_xml=$b200" bind=no
+    RECORD_LAUNCH_DIR=$PWD srun -n2 --gres=none --moe-config=L0_sanity --moe-ep=2 moe-train \
+        > out.txt 2> err.txt
+    expect "srun --gres=none fails under allow_cpu=no" test $? -ne 0
+    expect "the CPU policy said why: $(tr '\n' ' ' < err.txt)" contains err.txt "allow_cpu=no"
+    expect "no Blackwell verdict" absent err.txt "B200"
+    expect "no trainer started" test ! -e launch.0
+    local id
+    id=$(sbatch --parsable -n2 --gres=gpu:2 --moe-config=L0_sanity --moe-ep=2 -o job.out \
+        --export=ALL,RECORD_LAUNCH_DIR=$PWD --wrap 'srun --gres=none moe-train')
+    expect "a --gres=none step in a GPU job fails" equals "$(wait_job "$id")" FAILED
+    expect "the CPU policy said why" contains job.out "allow_cpu=no"
+    expect "no trainer started" test ! -e launch.0
+    policy "trainer=$recorder" "topology_xml=$b200" bind=no allow_cpu=yes
+    id=$(sbatch --parsable -n2 --gres=gpu:2 --moe-config=L0_sanity --moe-ep=2 -o job2.out \
+        --export=ALL,RECORD_LAUNCH_DIR=$PWD --wrap 'srun --gres=none moe-train')
+    expect "with allow_cpu=yes it runs" equals "$(wait_job "$id")" COMPLETED
+    expect "on the CPU backend" contains launch.0 "argv[4]=cpu"
+    expect "and sees no GPU" grep -qx "env CUDA_VISIBLE_DEVICES=" launch.1
+    policy "trainer=$recorder" "topology_xml=$b200" bind=no
+    done_case
+}
+
+case_odd_submit_dir_and_full_set() {
+    # The scripts add checkpoint.ckpt_dir=$SLURM_SUBMIT_DIR/... and resume_from_checkpoint=true to
+    # a user list of the full 64 items, submitted from a directory with ',', '"', '\' and '['.
+    policy "trainer=$recorder" "topology_xml=$b200" bind=no
+    local here=$PWD odd="$PWD/a,b\"c\\d x[1" items="" i id
+    mkdir -p "$odd"
+    for ((i = 0; i < 64; i++)); do items="${items:+$items,}train.seed=$i"; done
+    id=$(cd "$odd" && sbatch --parsable --moe-config=L0_sanity "--moe-set=$items" \
+        -o "$here/job.out" --export=ALL,RECORD_LAUNCH_DIR=$here "$sanity")
+    expect "the job completes" equals "$(wait_job "$id")" COMPLETED
+    expect "the trainer got the path intact" \
+        grep -qxF "argv[70]=checkpoint.ckpt_dir=$odd/checkpoints/moe-sanity-$id" launch.0
+    expect "and still resumes" grep -qxF "argv[71]=checkpoint.resume_from_checkpoint=true" launch.0
+    expect "the user's 64 items came first" grep -qxF "argv[69]=train.seed=63" launch.0
+    # An unbalanced '[' is refused at submit instead of swallowing the next item.
+    expect_refused "'[' without ']'" --moe-config=L0_sanity \
+        "--moe-set=checkpoint.ckpt_dir=/s/x[1,checkpoint.resume_from_checkpoint=true" "$sanity"
+    expect_refused "more than 64 items" --moe-config=L0_sanity "--moe-set=$items,train.seed=64" \
+        "$sanity"
+    done_case
+}
+
 chain_wait() { # SANITY_ID SCALE_ID: both final states, "A B"
     local a b
     a=$(wait_job "$1" 60); b=$(wait_job "$2" 60)
@@ -559,6 +648,28 @@ case_cpu_ep2_trains_through_plugin() {
     done_case
 }
 
+# The shipped script on a MpiDefault=none cluster: EP=2 over two CPU tasks, the script starting the
+# ranks with --mpi=pmix itself.
+case_cpu_ep2_through_sanity_script() {
+    if [ ! -x "$trainer" ]; then
+        case_failures+=("$trainer is not built: the EP=2 script case did not run")
+        done_case; return
+    fi
+    policy "trainer=$trainer" "topology_xml=$cpu_only" allow_cpu=yes bind=no
+    expect "the test cluster has MpiDefault=none" \
+        grep -q "MpiDefault *= *none" <(scontrol show config)
+    local id
+    id=$(sbatch --parsable -n2 --ntasks-per-node=2 -c1 --gres=none --moe-ep=2 \
+        "--moe-set=train.steps=6,scheduler.warmup_steps=2,train.eval_every_n_steps=0,train.eval_batches=2,logger.run_dir=$PWD/run" \
+        -o job.out "$sanity")
+    expect "the EP=2 job completes" equals "$(wait_job "$id" 240)" COMPLETED
+    expect "the trainer saw both ranks as one EP group" contains job.out "EP=2 x DP=1 over 2 ranks"
+    expect "it trained 6 steps" contains job.out "moe-train: done: 6 steps"
+    expect "no MPI abort" absent job.out "MPI_ABORT"
+    expect "the script's checkpoint directory" test -f "checkpoints/moe-sanity-$id/step_00000006/MANIFEST"
+    done_case
+}
+
 # ---------------------------------------------------------------- run
 
 start=$SECONDS
@@ -574,6 +685,9 @@ if start_cluster b200; then
     run_case bad_option_values case_bad_option_values
     run_case user_config_paths case_user_config_paths
     run_case bad_policy_fails_loudly case_bad_policy_fails_loudly
+    run_case bad_policy_live_edit case_bad_policy_live_edit
+    run_case step_without_gpus case_step_without_gpus
+    run_case odd_submit_dir_and_full_set case_odd_submit_dir_and_full_set
     run_case chain_runs_scale_after_sanity case_chain_runs_scale_after_sanity
     run_case chain_cancels_scale_after_failed_sanity case_chain_cancels_scale_after_failed_sanity
     run_case chain_help case_chain_help
@@ -583,6 +697,7 @@ if start_cluster b200; then
     run_case preempt_usr1_requeue_resume case_preempt_usr1_requeue_resume
     run_case preempt_without_requeue_keeps_checkpoint case_preempt_without_requeue_keeps_checkpoint
     run_case cpu_ep2_trains_through_plugin case_cpu_ep2_trains_through_plugin
+    run_case cpu_ep2_through_sanity_script case_cpu_ep2_through_sanity_script
 else
     say "could not start the B200 cluster"; failed=$((failed + 1))
 fi

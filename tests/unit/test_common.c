@@ -27,15 +27,20 @@ static void test_gpu_rule(void)
         int major, minor;
         int bf16, fp8_block, mxfp8, emulated;
     } gpus[] = {
+        /* with this build's tensor-core kernels: sm_90a, sm_100a */
         {7, 0, 0, 0, 0, 0},  /* V100: no BF16 tensor cores */
         {8, 0, 1, 0, 0, 1},  /* A100 */
         {8, 9, 1, 0, 0, 1},  /* L40S */
         {9, 0, 1, 1, 0, 1},  /* H100, H200 */
         {10, 0, 1, 0, 1, 1}, /* B200 */
-        {10, 3, 1, 0, 1, 1}, /* B300 */
+        {10, 3, 1, 0, 0, 1}, /* B300: no sm_103a MXFP8 kernels in this build */
         {12, 0, 1, 0, 0, 1}, /* RTX PRO 6000: no sm_100 tensor-core path */
         {-1, -1, 1, 0, 0, 1}, /* unknown: bf16 only */
     };
+    CHECK_MSG(strcmp(precision_build_sass, "90a 100a") == 0 &&
+                  strcmp(precision_build_ptx, "90") == 0,
+              "the table below assumes common/rules.mk's lists; got \"%s\" / \"%s\"",
+              precision_build_sass, precision_build_ptx);
     for (size_t i = 0; i < sizeof gpus / sizeof gpus[0]; i++) {
         int M = gpus[i].major, m = gpus[i].minor;
         CHECK_MSG(precision_gpu_can_run(MOE_PREC_BF16, M, m, NULL, 0) == gpus[i].bf16, "%d.%d",
@@ -63,6 +68,11 @@ static void test_gpu_rule_says_why(void)
     CHECK_MSG(strstr(why, "Hopper") && strstr(why, "mxfp8 is the Blackwell recipe"), "%s", why);
     CHECK(!precision_gpu_can_run(MOE_PREC_BF16, 7, 5, why, sizeof why));
     CHECK_MSG(strstr(why, "8.0"), "%s", why);
+    /* A B300 from an sm_100a-only build: no MXFP8 kernels for it, said so. */
+    CHECK(!precision_gpu_can_run(MOE_PREC_MXFP8, 10, 3, why, sizeof why));
+    CHECK_MSG(strstr(why, "sm_90a, sm_100a") && strstr(why, "10.3") && strstr(why, "sm_103a"),
+              "%s", why);
+    CHECK(precision_gpu_can_run(MOE_PREC_FP8_BLOCK, 9, 0, NULL, 0));
     char small[8];
     CHECK(!precision_gpu_can_run(MOE_PREC_MXFP8, 9, 0, small, sizeof small));
     CHECK(strlen(small) == sizeof small - 1);

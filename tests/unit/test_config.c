@@ -539,6 +539,10 @@ static void test_override_errors(void)
               "model.top_k = 3000000000 is out of range", "allowed >= 1");
     CHECK_ERR(config_apply_override(&cfg, "model.top_k=0", &e), e,
               "model.top_k = 0 is out of range");
+    CHECK_ERR(config_apply_override(&cfg, "runtime.threads=65536", &e), e,
+              "runtime.threads = 65536 is out of range", "0..1024");
+    config_defaults(&other);
+    CHECK(config_apply_override(&other, "runtime.threads=1024", &e) == 0);
     CHECK_ERR(config_apply_override(&cfg, "train.seed=-1", &e), e,
               "train.seed = -1 is out of range");
     CHECK_ERR(config_apply_override(&cfg, "train.seed=18446744073709551615", &e), e,

@@ -286,6 +286,11 @@ static void test_fasta_errors(void)
 {
     CHECK_FASTA_FAILS(tmp_path("missing.fa"), "missing.fa", "cannot open", "No such file");
     CHECK_FASTA_FAILS(tmp_dir, "is a directory");
+    /* A FIFO nobody writes would block the run forever (before the check it hung here). */
+    const char *fifo = tmp_path("pipe.fa");
+    CHECK(mkfifo(fifo, 0600) == 0);
+    CHECK_FASTA_FAILS(fifo, "pipe.fa: is a FIFO, not a regular FASTA file");
+    unlink(fifo);
     CHECK_FASTA_FAILS(write_text("empty.fa", ""), "empty.fa: empty file");
     CHECK_FASTA_FAILS(write_text("blank.fa", "\n\n;only a comment\n   \n"), "blank.fa",
                       "no FASTA records");

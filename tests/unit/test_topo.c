@@ -279,6 +279,18 @@ static void test_load_errors(void)
         expect_load_error(path, "GPU 0000:1b:00.0: moe.cc=\"ten\" is not a compute capability");
         unlink(path);
     }
+    const char *loose_cc[] = {"+10.0", "9.10", "09.0", "10.", "1e1.0", " 9.0", "100.0"};
+    for (size_t i = 0; i < sizeof loose_cc / sizeof loose_cc[0]; i++) {
+        char to[64];
+        snprintf(to, sizeof to, "name=\"moe.cc\" value=\"%s\"", loose_cc[i]);
+        if (edited("b200x8.xml", "name=\"moe.cc\" value=\"10.0\"", to, path, sizeof path) == 0) {
+            expect_load_error(path, "is not a compute capability");
+            unlink(path);
+        }
+    }
+    int maj = 0, min = 0;
+    CHECK(topo_parse_cc("10.3", &maj, &min) == 0 && maj == 10 && min == 3);
+    CHECK(topo_parse_cc("9.0", &maj, &min) == 0 && maj == 9 && min == 0);
     if (edited("b200x8.xml", "name=\"moe.memory_mib\" value=\"183359\"",
                "name=\"moe.memory_mib\" value=\"lots\"", path, sizeof path) == 0) {
         expect_load_error(path, "moe.memory_mib=\"lots\" is not a positive number of MiB");
@@ -500,6 +512,178 @@ static void test_fill_step(void)
     CHECK(strcmp(topo_env_get(env, "SLURM_STEP_GPUS"), "6,3") == 0);
 }
 
+/* ---- real-style exports: what hwloc's NVML and CUDA components write ---- */
+
+typedef struct {
+    const char *device_id;  /* "2330" */
+    const char *model;      /* GPUModel on nvmlN and cudaN; NULL: no OS devices */
+    const char *uuid;       /* NVIDIAUUID */
+    const char *kib;        /* CUDAGlobalMemorySize; NULL: no cudaN */
+} real_gpu;
+
+/* An `lstopo --of xml` of a 4-PU node with the GPUs on one host bridge and,
+ * when nvlink is given, an NVLinkBandwidth matrix (MB/s) over nvml0..N-1 and
+ * the `switches` Misc NVSwitch objects hwloc adds after them. */
+static const char *write_real_xml(const char *name, const real_gpu *g, int n, int switches,
+                                  const unsigned *nvlink)
+{
+    static char path[512];
+    snprintf(path, sizeof path, "/tmp/moekit-test-topo-%d-%s", (int)getpid(), name);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return NULL;
+    const char *sets = "cpuset=\"0x0000000f\" complete_cpuset=\"0x0000000f\" "
+                       "nodeset=\"0x00000001\" complete_nodeset=\"0x00000001\"";
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<!DOCTYPE topology SYSTEM "
+               "\"hwloc2.dtd\">\n<topology version=\"2.0\">\n<object type=\"Machine\" "
+               "os_index=\"0\" %s allowed_cpuset=\"0x0000000f\" allowed_nodeset=\"0x00000001\" "
+               "gp_index=\"1\"><info name=\"Backend\" value=\"Linux\"/>\n<object "
+               "type=\"Package\" os_index=\"0\" %s gp_index=\"2\">\n<object type=\"NUMANode\" "
+               "os_index=\"0\" %s gp_index=\"3\" local_memory=\"1000000000\"/>\n<object "
+               "type=\"Core\" os_index=\"0\" %s gp_index=\"4\">\n",
+            sets, sets, sets, sets);
+    for (int p = 0; p < 4; p++)
+        fprintf(f, "<object type=\"PU\" os_index=\"%d\" cpuset=\"0x%08x\" complete_cpuset="
+                   "\"0x%08x\" nodeset=\"0x00000001\" complete_nodeset=\"0x00000001\" "
+                   "gp_index=\"%d\"/>\n", p, 1u << p, 1u << p, 5 + p);
+    fprintf(f, "</object>\n<object type=\"Bridge\" gp_index=\"10\" bridge_type=\"0-1\" "
+               "depth=\"0\" bridge_pci=\"0000:[01-%02x]\">\n", n);
+    for (int i = 0; i < n; i++) {
+        int gp = 100 + 10 * i;
+        fprintf(f, "<object type=\"PCIDev\" gp_index=\"%d\" pci_busid=\"0000:%02x:00.0\" "
+                   "pci_type=\"0302 [10de:%s] [10de:16c1] a1\" pci_link_speed=\"31.5\">\n",
+                gp, i + 1, g[i].device_id);
+        if (g[i].model)
+            fprintf(f, "<object type=\"OSDev\" gp_index=\"%d\" name=\"nvml%d\" subtype=\"NVML\" "
+                       "osdev_type=\"1\"><info name=\"Backend\" value=\"NVML\"/><info "
+                       "name=\"GPUVendor\" value=\"NVIDIA Corporation\"/><info name=\"GPUModel\" "
+                       "value=\"%s\"/><info name=\"NVIDIAUUID\" value=\"%s\"/></object>\n",
+                    gp + 1, i, g[i].model, g[i].uuid);
+        if (g[i].model && g[i].kib)
+            fprintf(f, "<object type=\"OSDev\" gp_index=\"%d\" name=\"cuda%d\" subtype=\"CUDA\" "
+                       "osdev_type=\"5\"><info name=\"Backend\" value=\"CUDA\"/><info "
+                       "name=\"GPUModel\" value=\"%s\"/><info name=\"CUDAGlobalMemorySize\" "
+                       "value=\"%s\"/><info name=\"CUDAMultiProcessors\" value=\"132\"/>"
+                       "</object>\n", gp + 2, i, g[i].model, g[i].kib);
+        fprintf(f, "</object>\n");
+    }
+    fprintf(f, "</object>\n</object>\n");
+    for (int k = 0; k < switches; k++)
+        fprintf(f, "<object type=\"Misc\" gp_index=\"%d\" subtype=\"NVSwitch\" "
+                   "name=\"NVSwitch\"/>\n", 50 + k);
+    fprintf(f, "</object>\n");
+    if (nvlink) {
+        int m = n + switches;
+        char idx[1024] = "", val[8192] = "";
+        for (int k = 0; k < m; k++) {
+            size_t u = strlen(idx);
+            if (switches)
+                snprintf(idx + u, sizeof idx - u, "%s%s:%d", k ? " " : "",
+                         k < n ? "OSDev" : "Misc", k < n ? 101 + 10 * k : 50 + k - n);
+            else
+                snprintf(idx + u, sizeof idx - u, "%s%d", k ? " " : "", 101 + 10 * k);
+        }
+        for (int k = 0; k < m * m; k++) {
+            size_t u = strlen(val);
+            snprintf(val + u, sizeof val - u, "%s%u", k ? " " : "", nvlink[k]);
+        }
+        fprintf(f, "<%s nbobjs=\"%d\" kind=\"9\" name=\"NVLinkBandwidth\" indexing=\"gp\"%s>\n"
+                   "<indexes length=\"%zu\">%s</indexes>\n<u64values length=\"%zu\">%s"
+                   "</u64values>\n</%s>\n",
+                switches ? "distances2hetero" : "distances2", m,
+                switches ? "" : " type=\"OSDev\"", strlen(idx), idx, strlen(val), val,
+                switches ? "distances2hetero" : "distances2");
+    }
+    fprintf(f, "</topology>\n");
+    fclose(f);
+    return path;
+}
+
+static int load_real(const char *path)
+{
+    moe_err e = {{0}};
+    int rc = path ? topo_load(t, path, TOPO_NO_NVML, &e) : -1;
+    CHECK_MSG(rc == 0, "%s: %s", path ? path : "(not written)", e.msg);
+    return rc;
+}
+
+static int peers_are(int i, const int *want, int n)
+{
+    const moe_topo_gpu *g = &t->gpus[i];
+    if (g->nvlink_src != TOPO_SRC_HWLOC || g->n_peers != n)
+        return 0;
+    for (int k = 0; k < n; k++) {
+        int found = 0;
+        for (int j = 0; j < g->n_peers; j++)
+            found |= g->peers[j] == want[k];
+        if (!found)
+            return 0;
+    }
+    return 1;
+}
+
+static void test_real_hwloc_exports(void)
+{
+    /* 4x H100 NVL in NVLink-bridged pairs, as hwloc's NVML/CUDA components write them. */
+    const real_gpu h100[] = {
+        {"2321", "NVIDIA H100 NVL", "GPU-0a0a0a0a-1111-2222-3333-444444444444", "98304000"},
+        {"2321", "NVIDIA H100 NVL", "GPU-1b1b1b1b-1111-2222-3333-444444444444", "98304000"},
+        {"2321", "NVIDIA H100 NVL", "GPU-2c2c2c2c-1111-2222-3333-444444444444", "98304000"},
+        {"2321", "NVIDIA H100 NVL", "GPU-3d3d3d3d-1111-2222-3333-444444444444", "98304000"},
+    };
+    const unsigned pairs[16] = {0, 600000, 0, 0, 600000, 0, 0, 0,
+                                0, 0, 0, 600000, 0, 0, 600000, 0};
+    const char *path = write_real_xml("pairs.xml", h100, 4, 0, pairs);
+    if (load_real(path) == 0) {
+        CHECK(t->n_gpus == 4);
+        for (int i = 0; i < t->n_gpus; i++) {
+            const moe_topo_gpu *g = &t->gpus[i];
+            CHECK_MSG(strcmp(g->model, "NVIDIA H100 NVL") == 0 && g->model_src == TOPO_SRC_HWLOC,
+                      "GPU %d: %s", i, g->model);
+            CHECK(g->memory_bytes == 98304000ull << 10 && g->memory_src == TOPO_SRC_HWLOC);
+            CHECK(g->uuid_src == TOPO_SRC_HWLOC && strncmp(g->uuid, "GPU-", 4) == 0);
+            CHECK(g->cc_major == 9 && g->cc_minor == 0);
+        }
+        int p1[] = {1}, p0[] = {0}, p3[] = {3}, p2[] = {2};
+        CHECK(peers_are(0, p1, 1) && peers_are(1, p0, 1) && peers_are(2, p3, 1) &&
+              peers_are(3, p2, 1));
+        /* CUDA_VISIBLE_DEVICES by UUID without NVML: the export's NVIDIAUUID answers. */
+        char cv[256];
+        int idx[TOPO_MAX_GPUS], n = 0;
+        moe_err e = {{0}};
+        snprintf(cv, sizeof cv, "%s,%s", h100[3].uuid, h100[1].uuid);
+        CHECK_MSG(topo_step_gpus(t, NULL, NULL, cv, idx, &n, NULL, &e) == 0 && n == 2 &&
+                      idx[0] == 3 && idx[1] == 1,
+                  "%s", e.msg);
+        unlink(path);
+    }
+
+    /* 4 GPUs on two NVSwitches (hwloc's Misc objects): every GPU reaches every other. */
+    unsigned sw[36] = {0};
+    for (int gi = 0; gi < 4; gi++)
+        for (int s = 4; s < 6; s++)
+            sw[gi * 6 + s] = sw[s * 6 + gi] = 450000;
+    path = write_real_xml("nvswitch.xml", h100, 4, 2, sw);
+    if (load_real(path) == 0) {
+        int all0[] = {1, 2, 3}, all3[] = {0, 1, 2};
+        CHECK(peers_are(0, all0, 3) && peers_are(3, all3, 3));
+        unlink(path);
+    }
+
+    /* The PCI ids pci.ids lists as H100 (10de:2336, 10de:2339), no OS devices: the table. */
+    const real_gpu bare[] = {{"2336", NULL, NULL, NULL}, {"2339", NULL, NULL, NULL}};
+    path = write_real_xml("h100-ids.xml", bare, 2, 0, NULL);
+    if (load_real(path) == 0) {
+        for (int i = 0; i < 2; i++)
+            CHECK_MSG(t->gpus[i].cc_major == 9 && t->gpus[i].cc_minor == 0 &&
+                          strstr(t->gpus[i].model, "H100") &&
+                          t->gpus[i].cc_src == TOPO_SRC_PCI_TABLE,
+                      "GPU %d: %s %d.%d", i, t->gpus[i].model, t->gpus[i].cc_major,
+                      t->gpus[i].cc_minor);
+        unlink(path);
+    }
+}
+
 int main(void)
 {
     /* The tests pick their environment; the caller's Slurm or CUDA variables must not leak in. */
@@ -525,6 +709,7 @@ int main(void)
     RUN(test_index_lists);
     RUN(test_step_gpus);
     RUN(test_fill_step);
+    RUN(test_real_hwloc_exports);
     free(t);
     return check_summary("topo");
 }

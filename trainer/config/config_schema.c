@@ -23,6 +23,7 @@ static const char *const moments_choices[] = {"fp32", "bf16", NULL};
 
 /* Integer ranges. */
 #define AT_LEAST(lo) .imin = (lo), .imax = INT_MAX
+#define BETWEEN(lo, hi) .imin = (lo), .imax = (hi)
 
 /* Float ranges. */
 #define POSITIVE .fmin = 0, .fmin_open = 1, .fmax = INFINITY
@@ -177,8 +178,9 @@ const config_key config_keys[] = {
 
     CHOICE_KEY("runtime.backend", runtime.backend, backend_choices, "auto",
                "compute backend; auto = cuda when a GPU is usable, else cpu"),
-    INT_KEY("runtime.threads", runtime.threads, AT_LEAST(0), "0",
-            "CPU threads; 0 = the OpenMP default"),
+    /* libgomp crashes on a team of 65536; no node has more than 1024 CPUs. */
+    INT_KEY("runtime.threads", runtime.threads, BETWEEN(0, 1024), "0",
+            "CPU threads, at most 1024; 0 = the OpenMP default"),
     STRING_KEY("runtime.fp8_gemms", runtime.fp8_gemms, "fprop,dgrad,wgrad",
                "which expert GEMMs fp8_block and mxfp8 run in FP8: a comma list of fprop, "
                "dgrad, wgrad, or none (the others in bf16; a precision study's knob)"),

@@ -9,8 +9,9 @@
  *   MANIFEST               checksums, written last by the crash-safe commit
  * The directory appears by rename only when complete (ckpt_dir.h). */
 #include <errno.h>
-#include <math.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -329,6 +330,10 @@ static int read_state_json(const char *path, train_state *st, moe_err *e)
         !tok || tok->type != JSON_NUMBER || !ep || ep->type != JSON_NUMBER || !pos ||
         pos->type != JSON_NUMBER || !fp || fp->type != JSON_STRING) {
         rc = moe_errf(e, "%s: missing or malformed step, tokens_seen or data_cursor", path);
+    } else if (step->num.integer > INT_MAX) {
+        /* the trainer counts steps in an int, as train.steps does */
+        rc = moe_errf(e, "%s: step %lld is out of range (0..%d)", path,
+                      (long long)step->num.integer, INT_MAX);
     } else {
         st->cursor = (moe_data_cursor){.epoch = (uint64_t)ep->num.integer,
                                        .position = (uint64_t)pos->num.integer,

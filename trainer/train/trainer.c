@@ -728,6 +728,12 @@ int trainer_run(moe_trainer *t, moe_err *e)
     double t0 = now_s(), t_last = t0;
     int step_last = start;
     int save_every = c->checkpoint.ckpt_dir[0] ? c->checkpoint.save_every_n_steps : 0;
+    if (start >= steps && steps > 0) {
+        if (t->rank == 0)
+            printf("moe-train: nothing to train: the run resumed at step %d and train.steps is "
+                   "%d (raise train.steps to train further)\n", start, steps);
+        return 2;
+    }
     while (t->step < steps) {
         double lr = schedule_lr(c->optimizer.lr, c->scheduler.warmup_steps,
                                 c->scheduler.min_lr_ratio, t->step, steps);

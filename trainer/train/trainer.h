@@ -54,7 +54,8 @@ moe_dims trainer_model_dims(const moe_model_cfg *mc);
 int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, int quiet, moe_err *e);
 void trainer_destroy(moe_trainer *t);
 /* Train to cfg.train.steps (or until a stop signal). Returns 0, 1 when it
- * stopped early on a signal after checkpointing, -1 on error. */
+ * stopped early on a signal after checkpointing, 2 when it resumed at or
+ * past train.steps and had nothing to train (said on stdout), -1 on error. */
 int trainer_run(moe_trainer *t, moe_err *e);
 /* Mean held-out loss over train.eval_batches validation micro-batches. */
 int trainer_evaluate(moe_trainer *t, double *val_loss, moe_err *e);

@@ -2,8 +2,7 @@
 # for Hopper (sm_90a) and Blackwell (sm_100a) plus PTX for newer chips.
 ifeq ($(CUDA),1)
 NVCCFLAGS ?= -O3 -lineinfo -Xcompiler -fPIC -Xcompiler -Wall \
-	-gencode arch=compute_90a,code=sm_90a -gencode arch=compute_100a,code=sm_100a \
-	-gencode arch=compute_90,code=compute_90
+	$(MOE_CUDA_GENCODE)
 CUDA_SRCS := trainer/backend/cuda/cuda_backend.cu trainer/backend/cuda/cuda_dense.cu \
 	trainer/backend/cuda/cuda_attention.cu trainer/backend/cuda/cuda_attention_tc.cu \
 	trainer/backend/cuda/cuda_attention_mma.cu trainer/backend/cuda/cuda_attention_cudnn.cu \

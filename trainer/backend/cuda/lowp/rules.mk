@@ -21,8 +21,7 @@ LOWP_DEVICE_DEFS := $(if $(filter 1,$(LOWP_HW_CVT)),-DLOWP_CUDA_HW_CVT) \
 	$(if $(filter 1,$(LOWP_FAST_DIV)),-DLOWP_CUDA_FAST_DIV)
 LOWP_NVCCFLAGS := -O3 -lineinfo --fmad=false $(LOWP_DEVICE_DEFS) \
 	-Xcompiler -fPIC -Xcompiler -Wall,-Wextra \
-	-gencode arch=compute_90a,code=sm_90a -gencode arch=compute_100a,code=sm_100a \
-	-gencode arch=compute_90,code=compute_90
+	$(MOE_CUDA_GENCODE)
 LOWP_CUDA_DIR := trainer/backend/cuda/lowp
 LOWP_CUDA_SRCS := $(LOWP_CUDA_DIR)/mxfp8.cu $(LOWP_CUDA_DIR)/fp8_block.cu \
 	$(LOWP_CUDA_DIR)/swiglu.cu $(LOWP_CUDA_DIR)/e4m3_check.cu
