@@ -289,7 +289,7 @@ static void test_fasta_errors(void)
     /* A FIFO nobody writes would block the run forever (before the check it hung here). */
     const char *fifo = tmp_path("pipe.fa");
     CHECK(mkfifo(fifo, 0600) == 0);
-    CHECK_FASTA_FAILS(fifo, "pipe.fa: is a FIFO, not a regular FASTA file");
+    CHECK_FASTA_FAILS(fifo, "pipe.fa: is a FIFO (named pipe), not a regular file");
     unlink(fifo);
     CHECK_FASTA_FAILS(write_text("empty.fa", ""), "empty.fa: empty file");
     CHECK_FASTA_FAILS(write_text("blank.fa", "\n\n;only a comment\n   \n"), "blank.fa",

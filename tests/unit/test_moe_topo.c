@@ -263,7 +263,7 @@ static void test_check_exit_codes(void)
     CHECK(run("--check --ep 8 --nodes 2 --ntasks 16 " FIX("b200x8.xml")) == 0);
     HAS("(2 nodes x 8)");
     /* 536870913 x 8 wraps a 32-bit int to 8: refused by name, not "on 8 GPUs". */
-    CHECK(run("--check --ep 8 --nodes 536870913 " FIX("b200x8.xml")) == MOE_EXIT_USAGE);
+    CHECK(run("--check --ep 8 --nodes 536870913 " FIX("b200x8.xml")) == MOE_EXIT_REFUSED);
     HAS("536870913 nodes of 8 GPUs is 4294967304 GPUs");
     CHECK(run("--check " FIX("cpu-only.xml")) == MOE_EXIT_REFUSED);
 
