@@ -520,7 +520,7 @@ static void test_f16(void)
 static void digest_hex(const void *data, size_t n, char *hex)
 {
     uint8_t d[SHA256_DIGEST_LEN];
-    sha256(data, n, d);
+    CHECK(sha256(data, n, d, NULL) == 0);
     sha256_hex(d, hex);
 }
 
@@ -545,7 +545,7 @@ static void test_sha256_vectors(void)
     CHECK(strcmp(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0") == 0);
     /* Streaming in odd pieces gives the same digest. */
     sha256_ctx c;
-    sha256_init(&c);
+    CHECK(sha256_init(&c, NULL) == 0);
     for (size_t at = 0; at < 1000000;) {
         size_t k = 1 + rng() % 200;
         if (k > 1000000 - at)
@@ -1533,16 +1533,21 @@ static void test_ckpt_commit_latest(void)
     CHECK(ckpt_verify(dir, &e) == 0);
     CHECK(count_entries(root, ".tmp-") == 0);
 
-    /* MANIFEST: header, sorted "<sha256> <size> <name>" lines, end line. */
+    /* MANIFEST: header, sorted "<sha256>  <name>" + "# size" lines, end line;
+     * sha256sum -c reads it. */
     char mp[4096];
     path_in(mp, dir, "MANIFEST");
     char *man = read_text(mp, NULL);
-    CHECK(man && strncmp(man, "moekit-manifest 1\n", 18) == 0);
-    CHECK(man && strstr(man, " 3 config.json\n") && strstr(man, " 1000 model.safetensors\n") && strstr(man, "end 3\n"));
+    CHECK(man && strncmp(man, "# moekit-manifest 2", 19) == 0);
+    CHECK(man && strstr(man, "  config.json\n# size 3\n") && strstr(man, "  model.safetensors\n# size 1000\n") &&
+          strstr(man, "# end 3\n"));
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "cd '%s' && sha256sum --quiet --strict -c MANIFEST", dir);
+    CHECK_MSG(system(cmd) == 0, "%s failed", cmd);
     CHECK(man && strstr(man, "config.json") < strstr(man, "model.safetensors"));
     uint8_t dg[SHA256_DIGEST_LEN];
     char hex[SHA256_HEX_LEN + 1];
-    sha256("{}\n", 3, dg);
+    CHECK(sha256("{}\n", 3, dg, NULL) == 0);
     sha256_hex(dg, hex);
     CHECK(man && strstr(man, hex) != NULL);
     free(man);
@@ -1651,23 +1656,24 @@ static void test_ckpt_corruption(void)
         char *m = malloc(glen + 512);
         memcpy(m, good_manifest, glen + 1);
         const char *w = damage[i].what;
+        size_t hdr = (size_t)(strchr(m, '\n') - m) + 1;
         if (!strcmp(w, "drop-end"))
-            *strstr(m, "end 3\n") = '\0';
+            *strstr(m, "# end 3\n") = '\0';
         else if (!strcmp(w, "no-newline"))
             m[glen - 1] = '\0';
         else if (!strcmp(w, "bad-header"))
             m[8] = 'X';
         else if (!strcmp(w, "bad-count"))
-            strstr(m, "end 3\n")[4] = '2';
+            strstr(m, "# end 3\n")[6] = '2';
         else if (!strcmp(w, "bad-hex"))
-            m[strlen("moekit-manifest 1\n")] = 'G';
-        else if (!strcmp(w, "dup")) {
-            char *l2 = m + strlen("moekit-manifest 1\n"), *nl = strchr(l2, '\n');
+            m[hdr] = 'G';
+        else if (!strcmp(w, "dup")) { /* a file's two lines once more */
+            char *l2 = m + hdr, *nl = strchr(strchr(l2, '\n') + 1, '\n');
             size_t ll = (size_t)(nl - l2) + 1;
-            char *endl = strstr(m, "end 3\n");
+            char *endl = strstr(m, "# end 3\n");
             memmove(endl + ll, endl, strlen(endl) + 1);
             memcpy(endl, l2, ll);
-            strstr(m, "end 3\n")[4] = '4';
+            strstr(m, "# end 3\n")[6] = '4';
         } else if (!strcmp(w, "slash"))
             memcpy(strstr(m, " config.json") + 1, "../fig.json", 11);
         else if (!strcmp(w, "after-end"))
@@ -1675,7 +1681,7 @@ static void test_ckpt_corruption(void)
         else if (!strcmp(w, "empty"))
             m[0] = '\0';
         else if (!strcmp(w, "hex-flip")) {
-            char *h = m + strlen("moekit-manifest 1\n");
+            char *h = m + hdr;
             h[10] = h[10] == '0' ? '1' : '0';
         }
         write_text(mp, m);
