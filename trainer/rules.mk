@@ -1,5 +1,6 @@
 # The trainer: model, dispatcher, CPU reference backend, training loop, CLI.
 MODEL_SRCS := trainer/backend/route_plan.c trainer/model/params.c trainer/model/model.c trainer/model/dispatch_local.c \
+	trainer/model/model_slices.c \
 	trainer/backend/cpu/cpu_backend.c trainer/backend/cpu/cpu_gemm.c \
 	trainer/backend/cpu/cpu_dense.c trainer/backend/cpu/cpu_attention.c \
 	trainer/backend/cpu/cpu_moe.c trainer/backend/cpu/cpu_optim.c
@@ -12,7 +13,8 @@ $(B)/obj64/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DMOE_REAL_DOUBLE -MMD -MP -c $< -o $@
 MODEL64_LIB := $(B)/lib/libmoe_model64.a
-$(MODEL64_LIB): $(call obj64,$(MODEL_SRCS))
+# (checkpoint slices store fp32: not part of it)
+$(MODEL64_LIB): $(call obj64,$(filter-out trainer/model/model_slices.c,$(MODEL_SRCS)))
 
 UNIT_TESTS += $(B)/tests/test_gradcheck
 $(B)/tests/test_gradcheck: $(call obj64,tests/unit/test_gradcheck.c) $(MODEL64_LIB) $(COMMON_LIB)

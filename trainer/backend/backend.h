@@ -99,6 +99,10 @@ struct moe_backend {
     int (*upload)(moe_backend *be, void *dst, const void *src, size_t bytes, moe_err *e);
     int (*download)(moe_backend *be, void *dst, const void *src, size_t bytes, moe_err *e);
     void (*memset0)(moe_backend *be, void *p, size_t bytes);
+    /* Page-locked host memory for staging transfers (checkpoints), NULL where
+     * plain host memory is as fast (cpu): callers then use malloc/free. */
+    void *(*pinned_alloc)(moe_backend *be, size_t bytes, moe_err *e);
+    void (*pinned_free)(moe_backend *be, void *p);
     /* act <-> real conversions between host real arrays and act buffers */
     int (*act_from_real)(moe_backend *be, act *dst, const real *src_host, size_t n, moe_err *e);
     int (*act_to_real)(moe_backend *be, real *dst_host, const act *src, size_t n, moe_err *e);

@@ -436,6 +436,18 @@ static int list_candidates(const char *root, int with_parked, candidate **out, s
     return 0;
 }
 
+/* Rename first: a half-deleted directory must never be a step_N. */
+static int discard(const char *root, const char *name, moe_err *e)
+{
+    char path[4096], doomed[4096];
+    int w = snprintf(doomed, sizeof doomed, "%s/.del-%s-%d", root, name, (int)getpid());
+    if (fsio_join(path, sizeof path, root, name, e) != 0 || w < 0 || (size_t)w >= sizeof doomed)
+        return moe_errf(e, "%s: path too long", root);
+    if (rename(path, doomed) != 0)
+        return moe_err_errno(e, errno, "rename %s -> %s", path, doomed);
+    return fsio_rm_rf(doomed, e);
+}
+
 static int prune(const ckpt_txn *t, int max_keep, moe_err *e)
 {
     if (max_keep == 0)
@@ -448,15 +460,7 @@ static int prune(const ckpt_txn *t, int max_keep, moe_err *e)
     for (size_t i = (size_t)max_keep; i < n && rc == 0; i++) {
         if (c[i].step == t->step)
             continue;
-        /* Rename first: a half-deleted directory must never be a step_N. */
-        char path[4096], doomed[4096];
-        int w = snprintf(doomed, sizeof doomed, "%s/.del-%s-%d", t->root, c[i].name, (int)getpid());
-        if (fsio_join(path, sizeof path, t->root, c[i].name, e) != 0 || w < 0 || (size_t)w >= sizeof doomed)
-            rc = moe_errf(e, "%s: path too long", t->root);
-        else if (rename(path, doomed) != 0)
-            rc = moe_err_errno(e, errno, "rename %s -> %s", path, doomed);
-        else
-            rc = fsio_rm_rf(doomed, e);
+        rc = discard(t->root, c[i].name, e);
     }
     free(c);
     return rc;
@@ -700,5 +704,30 @@ int ckpt_latest(const char *ckpt_root, char *dir_out, size_t n, int64_t *step_ou
     free(c);
     if (rc != -1 && e)
         snprintf(e->msg, sizeof e->msg, "%s", skipped);
+    return rc;
+}
+
+int ckpt_count(const char *root, int64_t *newest, moe_err *e)
+{
+    candidate *c;
+    size_t n;
+    int rc = list_candidates(root, 1, &c, &n, e);
+    if (rc != 0)
+        return rc < 0 ? -1 : 0;
+    *newest = n ? c[0].step : -1;
+    free(c);
+    return (int)n;
+}
+
+int ckpt_remove_all(const char *root, moe_err *e)
+{
+    candidate *c;
+    size_t n;
+    int rc = list_candidates(root, 1, &c, &n, e);
+    if (rc != 0)
+        return rc < 0 ? -1 : 0;
+    for (size_t i = 0; i < n && rc == 0; i++)
+        rc = discard(root, c[i].name, e);
+    free(c);
     return rc;
 }

@@ -73,4 +73,12 @@ int ckpt_latest(const char *ckpt_root, char *dir_out, size_t n, int64_t *step_ou
  * missing, none is extra; the error names the file. */
 int ckpt_verify(const char *dir, moe_err *e);
 
+/* Committed checkpoints under root (0 when there is no root), the newest
+ * step in *newest (-1 for none); -1 on an error reading root. */
+int ckpt_count(const char *root, int64_t *newest, moe_err *e);
+
+/* Remove every checkpoint under root, each renamed out of the step_N names
+ * before it is deleted. */
+int ckpt_remove_all(const char *root, moe_err *e);
+
 #endif

@@ -22,6 +22,7 @@ static const char *const backend_choices[] = {"auto", "cpu", "cuda", NULL};
 
 /* Integer ranges. */
 #define AT_LEAST(lo) .imin = (lo), .imax = INT_MAX
+#define BETWEEN(lo, hi) .imin = (lo), .imax = (hi)
 
 /* Float ranges. */
 #define POSITIVE .fmin = 0, .fmin_open = 1, .fmax = INFINITY
@@ -125,6 +126,10 @@ const config_key config_keys[] = {
              "save the model when training ends"),
     STRING_KEY("checkpoint.init_from", checkpoint.init_from, "",
                "Hugging Face Mixtral directory to start from; empty = random init"),
+    BOOL_KEY("checkpoint.overwrite", checkpoint.overwrite, "false",
+             "a run without resume_from_checkpoint replaces the checkpoints in ckpt_dir"),
+    INT_KEY("checkpoint.staging_mb", checkpoint.staging_mb, BETWEEN(1, 1048576), "1024",
+            "host staging buffer per rank for checkpoint I/O, MiB (pinned on GPUs)"),
 
     INT_KEY("logger.frequency", logger.frequency, AT_LEAST(1), "10",
             "print a log line every N steps"),

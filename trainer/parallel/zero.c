@@ -1,6 +1,8 @@
 /* moekit: sharded AdamW across data-parallel ranks (see zero.h). */
 #include "zero.h"
 
+#include "../model/model_slices.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -236,6 +238,23 @@ int zero_set_moments(moe_zero *z, const real *m_host, const real *v_host, moe_er
             if (be->upload(be, k ? g->v : g->m, z->pack + g->s0, sizeof(real) * g->sn, e))
                 return -1;
         }
+    }
+    return 0;
+}
+
+int zero_ckpt_slices(moe_zero *z, int for_save, ckpt_slice_list *out, moe_err *e)
+{
+    moe_model *m = z->model;
+    /* saving, each rank writes the masters of its shards (every element once
+     * over the job); loading, it needs every tensor it holds */
+    if (!for_save && model_all_slices(m, "", SLICE_SRC_MASTERS, NULL, out, e))
+        return -1;
+    for (int i = 0; i < 2; i++) {
+        group *g = &z->g[i];
+        if ((for_save && model_packed_slices(m, i, g->s0, g->sn, "", SLICE_SRC_MASTERS, NULL, out, e)) ||
+            model_packed_slices(m, i, g->s0, g->sn, "exp_avg.", SLICE_SRC_SHARD, g->m, out, e) ||
+            model_packed_slices(m, i, g->s0, g->sn, "exp_avg_sq.", SLICE_SRC_SHARD, g->v, out, e))
+            return -1;
     }
     return 0;
 }

@@ -14,6 +14,7 @@
 #ifndef MOE_ZERO_H
 #define MOE_ZERO_H
 
+#include "../ckpt/slices.h"
 #include "../model/model.h"
 #include "parallel.h"
 
@@ -36,5 +37,12 @@ size_t zero_unsharded_moment_bytes(const moe_zero *z);
 int zero_get_moments(moe_zero *z, real *m_host, real *v_host, moe_err *e);
 /* Local: keep this rank's shards of moments in this rank's layout. */
 int zero_set_moments(moe_zero *z, const real *m_host, const real *v_host, moe_err *e);
+
+/* The training state in checkpoints (ckpt/slices.h): with for_save, what
+ * this rank writes (the fp32 masters and both moments of its shards, so the
+ * job writes every element once, in parallel); else what it loads (every
+ * tensor it holds and its shards' moments), from any layout. The moments
+ * are named exp_avg.<tensor> and exp_avg_sq.<tensor>. */
+int zero_ckpt_slices(moe_zero *z, int for_save, ckpt_slice_list *out, moe_err *e);
 
 #endif

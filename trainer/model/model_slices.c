@@ -1,0 +1,120 @@
+/* moekit: the model's state as checkpoint slices (model_slices.h). */
+#include "model_slices.h"
+
+#include <stdio.h>
+
+#include "params.h"
+
+static int masters_get(const ckpt_slice *s, uint64_t first, uint64_t n, void *host, moe_err *e)
+{
+    moe_model *m = s->owner;
+    moe_backend *be = m->be;
+    size_t at = s->at + (size_t)first;
+    if (m->split_master)
+        return be->masters_download(be, host, (const uint16_t *)m->master + at,
+                                    (const char *)m->wc + be->act_bytes(be, at), (size_t)n, e);
+    return be->download(be, host, (const real *)m->master + at, sizeof(real) * (size_t)n, e);
+}
+
+static int masters_put(const ckpt_slice *s, uint64_t first, uint64_t n, const void *host,
+                       moe_err *e)
+{
+    moe_model *m = s->owner;
+    moe_backend *be = m->be;
+    size_t at = s->at + (size_t)first;
+    char *wc = (char *)m->wc + be->act_bytes(be, at);
+    if (m->split_master)
+        return be->masters_upload(be, (uint16_t *)m->master + at, wc, host, (size_t)n, e);
+    real *master = (real *)m->master + at;
+    if (be->upload(be, master, host, sizeof(real) * (size_t)n, e))
+        return -1;
+    be->weights_from_master(be, wc, master, (size_t)n);
+    return 0;
+}
+
+static int real_get(const ckpt_slice *s, uint64_t first, uint64_t n, void *host, moe_err *e)
+{
+    moe_backend *be = s->owner;
+    return be->download(be, host, (const real *)s->base + s->at + first,
+                        sizeof(real) * (size_t)n, e);
+}
+
+static int real_put(const ckpt_slice *s, uint64_t first, uint64_t n, const void *host, moe_err *e)
+{
+    moe_backend *be = s->owner;
+    return be->upload(be, (real *)s->base + s->at + first, host, sizeof(real) * (size_t)n, e);
+}
+
+size_t model_packed_elems(const moe_model *m, int experts)
+{
+    size_t n = 0;
+    for (int i = 0; i < m->n_params; i++)
+        if ((m->params[i].n_experts > 0) == experts)
+            n += m->params[i].n;
+    return n;
+}
+
+/* Local elements [a, b) of tensor p (packed from pos0), one slice per expert. */
+static int tensor_slices(moe_model *m, const moe_param *p, size_t a, size_t b, size_t pos0,
+                         size_t lo, const char *prefix, slice_src src, real *base,
+                         ckpt_slice_list *out, moe_err *e)
+{
+    size_t per = p->n_experts > 0 ? params_matrix_elems(p) : p->n;
+    while (a < b) {
+        size_t x = a / per, in = a % per, k = per - in < b - a ? per - in : b - a;
+        ckpt_slice s = {0};
+        char name[160];
+        model_param_name(m, p, (int)x, name, sizeof name);
+        if (snprintf(s.name, sizeof s.name, "%s%s", prefix, name) >= (int)sizeof s.name)
+            return moe_errf(e, "tensor name %s%s too long", prefix, name);
+        s.dtype = ST_F32;
+        s.ndim = p->ndim;
+        for (int d = 0; d < p->ndim; d++)
+            s.shape[d] = p->shape[d];
+        s.start = in;
+        s.count = k;
+        if (src == SLICE_SRC_MASTERS) {
+            s.owner = m;
+            s.get = masters_get;
+            s.put = masters_put;
+            s.at = p->offset + a;
+        } else {
+            s.owner = m->be;
+            s.base = base;
+            s.get = real_get;
+            s.put = real_put;
+            s.at = src == SLICE_SRC_FLAT ? p->offset + a : pos0 + a - lo;
+        }
+        if (ckpt_slices_add(out, &s, e))
+            return -1;
+        a += k;
+    }
+    return 0;
+}
+
+int model_packed_slices(moe_model *m, int experts, size_t lo, size_t n, const char *prefix,
+                        slice_src src, real *base, ckpt_slice_list *out, moe_err *e)
+{
+    _Static_assert(sizeof(real) == 4, "slices store reals as F32");
+    size_t pos = 0, hi = lo + n;
+    for (int i = 0; i < m->n_params; i++) {
+        const moe_param *p = &m->params[i];
+        if ((p->n_experts > 0) != experts)
+            continue;
+        size_t a = lo > pos ? lo - pos : 0, b = hi < pos + p->n ? hi - pos : p->n;
+        if (a < b && tensor_slices(m, p, a, b, pos, lo, prefix, src, base, out, e))
+            return -1;
+        pos += p->n;
+    }
+    return 0;
+}
+
+int model_all_slices(moe_model *m, const char *prefix, slice_src src, real *base,
+                     ckpt_slice_list *out, moe_err *e)
+{
+    for (int experts = 0; experts < 2; experts++)
+        if (model_packed_slices(m, experts, 0, model_packed_elems(m, experts), prefix, src, base,
+                                out, e))
+            return -1;
+    return 0;
+}

@@ -1,0 +1,32 @@
+/* moekit: the model's training state as checkpoint slices (ckpt/slices.h).
+ *
+ * A group's packing is the order in which an optimizer shards it: the
+ * tensors of one kind (dense, or this rank's experts) in parameter-table
+ * order, each tensor's local elements in flat-buffer order. A packed range
+ * [lo, lo + n) becomes slices of the Hugging Face tensors it covers (an
+ * expert tensor per global expert), their data found through `src`. */
+#ifndef MOE_MODEL_SLICES_H
+#define MOE_MODEL_SLICES_H
+
+#include "../ckpt/slices.h"
+#include "model.h"
+
+typedef enum {
+    SLICE_SRC_MASTERS, /* the fp32 masters, wherever model.h keeps them */
+    SLICE_SRC_FLAT,    /* a real buffer of the model's flat layout (m->m, m->v) */
+    SLICE_SRC_SHARD    /* a real buffer holding only the packed range itself */
+} slice_src;
+
+/* Elements of a group's packing (experts: 1 for this rank's experts). */
+size_t model_packed_elems(const moe_model *m, int experts);
+
+/* Slices of packed elements [lo, lo + n) of a group, named prefix + the
+ * Hugging Face name, F32. base: the buffer for FLAT and SHARD. */
+int model_packed_slices(moe_model *m, int experts, size_t lo, size_t n, const char *prefix,
+                        slice_src src, real *base, ckpt_slice_list *out, moe_err *e);
+
+/* Every tensor this rank holds, whole: the dense ones and its experts. */
+int model_all_slices(moe_model *m, const char *prefix, slice_src src, real *base,
+                     ckpt_slice_list *out, moe_err *e);
+
+#endif
