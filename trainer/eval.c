@@ -7,9 +7,8 @@
 #include <string.h>
 
 #include "backend/select.h"
-#include "ckpt/hf_config.h"
-#include "ckpt/hf_dir.h"
-#include "model/model.h"
+#include "ckpt/shard_read.h"
+#include "model/model_slices.h"
 #include "train/trainer.h"
 #include "train/weights_io.h"
 
@@ -89,10 +88,9 @@ int eval_read_tokens(const char *path, int vocab, int32_t **tokens, int *rows, i
 
 static int run_eval(const char *dir, const char *tokfile, const char *backend, moe_err *e)
 {
-    char path[4200];
     moe_model_cfg mc;
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    if (hf_config_read(path, &mc, e))
+    /* config.json and the weights agree before anything is sized by them */
+    if (weights_check(dir, NULL, &mc, 1, e))
         return -1;
     int32_t *tok = NULL;
     int rows, L;
@@ -105,8 +103,10 @@ static int run_eval(const char *dir, const char *tokfile, const char *backend, m
     moe_backend *be = NULL;
     moe_dispatcher *disp = NULL;
     moe_model *m = NULL;
-    hf_dir *hd = NULL;
-    real *host = NULL;
+    shard_set *s = NULL;
+    ckpt_slice_list l = {0};
+    size_t staging_bytes = (size_t)64 << 20;
+    void *staging = NULL;
     char why[128];
     int rc = -1;
     if (!in || !tg) {
@@ -120,15 +120,14 @@ static int run_eval(const char *dir, const char *tokfile, const char *backend, m
         }
     moe_dims d = trainer_model_dims(&mc);
     if (backend_open(backend, 0, 0, &be, why, sizeof why, e) || dispatcher_local_create(&disp, e) ||
-        model_create(&m, &d, be, disp, rows, T, e) || hf_dir_open(dir, &hd, e))
+        model_create(&m, &d, be, disp, rows, T, e) || shard_set_open(dir, &s, e) ||
+        model_all_slices(m, "", SLICE_SRC_MASTERS, NULL, &l, e))
         goto out;
-    host = malloc(sizeof(real) * m->n_elems);
-    if (!host) {
+    if (!(staging = malloc(staging_bytes))) {
         moe_errf(e, "out of memory");
         goto out;
     }
-    if (weights_read(m, weights_source_hf(hd, dir), "", 1, host, e) ||
-        model_set_masters(m, host, e))
+    if (shard_set_fill(s, &l, staging, staging_bytes, e))
         goto out;
     double ls;
     int64_t nv;
@@ -139,9 +138,9 @@ static int run_eval(const char *dir, const char *tokfile, const char *backend, m
            ls / nv, m->aux_loss, (long long)nv, rows, be->name);
     rc = 0;
 out:
-    free(host);
-    if (hd)
-        hf_dir_close(hd);
+    free(staging);
+    ckpt_slices_free(&l);
+    shard_set_close(s);
     if (m)
         model_destroy(m);
     if (disp)

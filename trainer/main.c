@@ -3,6 +3,7 @@
  *
  *   moe-train [--config NAME|PATH] [--backend auto|cpu|cuda] [key.path=value ...]
  *   moe-train eval --checkpoint DIR --tokens FILE [--backend ...]
+ *   moe-train export --checkpoint DIR --out DIR [--dtype bf16|fp32] [--max-shard-size 5GB]
  */
 #include <errno.h>
 #include <signal.h>
@@ -12,15 +13,18 @@
 
 #include "config/config.h"
 #include "eval.h"
+#include "train/hf_export.h"
 #include "train/trainer.h"
 
-#define MOEKIT_VERSION "0.1.0"
+#include "../common/version.h"
 
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: moe-train [--config NAME|PATH] [options] [key.path=value ...]\n"
             "       moe-train eval --checkpoint DIR --tokens FILE [--backend B]\n"
+            "       moe-train export --checkpoint DIR --out DIR [--dtype bf16|fp32]\n"
+            "                        [--max-shard-size 5GB] [--staging-mb N]\n"
             "\n"
             "Train a Mixtral-style mixture-of-experts model on nucleotide sequences.\n"
             "\n"
@@ -38,6 +42,8 @@ static void usage(FILE *f)
             "eval prints one JSON object with the mean next-token cross-entropy (lm_loss)\n"
             "and the router aux loss (aux_loss) of a checkpoint on FILE, which holds one\n"
             "sequence of whitespace-separated token ids per line, all of one length.\n"
+            "export writes a checkpoint (a step directory, or the newest in a checkpoint\n"
+            "directory) as a Hugging Face model directory with its tokenizer.\n"
             "\n"
             "Exit status: 0 done, 1 error, 2 usage, %d stopped by SIGTERM/SIGUSR1 after\n"
             "saving a checkpoint (requeue and resume).\n",
@@ -162,6 +168,8 @@ int main(int argc, char **argv)
     }
     if (argc > 1 && !strcmp(argv[1], "eval"))
         return eval_main(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "export"))
+        return export_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "train"))
         return cmd_train(argc - 1, argv + 1);
     return cmd_train(argc, argv);

@@ -1,6 +1,7 @@
 # trainer/data: FASTA reading, tokenizer, windows, split, order, cursor.
 DATA_SRCS := trainer/data/tokenizer.c trainer/data/fasta.c trainer/data/rng.c \
-	trainer/data/layout.c trainer/data/dataset.c trainer/data/batch.c
+	trainer/data/layout.c trainer/data/dataset.c trainer/data/batch.c \
+	trainer/data/hf_tokenizer.c
 DATA_LIB := $(B)/lib/libmoe_data.a
 $(DATA_LIB): $(call obj,$(DATA_SRCS))
 ALL_LIBS += $(DATA_LIB)

@@ -101,8 +101,8 @@ int model_packed_slices(moe_model *m, int experts, size_t lo, size_t n, const ch
         const moe_param *p = &m->params[i];
         if ((p->n_experts > 0) != experts)
             continue;
-        size_t a = lo > pos ? lo - pos : 0, b = hi < pos + p->n ? hi - pos : p->n;
-        if (a < b && tensor_slices(m, p, a, b, pos, lo, prefix, src, base, out, e))
+        size_t a = lo > pos ? lo : pos, b = hi < pos + p->n ? hi : pos + p->n;
+        if (a < b && tensor_slices(m, p, a - pos, b - pos, pos, lo, prefix, src, base, out, e))
             return -1;
         pos += p->n;
     }

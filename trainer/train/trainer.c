@@ -13,6 +13,7 @@
 
 #include "../backend/select.h"
 #include "../ckpt/ckpt_dir.h"
+#include "ckpt_io.h"
 #include "../parallel/comm_nccl.h"
 #include "../parallel/dispatch_ep.h"
 #include "../parallel/watchdog.h"
@@ -281,6 +282,8 @@ int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, i
     }
     c->parallel.ep = t->par.ep_size;
     c->parallel.dp = t->par.dp_size;
+    if (ckpt_io_open(t, e)) /* the directories, before anything large is allocated */
+        goto fail;
     const char *bname = backend && *backend ? backend : c->runtime.backend;
     char why[128];
     if (backend_open(bname, c->runtime.threads, t->par.local_rank, &t->be, why, sizeof why, e))
@@ -397,6 +400,7 @@ fail:
 void trainer_destroy(moe_trainer *t)
 {
     metrics_close(&t->metrics);
+    ckpt_io_close(t); /* its staging may be the backend's pinned memory */
     zero_destroy(t->zero); /* its shards are backend memory: before the backend goes */
     t->zero = NULL;
     if (t->model)
