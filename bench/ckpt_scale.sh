@@ -5,7 +5,8 @@
 # and at the peak of the save; bytes read by a resume).
 #   bench/ckpt_scale.sh [BUILD_DIR] [CKPT_ROOT]
 # CKPT_ROOT defaults to a directory under /tmp (the machine's disk); a
-# tmpfs (/dev/shm/...) leaves out the disk and measures the CPU side.
+# tmpfs (/dev/shm/...) leaves out the disk and measures the CPU side;
+# SAVE_ONLY=1 measures the saves alone, keeping one checkpoint at a time.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${1:-build}
@@ -28,8 +29,10 @@ for n in 1 2 4; do
     echo "== save at $n rank(s)"
     rm -rf "$D/ck$n"
     run "$n" train.steps=1 checkpoint.ckpt_dir="$D/ck$n"
-    du -sb "$D/ck$n/step_00000001" | awk '{ printf "   on disk: %d bytes\n", $1 }'
+    du -sb "$D/ck$n/step_00000001" | awk '{ printf "   on disk: %.0f bytes\n", $1 }'
+    [ "${SAVE_ONLY:-0}" = 1 ] && rm -rf "$D/ck$n"
 done
+[ "${SAVE_ONLY:-0}" = 1 ] && exit 0
 echo "== resume 1 -> 4 ranks, 4 -> 1, 2 -> 4"
 run 4 train.steps=2 checkpoint.ckpt_dir="$D/ck1" checkpoint.resume_from_checkpoint=true
 run 1 train.steps=2 checkpoint.ckpt_dir="$D/ck4" checkpoint.resume_from_checkpoint=true
