@@ -168,7 +168,7 @@ if command -v mpirun >/dev/null 2>&1; then
         "${MPI[@]}" "${RUN2[@]}" checkpoint.ckpt_dir="$K2/ck" checkpoint.save_every_n_steps=1 \
             checkpoint.max_checkpoints=2 checkpoint.resume_from_checkpoint=true >"$K2.out" 2>&1 &
         mpid=$!
-        ms=$((300 + RANDOM % 2000))
+        ms=$((1000 + RANDOM % 5000)) # mpirun itself takes a second or two to start the ranks
         sleep "$(printf '%d.%03d' $((ms / 1000)) $((ms % 1000)))"
         kill -KILL $mpid $(pgrep -P $mpid) 2>/dev/null
         wait $mpid 2>/dev/null; rc=$?
