@@ -3,7 +3,8 @@
 #   make test       build and run the whole test suite (unit, training, Slurm)
 #   make unit       unit tests only
 #   make SAN=1 ...  build into build-san/ with AddressSanitizer + UBSan
-#   make install PREFIX=/opt/moekit
+#   make install PREFIX=/opt/moekit [DESTDIR=/stage]   (make uninstall with the same)
+#   make man        man pages from --help (help2man)
 #
 # Each module adds itself through a rules.mk fragment: it appends sources to a
 # static library, binaries to BINS and unit-test binaries to UNIT_TESTS.
@@ -53,19 +54,22 @@ obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 all: everything
 
 include common/rules.mk
--include trainer/config/rules.mk
--include trainer/data/rules.mk
--include trainer/ckpt/rules.mk
--include trainer/lowp/rules.mk
--include trainer/backend/cuda/rules.mk
--include trainer/parallel/nccl.mk
--include trainer/rules.mk
--include trainer/parallel/rules.mk
--include topo/rules.mk
--include plugin/core.mk
--include plugin/rules.mk
--include tests/rules.mk
--include bench/rules.mk
+include trainer/config/rules.mk
+include trainer/data/rules.mk
+include trainer/ckpt/rules.mk
+include trainer/lowp/rules.mk
+include trainer/backend/cuda/lowp/rules.mk
+include trainer/backend/cuda/rules.mk
+include trainer/parallel/nccl.mk
+include trainer/plan/rules.mk
+include trainer/rules.mk
+include trainer/parallel/rules.mk
+include launch/rules.mk
+include topo/rules.mk
+include plugin/rules.mk
+include tests/plugin/rules.mk
+include tests/rules.mk
+include bench/rules.mk
 
 everything: $(BINS) $(UNIT_TESTS)
 
@@ -99,20 +103,45 @@ check:
 clean:
 	rm -rf build build-san
 
-.PHONY: all everything unit test check clean install
+.PHONY: all everything unit test check clean install uninstall man
 -include $(shell find $(B)/obj $(B)/obj64 -name '*.d' 2>/dev/null)
 
-# Installs binaries, the plugin, configs, genomes and job scripts under
-# PREFIX. Installed binaries find configs and data through MOE_CONFIG_DIR /
-# MOE_DATA_DIR, or the plugin's configs= argument; the paths compiled in
-# point at this source tree.
-install: everything
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/moekit \
-		$(DESTDIR)$(PREFIX)/share/moekit/configs $(DESTDIR)$(PREFIX)/share/moekit/data \
-		$(DESTDIR)$(PREFIX)/share/moekit/jobs
+# Installs binaries, the plugin, configs, genomes, job scripts and man pages
+# under PREFIX (staged under DESTDIR when given). Installed binaries find
+# their configs and data relative to themselves (PREFIX/share/moekit, see
+# common/install_dirs.h), so the tree can be staged, moved or copied; the
+# plugin's trainer=, configs= and data= default to the same places.
+MAN_PAGES := $(B)/man/moe-train.1 $(B)/man/moe-topo.1
+HELP2MAN := help2man --no-info --no-discard-stderr
+$(B)/man/moe-train.1: $(B)/bin/moe-train
+	@mkdir -p $(dir $@)
+	$(HELP2MAN) -n "train a Mixtral-style MoE model on genomes, or evaluate a checkpoint" -o $@ $<
+$(B)/man/moe-topo.1: $(B)/bin/moe-topo
+	@mkdir -p $(dir $@)
+	$(HELP2MAN) -n "show a node's GPUs and the moekit SPANK plugin's verdict" -o $@ $<
+man: $(MAN_PAGES)
+
+INSTALLED_DIRS := bin lib/moekit share/moekit/configs share/moekit/data share/moekit/jobs \
+	share/man/man1
+install: everything $(MAN_PAGES)
+	install -d $(addprefix $(DESTDIR)$(PREFIX)/,$(INSTALLED_DIRS))
 	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
 	if [ -f $(B)/lib/spank_moe.so ]; then install -m 755 $(B)/lib/spank_moe.so $(DESTDIR)$(PREFIX)/lib/moekit/; fi
 	install -m 644 configs/*.cfg $(DESTDIR)$(PREFIX)/share/moekit/configs/
 	install -m 644 data/*.gz data/README.md $(DESTDIR)$(PREFIX)/share/moekit/data/
 	if ls jobs/* >/dev/null 2>&1; then install -m 755 jobs/* $(DESTDIR)$(PREFIX)/share/moekit/jobs/; fi
-	@echo "plugstack.conf line: required $(PREFIX)/lib/moekit/spank_moe.so trainer=$(PREFIX)/bin/moe-train configs=$(PREFIX)/share/moekit/configs"
+	install -m 644 $(MAN_PAGES) $(DESTDIR)$(PREFIX)/share/man/man1/
+	@echo "plugstack.conf line: required $(PREFIX)/lib/moekit/spank_moe.so allow_cpu=no" \
+		"(trainer=, configs= and data= default to this prefix)"
+
+# Removes exactly what install wrote, then the directories it made if empty.
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(notdir $(BINS))) \
+		$(DESTDIR)$(PREFIX)/lib/moekit/spank_moe.so \
+		$(addprefix $(DESTDIR)$(PREFIX)/share/moekit/configs/,$(notdir $(wildcard configs/*.cfg))) \
+		$(addprefix $(DESTDIR)$(PREFIX)/share/moekit/data/,$(notdir $(wildcard data/*.gz)) README.md) \
+		$(addprefix $(DESTDIR)$(PREFIX)/share/moekit/jobs/,$(notdir $(wildcard jobs/*))) \
+		$(addprefix $(DESTDIR)$(PREFIX)/share/man/man1/,$(notdir $(MAN_PAGES)))
+	-rmdir $(DESTDIR)$(PREFIX)/lib/moekit $(DESTDIR)$(PREFIX)/share/moekit/configs \
+		$(DESTDIR)$(PREFIX)/share/moekit/data $(DESTDIR)$(PREFIX)/share/moekit/jobs \
+		$(DESTDIR)$(PREFIX)/share/moekit 2>/dev/null

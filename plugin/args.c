@@ -127,27 +127,6 @@ int args_check_config(const char *value, int allow_paths, moe_err *e)
     return 0;
 }
 
-static int parse_precision(const char *value, moe_req_precision *out, moe_err *e)
-{
-    static const struct {
-        const char *name;
-        moe_req_precision p;
-    } table[] = {
-        {"auto", MOE_REQ_PREC_AUTO},
-        {"mxfp8", MOE_REQ_PREC_MXFP8},
-        {"bf16", MOE_REQ_PREC_BF16},
-        {"fp8_block", MOE_REQ_PREC_FP8_BLOCK},
-    };
-    for (size_t i = 0; value && i < sizeof table / sizeof table[0]; i++) {
-        if (strcmp(value, table[i].name) == 0) {
-            *out = table[i].p;
-            return 0;
-        }
-    }
-    return moe_errf(e, "--moe-precision=%s: unknown precision (use auto, mxfp8, bf16 or fp8_block)",
-                    value ? value : "");
-}
-
 /* One key=value item of --moe-set. */
 static int check_set_item(const char *item, moe_err *e)
 {
@@ -253,9 +232,10 @@ int args_apply(moe_request *req, moe_arg_id id, const char *value, int allow_con
         break;
     }
     case MOE_ARG_PRECISION: {
-        moe_req_precision p = MOE_REQ_PREC_AUTO;
-        if (parse_precision(value, &p, e) < 0)
-            return -1;
+        moe_precision p = MOE_PREC_AUTO;
+        if (verdict_parse_precision(value, &p) < 0)
+            return moe_errf(e, "--moe-precision=%s: unknown precision (use auto, mxfp8, bf16 or "
+                               "fp8_block)", value);
         req->precision = p;
         break;
     }
@@ -281,17 +261,6 @@ int args_apply(moe_request *req, moe_arg_id id, const char *value, int allow_con
     return 0;
 }
 
-const char *args_precision_name(moe_req_precision p)
-{
-    switch (p) {
-    case MOE_REQ_PREC_AUTO: return "auto";
-    case MOE_REQ_PREC_MXFP8: return "mxfp8";
-    case MOE_REQ_PREC_BF16: return "bf16";
-    case MOE_REQ_PREC_FP8_BLOCK: return "fp8_block";
-    }
-    return "?";
-}
-
 void args_describe(const moe_request *req, char *buf, size_t n)
 {
     int len = snprintf(buf, n, "--moe-config=%s", req->config[0] ? req->config : "(none)");
@@ -299,9 +268,9 @@ void args_describe(const moe_request *req, char *buf, size_t n)
         len += snprintf(buf + len, n - (size_t)len, " --moe-ep=%d", req->ep);
     if (len >= 0 && (size_t)len < n && req->dp)
         len += snprintf(buf + len, n - (size_t)len, " --moe-dp=%d", req->dp);
-    if (len >= 0 && (size_t)len < n && req->precision != MOE_REQ_PREC_AUTO)
+    if (len >= 0 && (size_t)len < n && req->precision != MOE_PREC_AUTO)
         len += snprintf(buf + len, n - (size_t)len, " --moe-precision=%s",
-                        args_precision_name(req->precision));
+                        precision_name(req->precision));
     if (len >= 0 && (size_t)len < n && req->set[0])
         len += snprintf(buf + len, n - (size_t)len, " --moe-set=%s", req->set);
     if (len >= 0 && (size_t)len < n && req->check_only)

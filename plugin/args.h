@@ -1,7 +1,7 @@
 /* moekit SPANK plugin: the --moe-* user options.
  *
  * Plain C, no Slurm: the option table the plugin registers, and the parsing
- * of each value into a moe_request (plugin/verdict.h). Every refusal names
+ * of each value into a moe_request (launch/verdict.h). Every refusal names
  * the option and says what is accepted. Applying the same option twice with
  * the same value gives the same request (Slurm may call a callback twice in
  * slurmstepd); a later value replaces an earlier one, as Slurm forwards only
@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 
-#include "verdict.h"
+#include "../launch/verdict.h"
 
 typedef enum {
     MOE_ARG_CONFIG = 0,
@@ -64,9 +64,6 @@ int args_config_is_path(const char *value);
  * or -1 with a message naming --moe-set and the item. */
 int args_split_set(const char *set, char *buf, size_t bufsz, char **items, int max_items,
                    moe_err *e);
-
-/* "auto", "mxfp8", "bf16", "fp8_block". */
-const char *args_precision_name(moe_req_precision p);
 
 /* Option name for messages: "--moe-precision". */
 const char *args_option_name(moe_arg_id id);

@@ -11,14 +11,17 @@
 
 #include "../trainer/config/config.h"
 #include "args.h"
+#include "../common/install_dirs.h"
 
-#ifndef MOE_CONFIG_DIR_DEFAULT
-#define MOE_CONFIG_DIR_DEFAULT "/usr/local/share/moekit/configs"
-#endif
-
+/* policy_defaults fills configs= (install_dirs.h); an empty one, in a
+ * policy built by hand, means the same installed directory. */
 const char *resolve_configs_dir(const moe_policy *pol)
 {
-    return pol->configs[0] ? pol->configs : MOE_CONFIG_DIR_DEFAULT;
+    static char installed[4096];
+    if (pol->configs[0])
+        return pol->configs;
+    moe_install_path(MOE_INSTALL_CONFIGS, installed, sizeof installed);
+    return installed;
 }
 
 static int by_name(const void *a, const void *b)
@@ -110,4 +113,21 @@ void resolve_apply_layout(moe_request *req, const moe_config_facts *facts)
         req->dp = facts->dp > 0 ? facts->dp : 0;
     if (req->ep == 0)
         req->ep = facts->ep > 0 ? facts->ep : 0;
+}
+
+int resolve_request(const moe_policy *pol, const moe_request *req, moe_resolved *out, moe_err *e)
+{
+    out->want = *req;
+    out->n_items = 0;
+    if (req->set[0]) {
+        out->n_items = args_split_set(req->set, out->set_buf, sizeof out->set_buf, out->items,
+                                      MOE_ARG_MAX_ITEMS, e);
+        if (out->n_items < 0)
+            return -1;
+    }
+    if (resolve_config_path(pol, req->config, out->config_path, sizeof out->config_path, e) < 0 ||
+        resolve_config_facts(pol, out->config_path, out->items, out->n_items, &out->facts, e) < 0)
+        return -1;
+    resolve_apply_layout(&out->want, &out->facts);
+    return 0;
 }

@@ -11,7 +11,8 @@
 
 #include <stddef.h>
 
-#include "verdict.h"
+#include "../launch/verdict.h"
+#include "args.h"
 
 /* The configs directory the policy names, or the build's default. */
 const char *resolve_configs_dir(const moe_policy *pol);
@@ -38,5 +39,21 @@ int resolve_config_facts(const moe_policy *pol, const char *path, char *const *i
  * --moe-dp alone takes its parallel.ep; --moe-ep alone leaves DP to the
  * verdict (GPUs / EP). */
 void resolve_apply_layout(moe_request *req, const moe_config_facts *facts);
+
+/* A request resolved against its config: the opening both the submit and
+ * the remote contexts need. items point into set_buf. */
+typedef struct {
+    moe_request want;          /* the request with the config's layout applied */
+    char config_path[4096];    /* the config file the trainer reads */
+    moe_config_facts facts;
+    char set_buf[sizeof ((moe_request *)0)->set];
+    char *items[MOE_ARG_MAX_ITEMS]; /* the --moe-set items */
+    int n_items;
+} moe_resolved;
+
+/* Split --moe-set, find the config (resolve_config_path), load it with the
+ * items (resolve_config_facts) and apply its layout (resolve_apply_layout).
+ * Returns 0, or -1 with the reason in e. */
+int resolve_request(const moe_policy *pol, const moe_request *req, moe_resolved *out, moe_err *e);
 
 #endif

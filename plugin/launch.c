@@ -111,7 +111,7 @@ static int replaced_by_plugin(const char *entry, int replace_cuda_visible)
 }
 
 int launch_build(moe_launch *l, const moe_verdict *v, const char *config_path,
-                 char *const *set_items, int n_items, const moe_task_place *place,
+                 const char *data_dir, char *const *set_items, int n_items, const moe_task_place *place,
                  char *const *job_env, const char *cuda_visible, moe_err *e)
 {
     strvec argv = {0}, env = {0};
@@ -124,7 +124,7 @@ int launch_build(moe_launch *l, const moe_verdict *v, const char *config_path,
         ok &= vec_pushf(&argv, "--backend") == 0;
         ok &= vec_pushf(&argv, "cpu") == 0;
     }
-    ok &= vec_pushf(&argv, "precision.compute=%s", v->precision) == 0;
+    ok &= vec_pushf(&argv, "precision.compute=%s", precision_name(v->precision)) == 0;
     ok &= vec_pushf(&argv, "parallel.ep=%d", v->ep) == 0;
     ok &= vec_pushf(&argv, "parallel.dp=%d", v->dp) == 0;
     for (int i = 0; i < n_items; i++)
@@ -134,8 +134,9 @@ int launch_build(moe_launch *l, const moe_verdict *v, const char *config_path,
         if (!replaced_by_plugin(*p, cuda_visible != NULL))
             ok &= vec_pushf(&env, "%s", *p) == 0;
     ok &= vec_pushf(&env, "MOE_CONFIG=%s", config_path) == 0;
-    ok &= vec_pushf(&env, "MOE_PRECISION=%s", v->precision) == 0;
-    ok &= vec_pushf(&env, "MOE_EP=%d", v->ep) == 0;
+    if (data_dir && *data_dir)
+        ok &= vec_pushf(&env, "MOE_DATA_DIR=%s", data_dir) == 0;
+    ok &= vec_pushf(&env, "MOE_PRECISION=%s", precision_name(v->precision)) == 0;
     ok &= vec_pushf(&env, "MOE_DP=%d", v->dp) == 0;
     ok &= vec_pushf(&env, "MOE_RANK=%d", place->rank) == 0;
     ok &= vec_pushf(&env, "MOE_WORLD_SIZE=%d", place->world_size) == 0;

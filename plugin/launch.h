@@ -6,13 +6,14 @@
  *   moe-train --config PATH [--backend cpu] precision.compute=P parallel.ep=E
  *             parallel.dp=D [--moe-set items...]
  * and the environment is the job's with every inherited MOE_* variable
- * replaced by the plugin's own, so only the verdict speaks to the trainer. */
+ * replaced by the plugin's own, so only the verdict and the policy (data=)
+ * speak to the trainer. */
 #ifndef MOE_PLUGIN_LAUNCH_H
 #define MOE_PLUGIN_LAUNCH_H
 
 #include <stddef.h>
 
-#include "verdict.h"
+#include "../launch/verdict.h"
 
 /* Where this task stands in the step. */
 typedef struct {
@@ -27,11 +28,12 @@ typedef struct {
     char **envp; /* NULL-terminated; owned */
 } moe_launch;
 
-/* Build argv and envp. set_items are the --moe-set items (already checked).
+/* Build argv and envp. data_dir: the policy's data=, passed as
+ * MOE_DATA_DIR (the job's own MOE_* variables are dropped), or NULL. set_items are the --moe-set items (already checked).
  * cuda_visible: the value for CUDA_VISIBLE_DEVICES, or NULL to keep the
  * job's. Returns 0, or -1 (out of memory) with a message. */
 int launch_build(moe_launch *l, const moe_verdict *v, const char *config_path,
-                 char *const *set_items, int n_items, const moe_task_place *place,
+                 const char *data_dir, char *const *set_items, int n_items, const moe_task_place *place,
                  char *const *job_env, const char *cuda_visible, moe_err *e);
 void launch_free(moe_launch *l);
 

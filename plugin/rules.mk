@@ -27,12 +27,14 @@ endif
 # Debian ships no position-independent libconfig.a, so the plugin links the
 # shared libconfig ($(LIBCONFIG_SHARED)); the version script keeps moekit's
 # config_write and every other symbol private to the plugin.
-PLUGIN_LINK := $(call obj,$(PLUGIN_SPANK_SRCS)) $(PLUGIN_LIB) $(PLUGINCORE_LIB) $(TOPO_LIB) \
-	$(CONFIG_LIB) $(COMMON_LIB)
+# The memory plan (trainer/plan, over the model and parallel libraries) checks
+# that a run fits its GPUs; the model's parameter code brings OpenMP (libgomp).
+PLUGIN_LINK := $(call obj,$(PLUGIN_SPANK_SRCS)) $(PLUGIN_LIB) $(TOPO_LIB) $(LAUNCH_LIB) \
+	$(PLAN_LIB) $(PARALLEL_LIB) $(MODEL_LIB) $(LOWP_LIB) $(CONFIG_LIB) $(COMMON_LIB)
 $(PLUGIN_SO): $(PLUGIN_LINK) plugin/spank_moe.lds
 	@mkdir -p $(dir $@)
 	$(CC) -shared $(SANFLAGS) -Wl,--version-script=plugin/spank_moe.lds \
-		$(PLUGIN_LINK) -o $@ $(TOPO_LDLIBS) $(LIBCONFIG_SHARED) -ldl -lm
+		$(PLUGIN_LINK) -o $@ $(TOPO_LDLIBS) $(LIBCONFIG_SHARED) -fopenmp -ldl -lm
 
 # Not in BINS: `make install` puts the plugin under lib/moekit, not bin/.
 ifneq ($(PLUGIN_HAVE_SPANK),)
@@ -40,27 +42,6 @@ everything: $(PLUGIN_SO)
 else
 $(info moekit: $(SLURM_INCLUDE)/slurm/spank.h not found: skipping the SPANK plugin (install libslurm-dev or set SLURM_INCLUDE))
 endif
-
-UNIT_TESTS += $(B)/tests/test_args $(B)/tests/test_plugin_job_size $(B)/tests/test_plugin_launch \
-	$(B)/tests/test_plugin_config
-
-$(B)/tests/test_args: $(call obj,tests/unit/test_args.c) $(PLUGIN_LIB) $(COMMON_LIB)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
-
-# Each plugin test links the plain plugin code and what it calls.
-PLUGIN_TEST_LINK := $(PLUGIN_LIB) $(CONFIG_LIB) $(COMMON_LIB)
-$(B)/tests/test_plugin_job_size: $(call obj,plugin/tests/test_job_size.c) $(PLUGIN_TEST_LINK)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
-
-$(B)/tests/test_plugin_launch: $(call obj,plugin/tests/test_launch.c) $(PLUGIN_TEST_LINK)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
-
-$(B)/tests/test_plugin_config: $(call obj,plugin/tests/test_config.c) $(PLUGIN_TEST_LINK)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LIBCONFIG) $(LDLIBS_BASE)
 
 # A stand-in trainer that records the launch contract, for tests/slurm/.
 PLUGIN_RECORD_LAUNCH := $(B)/tests/slurm/record_launch

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "args.h"
-#include "policy.h"
+#include "../launch/policy.h"
 #include "spank_moe.h"
 
 SPANK_PLUGIN(moe, 1)

@@ -11,7 +11,7 @@
 #include <slurm/spank.h>
 
 #include "job_size.h"
-#include "verdict.h"
+#include "../launch/verdict.h"
 
 typedef struct {
     moe_policy policy;      /* the admin's plugstack.conf arguments */

@@ -21,6 +21,7 @@
 
 #include "../topo/step.h"
 #include "../topo/topo.h"
+#include "../trainer/plan/plan.h"
 #include "args.h"
 #include "bind.h"
 #include "config_resolve.h"
@@ -139,7 +140,7 @@ static int start_trainer(const task_info *ti, const moe_verdict *v, const char *
         return refuse(ti, "the site's plugstack.conf names no trainer= for spank_moe.so");
 
     moe_launch l;
-    if (launch_build(&l, v, config_path, items, n_items, &place, ti->env, cuda_visible, &e) < 0)
+    if (launch_build(&l, v, config_path, pol->data, items, n_items, &place, ti->env, cuda_visible, &e) < 0)
         return refuse(ti, "%s", e.msg);
     if (ti->global_id == 0)
         print_launch(ti, pol->trainer, l.argv);
@@ -149,6 +150,35 @@ static int start_trainer(const task_info *ti, const moe_verdict *v, const char *
     launch_free(&l);
     return refuse(ti, "cannot start the trainer %s: %s (ask the site's admins)", pol->trainer,
                   strerror(err));
+}
+
+
+/* The run's memory plan at the verdict's EP x DP against the smallest GPU
+ * of the step (plan_fit_config): -1 when it does not fit and the policy
+ * refuses (refuse_memory_short=yes), else 0 (a warning printed by rank 0). */
+static int check_memory(const task_info *ti, const moe_policy *pol, const char *config_path,
+                        char *const *items, int n_items, const moe_topo *topo, const int *idx,
+                        int n, const moe_verdict *v)
+{
+    unsigned long long mem = topo_step_min_memory(topo, idx, n);
+    char msg[2048];
+    moe_err e = {{0}};
+    if (!mem)
+        return 0;
+    int fit = plan_fit_config(config_path, resolve_configs_dir(pol), items, n_items,
+                              precision_name(v->precision), v->ep, v->dp, (double)mem, pol->refuse_memory_short, msg,
+                              sizeof msg, &e);
+    if (fit == PLAN_FITS)
+        return 0;
+    if (e.msg[0]) {
+        if (ti->global_id == 0)
+            fprintf(stderr, "moekit: warning: no memory plan: %s\n", e.msg);
+        return 0;
+    }
+    if (ti->global_id == 0 || fit == PLAN_REFUSE)
+        fprintf(stderr, "moekit: memory %s: %s\n", fit == PLAN_REFUSE ? "refused" : "warning",
+                msg);
+    return fit == PLAN_REFUSE ? -1 : 0;
 }
 
 int moe_remote_task_init(spank_t sp)
@@ -169,24 +199,15 @@ int moe_remote_task_init(spank_t sp)
     if (!req->config[0])
         return refuse(&ti, "the --moe-* options need --moe-config=NAME (the config to train)");
 
-    moe_err e;
-    char set_buf[sizeof req->set];
-    char *items[MOE_ARG_MAX_ITEMS];
-    int n_items = 0;
-    if (req->set[0]) {
-        n_items = args_split_set(req->set, set_buf, sizeof set_buf, items, MOE_ARG_MAX_ITEMS, &e);
-        if (n_items < 0)
-            return refuse(&ti, "%s", e.msg);
-    }
-
     /* Opened with the user's rights: task_init runs after Slurm drops root. */
-    char config_path[4096];
-    moe_config_facts facts;
-    if (resolve_config_path(pol, req->config, config_path, sizeof config_path, &e) < 0 ||
-        resolve_config_facts(pol, config_path, items, n_items, &facts, &e) < 0)
+    moe_err e;
+    moe_resolved *r = malloc(sizeof *r);
+    if (!r)
+        return refuse(&ti, "out of memory");
+    if (resolve_request(pol, req, r, &e) < 0) {
+        free(r);
         return refuse(&ti, "%s", e.msg);
-    moe_request want = *req;
-    resolve_apply_layout(&want, &facts);
+    }
 
     moe_topo *topo = malloc(sizeof *topo);
     moe_step *step = malloc(sizeof *step);
@@ -200,13 +221,17 @@ int moe_remote_task_init(spank_t sp)
         rc = refuse(&ti, "%s", e.msg);
         goto out;
     }
-    step->num_experts = facts.num_experts;
-    verdict_decide(pol, &want, step, v);
+    step->num_experts = r->facts.num_experts;
+    verdict_decide(pol, &r->want, step, v);
 
     if (ti.global_id == 0 || v->kind == MOE_VERDICT_REFUSE)
         fprintf(stderr, "%s\n", v->paragraph);
     if (v->kind == MOE_VERDICT_REFUSE) {
         rc = refuse(&ti, "see the verdict above");
+        goto out;
+    }
+    if (check_memory(&ti, pol, r->config_path, r->items, r->n_items, topo, gpu_idx, n_idx, v) < 0) {
+        rc = refuse(&ti, "see the memory plan above");
         goto out;
     }
     if (req->check_only) {
@@ -219,8 +244,9 @@ int moe_remote_task_init(spank_t sp)
     const char *cuda_visible = NULL;
     if (pol->bind)
         cuda_visible = bind_task(&ti, topo, gpu_idx, n_idx, visible_buf, sizeof visible_buf);
-    rc = start_trainer(&ti, v, config_path, items, n_items, cuda_visible);
+    rc = start_trainer(&ti, v, r->config_path, r->items, r->n_items, cuda_visible);
 out:
+    free(r);
     free(topo);
     free(step);
     free(v);

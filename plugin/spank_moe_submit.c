@@ -5,14 +5,16 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../common/layout.h"
 #include "args.h"
 #include "config_resolve.h"
 #include "spank_moe.h"
 
 extern char **environ;
 
-/* The config, when this host can read it, so a wrong name, a bad --moe-set
- * item or experts that EP cannot split are refused before the job queues.
+/* The config, when this host can read it (resolve_request, as on the node),
+ * so a wrong name, a bad --moe-set item or experts that EP cannot split are
+ * refused before the job queues.
  * A submit host without the site's configs (or the user's path) leaves
  * that to the node. Fills *want with the config's layout defaults. */
 static int check_config_here(const char *who, moe_request *want)
@@ -25,29 +27,20 @@ static int check_config_here(const char *who, moe_request *want)
         return 0;
 
     moe_err e;
-    char set_buf[sizeof want->set];
-    char *items[MOE_ARG_MAX_ITEMS];
-    int n_items = 0;
-    if (want->set[0]) {
-        n_items = args_split_set(want->set, set_buf, sizeof set_buf, items, MOE_ARG_MAX_ITEMS, &e);
-        if (n_items < 0)
-            goto refused;
+    moe_resolved *r = malloc(sizeof *r);
+    int rc = r ? resolve_request(pol, want, r, &e) : moe_errf(&e, "out of memory");
+    if (rc == 0) {
+        *want = r->want;
+        if (want->ep > 0 && layout_rule(0, want->ep, 0, r->facts.num_experts, NULL) ==
+                                MOE_LAYOUT_EP_SPLITS_EXPERTS)
+            rc = moe_errf(&e, "EP=%d does not divide the %d experts of %s (--moe-ep must "
+                              "divide model.num_experts)",
+                          want->ep, r->facts.num_experts, r->config_path);
     }
-    char path[4096];
-    moe_config_facts facts;
-    if (resolve_config_path(pol, want->config, path, sizeof path, &e) < 0 ||
-        resolve_config_facts(pol, path, items, n_items, &facts, &e) < 0)
-        goto refused;
-    resolve_apply_layout(want, &facts);
-    if (want->ep > 0 && facts.num_experts % want->ep) {
-        moe_errf(&e, "EP=%d does not divide the %d experts of %s (--moe-ep must divide "
-                     "model.num_experts)", want->ep, facts.num_experts, path);
-        goto refused;
-    }
-    return 0;
-refused:
-    slurm_error("moekit: %s refused before queueing: %s", who, e.msg);
-    return -1;
+    free(r);
+    if (rc < 0)
+        slurm_error("moekit: %s refused before queueing: %s", who, e.msg);
+    return rc;
 }
 
 int moe_submit_check(const char *who, int requested_gpus, int requested_tasks)
@@ -100,7 +93,7 @@ void moe_submit_export(spank_t sp)
         snprintf(num, sizeof num, "%d", req->dp);
         export_var(sp, "MOE_DP", num);
     }
-    export_var(sp, "MOE_PRECISION", args_precision_name(req->precision));
+    export_var(sp, "MOE_PRECISION", precision_name(req->precision));
     if (req->set[0])
         export_var(sp, "MOE_SET", req->set);
     if (req->check_only)

@@ -18,7 +18,7 @@ if [ "$(id -u)" -ne 0 ]; then
     echo "quickstart: run as root (it installs packages and starts munged, slurmctld, slurmd)" >&2
     exit 1
 fi
-scripts/install-deps.sh
+scripts/install-deps.sh build
 scripts/slurm-local.sh install
 make -j"$(nproc)" everything
 

@@ -5,24 +5,26 @@
 #    seeds plus every input that once crashed) to the harness once.
 # 2. libFuzzer fuzzers, built with clang by `make fuzz` into build/fuzz/
 #    (-fsanitize=fuzzer,address,undefined); tests/fuzz/run.sh SECONDS runs them.
-FUZZ_TARGETS := config fasta safetensors json hf_config plugin_args policy
+FUZZ_TARGETS := config fasta safetensors json hf_config plugin_args policy store_index
 FUZZ_CORPUS_ROOT := $(abspath tests/fuzz/corpus)
 
 # What each harness links: the reader under test and what it calls.
 FUZZ_SRCS_config := $(CONFIG_SRCS)
 FUZZ_SRCS_fasta := $(DATA_SRCS)
+FUZZ_SRCS_store_index := $(DATA_SRCS)
 FUZZ_SRCS_safetensors := $(CKPT_SRCS)
 FUZZ_SRCS_json := $(CKPT_SRCS)
 FUZZ_SRCS_hf_config := $(CKPT_SRCS)
-FUZZ_SRCS_plugin_args := plugin/args.c
-FUZZ_SRCS_policy := plugin/policy.c
+FUZZ_SRCS_plugin_args := plugin/args.c launch/verdict.c
+FUZZ_SRCS_policy := launch/policy.c
 FUZZ_LIBS_config := $(CONFIG_LIB)
 FUZZ_LIBS_fasta := $(DATA_LIB)
+FUZZ_LIBS_store_index := $(DATA_LIB)
 FUZZ_LIBS_safetensors := $(CKPT_LIB)
 FUZZ_LIBS_json := $(CKPT_LIB)
 FUZZ_LIBS_hf_config := $(CKPT_LIB)
-FUZZ_LIBS_plugin_args := $(PLUGIN_LIB)
-FUZZ_LIBS_policy := $(PLUGINCORE_LIB)
+FUZZ_LIBS_plugin_args := $(PLUGIN_LIB) $(LAUNCH_LIB)
+FUZZ_LIBS_policy := $(LAUNCH_LIB)
 FUZZ_COMMON := tests/fuzz/fuzz_util.c $(COMMON_SRCS)
 
 $(call obj,tests/fuzz/replay.c): CFLAGS += -DFUZZ_CORPUS_ROOT='"$(FUZZ_CORPUS_ROOT)"'
@@ -42,8 +44,7 @@ FUZZ_B := build/fuzz
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS := -std=c11 -O1 -g -D_GNU_SOURCE -fno-omit-frame-pointer -Wno-unknown-pragmas \
 	-fsanitize=fuzzer-no-link $(FUZZ_SAN) -DMOE_CONFIG_DIR_DEFAULT='"$(abspath configs)"' \
-	-DMOE_DATA_DIR_DEFAULT='"$(abspath data)"' -DMOE_SOURCE_DIR='"$(abspath .)"' \
-	-DMOE_TRAINER_DEFAULT='"$(abspath build/bin/moe-train)"'
+	-DMOE_DATA_DIR_DEFAULT='"$(abspath data)"' -DMOE_SOURCE_DIR='"$(abspath .)"'
 fuzz_obj = $(patsubst %.c,$(FUZZ_B)/obj/%.o,$(1))
 
 $(FUZZ_B)/obj/%.o: %.c

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The whole test suite over one build directory: unit tests (C), the
 # command-line tests, the parallel (MPI ranks) tests, and (unless
-# MOE_SKIP_SLURM=1) the real-Slurm tests.
+# MOE_SKIP_SLURM=1) the real-Slurm tests and the installed-tree test.
 # Prints each suite's "name: N passed, N failed" and a total line last.
 # Usage: tests/run_all.sh [BUILD_DIR]
 set -u
@@ -32,10 +32,13 @@ suite() { # NAME CMD...
 mapfile -t units < <(find "$B/tests" -maxdepth 1 -type f -name 'test_*' -perm -u+x | sort)
 suite unit "$HERE/run_unit.sh" "${units[@]}"
 suite cli "$HERE/cli/run.sh" "$B"
+suite data "$HERE/cli/data.sh" "$B"
 suite reliability "$HERE/reliability/run.sh" "$B"
 suite parallel "$HERE/parallel/run.sh" "$B"
 if [ "${MOE_SKIP_SLURM:-0}" != 1 ] && [ -x "$HERE/slurm/run.sh" ]; then
     suite slurm "$HERE/slurm/run.sh" "$B"
+    # the installed tree on its own, its plugin under Slurm too (a plain build only)
+    [ "$(basename "$B")" = build ] && suite install "$HERE/install/run.sh" "$B"
 fi
 echo "moekit: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -5,10 +5,12 @@
  *   moe-topo --xml node.xml           a saved `lstopo --of xml` export instead
  *   moe-topo --check --ep 8 [--dp 1] [--precision auto] [--experts 8]
  *            [--policy "on_non_blackwell=reject"] [--gpus 0-7] [--ntasks 8]
- *                                     the SPANK plugin's verdict paragraph
+ *            [--config L1_8x7B_ep]    the SPANK plugin's verdict paragraph, and
+ *                                     with a config its memory plan against the GPUs
  *
- * Exit status: 0 (shown, or --check would run), 2 (--check would refuse),
- * 1 (usage, unreadable topology or environment). */
+ * Exit status (common/exit_codes.h, as every moekit tool): 0 shown, or
+ * --check would run; 1 failure (unreadable topology or environment); 2 usage
+ * (bad command line); 3 --check would refuse the step. */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -16,13 +18,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../plugin/policy.h"
-#include "../plugin/verdict.h"
+#include "../common/exit_codes.h"
+#include "../common/version.h"
+#include "../launch/policy.h"
+#include "../launch/verdict.h"
+#include "../trainer/plan/plan.h"
 #include "report.h"
 #include "step.h"
 #include "topo.h"
 
-enum { EXIT_RUN = 0, EXIT_USAGE = 1, EXIT_REFUSE = 2 };
+enum { EXIT_RUN = MOE_EXIT_OK, EXIT_FAILURE_ = MOE_EXIT_FAILURE, EXIT_USAGE = MOE_EXIT_USAGE,
+       EXIT_REFUSE = MOE_EXIT_REFUSED };
 
 typedef struct {
     const char *xml;
@@ -31,15 +37,16 @@ typedef struct {
     int experts, ntasks, nodes;
     const char *policy;
     const char *gpus;
+    const char *config;   /* --config: plan the run's memory against the GPUs */
     int check_flags_seen; /* options that only --check uses */
 } cli;
 
 static void usage(FILE *f)
 {
-    fputs("usage: moe-topo [--xml FILE] [--json] [--no-nvml]\n"
-          "       moe-topo --check [--ep N] [--dp M] [--precision auto|mxfp8|bf16|fp8_block]\n"
-          "                [--experts E] [--policy \"key=value ...\"] [--gpus LIST]\n"
-          "                [--ntasks N] [--nodes N] [--xml FILE] [--json]\n"
+    fputs("Usage: moe-topo [--xml FILE] [--json] [--no-nvml]\n"
+          "  or:  moe-topo --check [--ep N] [--dp M] [--precision P] [--experts E] "
+          "[--policy WORDS] [--gpus LIST] [--ntasks N] [--nodes N] [--config C] [--xml FILE] "
+          "[--json]\n"
           "\n"
           "Shows the node as moekit sees it: sockets, cores, NUMA nodes and every NVIDIA GPU\n"
           "(PCI bus id, model, SM, memory, NUMA node, local CPUs, NVLink peers, and where each\n"
@@ -49,7 +56,7 @@ static void usage(FILE *f)
           "  --json          JSON instead of the table\n"
           "  --no-nvml       do not ask NVML, even on a live node\n"
           "  --check         print the verdict the moekit SPANK plugin would reach for a step\n"
-          "                  and exit 0 if it would run, 2 if it would refuse\n"
+          "                  and exit 0 if it would run, 3 if it would refuse\n"
           "  --ep N, --dp M  expert and data parallel sizes (--moe-ep, --moe-dp); EP defaults\n"
           "                  to 1 and DP to GPUs / EP\n"
           "  --precision P   --moe-precision: auto (default), mxfp8, bf16 or fp8_block\n"
@@ -62,8 +69,19 @@ static void usage(FILE *f)
           "  --ntasks N      tasks in the step (default SLURM_STEP_NUM_TASKS / SLURM_NTASKS)\n"
           "  --nodes N       nodes in the step, each like this one (default SLURM_STEP_NUM_NODES\n"
           "                  / SLURM_NNODES, else 1)\n"
+          "  --config C      a moe-train config (name or path): its memory plan per GPU at the\n"
+          "                  verdict's EP x DP against the smallest GPU of the step; a run that\n"
+          "                  does not fit is refused (policy refuse_memory_short=yes) or warned\n"
+          "                  about, with what would fit\n"
+          "  --version       the moekit version\n"
+          "  --help, -h      this text\n"
           "\n"
-          "GPU numbers follow PCI bus order, which is CUDA's with CUDA_DEVICE_ORDER=PCI_BUS_ID.\n",
+          "GPU numbers follow PCI bus order, which is CUDA's with CUDA_DEVICE_ORDER=PCI_BUS_ID.\n"
+          "Without --policy, trainer=, configs= and data= are those installed beside moe-topo.\n"
+          "\n"
+          "Exit status: 0 shown (or --check: the step would run), 1 failure (unreadable\n"
+          "topology or environment), 2 usage (bad command line), 3 --check: the plugin\n"
+          "would refuse the step.\n",
           f);
 }
 
@@ -83,7 +101,7 @@ static int positive(const char *opt, const char *arg, int *out)
 static int parse_args(int argc, char **argv, cli *c)
 {
     enum { O_XML = 256, O_JSON, O_CHECK, O_EP, O_DP, O_PREC, O_EXPERTS, O_POLICY, O_GPUS,
-           O_NTASKS, O_NODES, O_NO_NVML, O_HELP };
+           O_NTASKS, O_NODES, O_NO_NVML, O_HELP, O_CONFIG, O_VERSION };
     static const struct option opts[] = {
         {"xml", required_argument, 0, O_XML},       {"json", no_argument, 0, O_JSON},
         {"check", no_argument, 0, O_CHECK},         {"ep", required_argument, 0, O_EP},
@@ -92,6 +110,8 @@ static int parse_args(int argc, char **argv, cli *c)
         {"policy", required_argument, 0, O_POLICY}, {"gpus", required_argument, 0, O_GPUS},
         {"ntasks", required_argument, 0, O_NTASKS}, {"nodes", required_argument, 0, O_NODES},
         {"no-nvml", no_argument, 0, O_NO_NVML},     {"help", no_argument, 0, O_HELP},
+        {"config", required_argument, 0, O_CONFIG},
+        {"version", no_argument, 0, O_VERSION},
         {0, 0, 0, 0},
     };
     memset(c, 0, sizeof *c);
@@ -118,8 +138,10 @@ static int parse_args(int argc, char **argv, cli *c)
             break;
         case O_POLICY: c->policy = optarg; break;
         case O_GPUS: c->gpus = optarg; break;
+        case O_CONFIG: c->config = optarg; break;
         case O_HELP:
         case 'h': usage(stdout); exit(EXIT_RUN);
+        case O_VERSION: printf("moe-topo (moekit) %s\n", MOEKIT_VERSION); exit(EXIT_RUN);
         default:
             if (optopt) /* a known option without its value */
                 fprintf(stderr, "moe-topo: option %s needs a value (see --help)\n",
@@ -135,8 +157,8 @@ static int parse_args(int argc, char **argv, cli *c)
         return -1;
     }
     if (c->check_flags_seen && !c->check) {
-        fputs("moe-topo: --ep, --dp, --precision, --experts, --policy, --gpus, --ntasks and "
-              "--nodes only apply with --check\n", stderr);
+        fputs("moe-topo: --ep, --dp, --precision, --experts, --policy, --gpus, --ntasks, "
+              "--nodes and --config only apply with --check\n", stderr);
         return -1;
     }
     c->req.active = 1;
@@ -167,11 +189,38 @@ static int build_step(const cli *c, const moe_topo *t, moe_step *step, int *idx,
     return 0;
 }
 
+/* The config's memory plan at the verdict's EP x DP against the smallest of
+ * the step's GPUs (plan_fit): EXIT_REFUSE when it does not fit and the
+ * policy refuses, else EXIT_RUN (a warning said). */
+static int check_memory(const cli *c, const moe_topo *t, const int *idx, int n,
+                        const moe_policy *pol, const moe_verdict *v)
+{
+    unsigned long long mem = topo_step_min_memory(t, idx, n);
+    moe_err e = {{0}};
+    char msg[2048];
+    if (!mem) {
+        printf("memory: the GPUs' memory is unknown here; no memory plan checked\n");
+        return EXIT_RUN;
+    }
+    int fit = plan_fit_config(c->config, pol->configs, NULL, 0, precision_name(v->precision), v->ep, v->dp,
+                              (double)mem, pol->refuse_memory_short, msg, sizeof msg, &e);
+    if (e.msg[0]) {
+        fprintf(stderr, "moe-topo: --config: %s\n", e.msg);
+        return EXIT_USAGE;
+    }
+    if (fit == PLAN_FITS)
+        printf("memory: %s fits the %.0f GiB GPUs at EP=%d x DP=%d (moe-train --plan shows the "
+               "plan)\n", c->config, mem / 1073741824.0, v->ep, v->dp);
+    else
+        printf("memory: %s: %s\n", fit == PLAN_REFUSE ? "refused" : "warning", msg);
+    return fit == PLAN_REFUSE ? EXIT_REFUSE : EXIT_RUN;
+}
+
 static int run_check(const cli *c, const moe_topo *t, const moe_policy *pol)
 {
     moe_step *step = calloc(1, sizeof *step);
     moe_verdict *v = calloc(1, sizeof *v);
-    int idx[TOPO_MAX_GPUS], n = 0, rc = EXIT_USAGE;
+    int idx[TOPO_MAX_GPUS], n = 0, rc = EXIT_FAILURE_;
     const char *from = "";
     moe_err e = {{0}};
     if (!step || !v) {
@@ -186,6 +235,8 @@ static int run_check(const cli *c, const moe_topo *t, const moe_policy *pol)
     rc = v->kind == MOE_VERDICT_RUN ? EXIT_RUN : EXIT_REFUSE;
     if (!c->json) {
         printf("%s\n", v->paragraph);
+        if (c->config && rc == EXIT_RUN)
+            rc = check_memory(c, t, idx, n, pol, v);
         goto out;
     }
     char words[3 * 4096 + 512];
@@ -224,12 +275,12 @@ int main(int argc, char **argv)
     moe_topo *t = malloc(sizeof *t);
     if (!t) {
         fputs("moe-topo: out of memory\n", stderr);
-        return EXIT_USAGE;
+        return EXIT_FAILURE_;
     }
     int rc = EXIT_RUN;
     if (topo_load(t, xml, c.no_nvml ? TOPO_NO_NVML : 0, &e)) {
         fprintf(stderr, "moe-topo: %s\n", e.msg);
-        rc = EXIT_USAGE;
+        rc = EXIT_FAILURE_;
     } else if (c.check) {
         rc = run_check(&c, t, &pol);
     } else if (c.json) {
@@ -241,6 +292,6 @@ int main(int argc, char **argv)
     }
     free(t);
     if (fflush(stdout) != 0 && rc == EXIT_RUN)
-        rc = EXIT_USAGE;
+        rc = EXIT_FAILURE_;
     return rc;
 }

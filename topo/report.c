@@ -196,7 +196,8 @@ void report_json_topology(FILE *f, const moe_topo *t)
 void report_json_verdict(FILE *f, const moe_verdict *v)
 {
     fprintf(f, "\"verdict\": {\"kind\": \"%s\"", v->kind == MOE_VERDICT_RUN ? "run" : "refuse");
-    json_key_string(f, "precision", v->precision, 1);
+    json_key_string(f, "precision",
+                    v->kind == MOE_VERDICT_RUN ? precision_name(v->precision) : "", 1);
     fprintf(f, ", \"ep\": %d, \"dp\": %d, \"cpu_only\": %s", v->ep, v->dp,
             v->cpu_only ? "true" : "false");
     json_key_string(f, "paragraph", v->paragraph, 1);

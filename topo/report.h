@@ -4,7 +4,7 @@
 
 #include <stdio.h>
 
-#include "../plugin/verdict.h"
+#include "../launch/verdict.h"
 #include "topo.h"
 
 /* Node summary line(s), then one row per GPU. */

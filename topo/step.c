@@ -217,3 +217,14 @@ int topo_fill_step(const moe_topo *t, char *const env[], moe_step *step, moe_err
         return -1;
     return 0;
 }
+
+unsigned long long topo_step_min_memory(const moe_topo *t, const int *idx, int n)
+{
+    unsigned long long mem = 0;
+    for (int k = 0; k < n; k++) {
+        unsigned long long m = t->gpus[idx[k]].memory_bytes;
+        if (m && (!mem || m < mem))
+            mem = m;
+    }
+    return mem;
+}

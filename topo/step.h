@@ -3,7 +3,7 @@
 #ifndef MOE_TOPO_STEP_H
 #define MOE_TOPO_STEP_H
 
-#include "../plugin/verdict.h"
+#include "../launch/verdict.h"
 #include "topo.h"
 
 /* The step's GPUs as indices into t->gpus, in the order CUDA numbers them
@@ -42,5 +42,9 @@ int topo_fill_step(const moe_topo *t, char *const env[], moe_step *step, moe_err
 
 /* Copy chosen GPUs (indices into t->gpus) into a moe_step's GPU list. */
 void topo_step_from_indices(const moe_topo *t, const int *idx, int n, moe_step *step);
+
+/* Memory of the smallest of the chosen GPUs in bytes (what a rank can
+ * use), 0 when none says. */
+unsigned long long topo_step_min_memory(const moe_topo *t, const int *idx, int n);
 
 #endif

@@ -1,13 +1,18 @@
-/* moekit: `moe-train eval --checkpoint DIR --tokens FILE`. */
+/* moekit: `moe-train eval --checkpoint DIR --tokens FILE | --fasta FILE`. */
 #include "eval.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "../common/exit_codes.h"
 #include "backend/select.h"
+#include "cli.h"
 #include "ckpt/shard_read.h"
+#include "data/data.h"
+#include "model/model.h"
 #include "model/model_slices.h"
 #include "train/trainer.h"
 #include "train/weights_io.h"
@@ -86,100 +91,241 @@ int eval_read_tokens(const char *path, int vocab, int32_t **tokens, int *rows, i
     return 0;
 }
 
-static int run_eval(const char *dir, const char *tokfile, const char *backend, moe_err *e)
+/* FASTA tokenized exactly as training reads it (data.h): records become BOS,
+ * bases, EOS, cut into windows of T + 1 tokens every T tokens (the last one
+ * padded), targets -1 on PAD and on bases other than ACGT
+ * (data.mask_degenerate_bases, on by default). Every window is evaluated:
+ * no validation split, no shuffle. */
+static int eval_read_fasta(const char *path, int T, int32_t **in, int32_t **tg, int *rows,
+                           moe_err *e)
 {
-    moe_model_cfg mc;
-    /* config.json and the weights agree before anything is sized by them */
-    if (weights_check(dir, NULL, &mc, 1, e))
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return moe_errf(e, "--fasta %s: is a directory, not a FASTA file", path);
+    const char *files[1] = {path};
+    moe_data_cfg dc = {.n_files = 1, .files = files, .mask_degenerate_bases = 1};
+    moe_dataset *ds = NULL;
+    moe_data_stats st;
+    if (dataset_open(&ds, &dc, T, 0, 0, 1, ".", e))
         return -1;
+    dataset_stats(ds, &st);
+    int rc = -1;
+    if (st.train_windows > (uint64_t)INT32_MAX / (uint64_t)T) {
+        moe_errf(e, "%s: %llu windows of %d tokens: too many for one evaluation", path,
+                 (unsigned long long)st.train_windows, T);
+        goto out;
+    }
+    *rows = (int)st.train_windows;
+    *in = malloc(sizeof(int32_t) * (size_t)*rows * (size_t)T);
+    *tg = malloc(sizeof(int32_t) * (size_t)*rows * (size_t)T);
+    if (!*in || !*tg) {
+        moe_errf(e, "%s: out of memory for %d windows", path, *rows);
+        goto out;
+    }
+    for (int r = 0; r < *rows; r++)
+        if (dataset_next_train(ds, 1, *in + (size_t)r * T, *tg + (size_t)r * T, e))
+            goto out;
+    rc = 0;
+out:
+    dataset_close(ds);
+    return rc;
+}
+
+/* Token-id lines: every token goes through the model, as in transformers (the
+ * router of the last one counts in the aux loss); the last has no target. */
+static int eval_token_rows(const char *tokfile, int vocab, int32_t **in, int32_t **tg, int *rows,
+                           int *T, moe_err *e)
+{
     int32_t *tok = NULL;
-    int rows, L;
-    if (eval_read_tokens(tokfile, mc.vocab_size, &tok, &rows, &L, e))
+    int L;
+    if (eval_read_tokens(tokfile, vocab, &tok, rows, &L, e))
         return -1;
-    /* every token goes through the model, as in transformers (the router of
-     * the last one counts in the aux loss); the last has no target */
-    int T = L, N = rows * T;
-    int32_t *in = malloc(sizeof(int32_t) * N), *tg = malloc(sizeof(int32_t) * N);
-    moe_backend *be = NULL;
-    moe_dispatcher *disp = NULL;
-    moe_model *m = NULL;
+    *T = L;
+    size_t N = (size_t)*rows * (size_t)L;
+    *in = malloc(sizeof(int32_t) * N);
+    *tg = malloc(sizeof(int32_t) * N);
+    if (!*in || !*tg) {
+        free(tok);
+        return moe_errf(e, "out of memory");
+    }
+    for (int r = 0; r < *rows; r++)
+        for (int t = 0; t < L; t++) {
+            (*in)[r * L + t] = tok[r * L + t];
+            (*tg)[r * L + t] = t + 1 < L ? tok[r * L + t + 1] : -1;
+        }
+    free(tok);
+    return 0;
+}
+
+typedef struct {
+    moe_backend *be;
+    moe_dispatcher *disp;
+    moe_model *m;
+    int m_rows;
+    real *host; /* the checkpoint's weights */
+    moe_dims d;
+} eval_ctx;
+
+/* rows windows through the model, batch rows at a time; the model is
+ * (re)built for the size of the batch, so no padded row enters the aux loss. */
+static int eval_batches(eval_ctx *c, const int32_t *in, const int32_t *tg, int rows, int T,
+                        int batch, double *loss, int64_t *tokens, double *aux, moe_err *e)
+{
+    *loss = *aux = 0;
+    *tokens = 0;
+    for (int r0 = 0; r0 < rows; r0 += batch) {
+        int n = rows - r0 < batch ? rows - r0 : batch;
+        if (c->m && c->m_rows != n) {
+            model_destroy(c->m);
+            c->m = NULL;
+        }
+        if (!c->m && (model_create(&c->m, &c->d, c->be, c->disp, n, T, e) ||
+                      model_set_masters(c->m, c->host, e)))
+            return -1;
+        c->m_rows = n;
+        double ls;
+        int64_t nv;
+        if (model_forward(c->m, in + (size_t)r0 * T, tg + (size_t)r0 * T, &ls, &nv, NULL, e))
+            return -1;
+        *loss += ls;
+        *tokens += nv;
+        *aux += c->m->aux_loss * n / rows;
+    }
+    return 0;
+}
+
+/* The checkpoint's weights, in any layout shard_read.h reads (sharded,
+ * single-file or a Hugging Face directory), into c->host in the model's flat
+ * layout through a bounded staging buffer. */
+static int load_weights(eval_ctx *c, const char *dir, int T, moe_err *e)
+{
     shard_set *s = NULL;
     ckpt_slice_list l = {0};
     size_t staging_bytes = (size_t)64 << 20;
     void *staging = NULL;
-    char why[128];
     int rc = -1;
-    if (!in || !tg) {
+    if (model_create(&c->m, &c->d, c->be, c->disp, 1, T, e) || shard_set_open(dir, &s, e))
+        goto out;
+    c->m_rows = 1;
+    if (!(c->host = malloc(sizeof(real) * c->m->n_elems)) || !(staging = malloc(staging_bytes))) {
         moe_errf(e, "out of memory");
         goto out;
     }
-    for (int r = 0; r < rows; r++)
-        for (int t = 0; t < T; t++) {
-            in[r * T + t] = tok[r * L + t];
-            tg[r * T + t] = t + 1 < L ? tok[r * L + t + 1] : -1;
-        }
-    moe_dims d = trainer_model_dims(&mc);
-    if (backend_open(backend, 0, 0, &be, why, sizeof why, e) || dispatcher_local_create(&disp, e) ||
-        model_create(&m, &d, be, disp, rows, T, e) || shard_set_open(dir, &s, e) ||
-        model_all_slices(m, "", SLICE_SRC_MASTERS, NULL, &l, e))
+    if (model_all_slices(c->m, "", SLICE_SRC_FLAT, c->host, &l, e) ||
+        shard_set_fill(s, &l, staging, staging_bytes, e))
         goto out;
-    if (!(staging = malloc(staging_bytes))) {
-        moe_errf(e, "out of memory");
-        goto out;
-    }
-    if (shard_set_fill(s, &l, staging, staging_bytes, e))
-        goto out;
-    double ls;
-    int64_t nv;
-    if (model_forward(m, in, tg, &ls, &nv, NULL, e))
-        goto out;
-    printf("{\"lm_loss\": %.9g, \"aux_loss\": %.9g, \"tokens\": %lld, \"sequences\": %d, "
-           "\"backend\": \"%s\"}\n",
-           ls / nv, m->aux_loss, (long long)nv, rows, be->name);
     rc = 0;
 out:
     free(staging);
     ckpt_slices_free(&l);
     shard_set_close(s);
-    if (m)
-        model_destroy(m);
-    if (disp)
-        disp->destroy(disp);
-    if (be)
-        be->destroy(be);
+    return rc;
+}
+
+static int run_eval(const char *dir, const char *tokfile, const char *fasta, int seq_length,
+                    const char *backend, moe_err *e)
+{
+    moe_model_cfg mc;
+    /* config.json and the weights agree before anything is sized by them */
+    if (weights_check(dir, NULL, &mc, 1, e))
+        return -1;
+    int32_t *in = NULL, *tg = NULL;
+    int rows = 0, T = seq_length, batch;
+    eval_ctx c = {.d = trainer_model_dims(&mc)};
+    char why[128];
+    int rc = -1;
+    if (fasta ? eval_read_fasta(fasta, T, &in, &tg, &rows, e)
+              : eval_token_rows(tokfile, mc.vocab_size, &in, &tg, &rows, &T, e))
+        goto out;
+    batch = fasta ? 64 : rows; /* token lines: one forward over all, as before */
+    double loss, aux;
+    int64_t nv;
+    if (backend_open(backend, 0, 0, &c.be, why, sizeof why, e) ||
+        dispatcher_local_create(&c.disp, e) || load_weights(&c, dir, T, e) ||
+        eval_batches(&c, in, tg, rows, T, batch, &loss, &nv, &aux, e))
+        goto out;
+    printf("{\"lm_loss\": %.9g, \"aux_loss\": %.9g, \"tokens\": %lld, \"sequences\": %d, "
+           "\"backend\": \"%s\"}\n",
+           loss / nv, aux, (long long)nv, rows, c.be->name);
+    rc = 0;
+out:
+    free(c.host);
+    if (c.m)
+        model_destroy(c.m);
+    if (c.disp)
+        c.disp->destroy(c.disp);
+    if (c.be)
+        c.be->destroy(c.be);
     free(in);
     free(tg);
-    free(tok);
     return rc;
+}
+
+typedef struct {
+    const char *checkpoint, *tokens, *fasta, *backend;
+    int seq_length, help;
+} eval_opts;
+
+#define EVAL_USAGE                                                                                 \
+    "moe-train eval --checkpoint DIR (--tokens FILE | --fasta FILE [--seq-length T]) [--backend B]"
+
+#define OPT(name, kind, field, max, choices, metavar, help)                                         \
+    CLI_OPT(name, kind, eval_opts, field, max, choices, metavar, help)
+static const cli_option eval_options[] = {
+    OPT("checkpoint", CLI_STRING, checkpoint, 0, NULL, "DIR",
+        "a checkpoint or Hugging Face model directory (required)"),
+    OPT("tokens", CLI_STRING, tokens, 0, NULL, "FILE",
+        "token-id sequences, one per line (or --fasta)"),
+    OPT("fasta", CLI_STRING, fasta, 0, NULL, "FILE",
+        "a FASTA file (or .gz), tokenized and windowed as training does"),
+    OPT("seq-length", CLI_COUNT, seq_length, 1 << 20, NULL, "T",
+        "--fasta: window length in tokens (default 128)"),
+    OPT("backend", CLI_CHOICE, backend, 0, "auto|cpu|cuda", NULL, "as for training"),
+    OPT("help", CLI_FLAG, help, 0, NULL, NULL, "this text (also -h)"),
+};
+#undef OPT
+#define N_EVAL_OPTIONS (sizeof eval_options / sizeof eval_options[0])
+
+void eval_print_options(FILE *f)
+{
+    cli_print_options(f, eval_options, N_EVAL_OPTIONS);
 }
 
 int eval_main(int argc, char **argv)
 {
-    const char *dir = NULL, *tokens = NULL, *backend = "auto";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char **slot = !strcmp(a, "--checkpoint") ? &dir
-                            : !strcmp(a, "--tokens")   ? &tokens
-                            : !strcmp(a, "--backend")  ? &backend
-                                                       : NULL;
-        if (!slot) {
-            fprintf(stderr, "moe-train eval: unknown argument '%s'\n", a);
-            return 2;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "moe-train eval: %s needs a value\n", a);
-            return 2;
-        }
-        *slot = argv[++i];
+    eval_opts o = {.backend = "auto", .seq_length = 128};
+    int first;
+    int rc = cli_parse("moe-train eval", eval_options, N_EVAL_OPTIONS, &o, argc, argv, &first);
+    if (rc)
+        return rc;
+    if (o.help) {
+        printf("Usage: %s\n\n", EVAL_USAGE);
+        eval_print_options(stdout);
+        return MOE_EXIT_OK;
     }
-    if (!dir || !tokens) {
-        fprintf(stderr, "usage: moe-train eval --checkpoint DIR --tokens FILE [--backend B]\n");
-        return 2;
+    if (first < argc) {
+        fprintf(stderr, "moe-train eval: unexpected argument '%s' (see moe-train eval --help)\n",
+                argv[first]);
+        return MOE_EXIT_USAGE;
+    }
+    const char *missing = !o.checkpoint && !o.tokens && !o.fasta
+                              ? "--checkpoint DIR and --tokens FILE or --fasta FILE"
+                          : !o.checkpoint          ? "--checkpoint DIR"
+                          : !o.tokens && !o.fasta  ? "--tokens FILE or --fasta FILE"
+                                                   : NULL;
+    if (missing || (o.tokens && o.fasta)) {
+        fprintf(stderr, "moe-train eval: %s%s (usage: %s)\n", missing ? "missing " : "",
+                missing ? missing : "--tokens and --fasta exclude each other", EVAL_USAGE);
+        return MOE_EXIT_USAGE;
+    }
+    if (o.seq_length < 1) {
+        fprintf(stderr, "moe-train eval: --seq-length must be at least 1\n");
+        return MOE_EXIT_USAGE;
     }
     moe_err e = {{0}};
-    if (run_eval(dir, tokens, backend, &e)) {
+    if (run_eval(o.checkpoint, o.tokens, o.fasta, o.seq_length, o.backend, &e)) {
         fprintf(stderr, "moe-train eval: %s\n", e.msg);
-        return 1;
+        return MOE_EXIT_FAILURE;
     }
-    return 0;
+    return MOE_EXIT_OK;
 }

@@ -1,6 +1,9 @@
-/* moekit: `moe-train eval`: the loss of a checkpoint on given token sequences. */
+/* moekit: `moe-train eval`: the loss of a checkpoint on given token sequences, or on a
+ * FASTA file tokenized and cut into windows as training does. */
 #ifndef MOE_EVAL_H
 #define MOE_EVAL_H
+
+#include <stdio.h>
 
 #include "backend/backend.h"
 
@@ -9,5 +12,7 @@
 int eval_read_tokens(const char *path, int vocab, int32_t **tokens, int *rows, int *len,
                      moe_err *e);
 int eval_main(int argc, char **argv);
+/* eval's options as --help lines. */
+void eval_print_options(FILE *f);
 
 #endif

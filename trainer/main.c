@@ -2,58 +2,112 @@
  * evaluate a checkpoint.
  *
  *   moe-train [--config NAME|PATH] [--backend auto|cpu|cuda] [key.path=value ...]
- *   moe-train eval --checkpoint DIR --tokens FILE [--backend ...]
+ *   moe-train eval --checkpoint DIR (--tokens FILE | --fasta FILE [--seq-length T]) [--backend ...]
  *   moe-train export --checkpoint DIR --out DIR [--dtype bf16|fp32] [--max-shard-size 5GB]
- */
-#include <errno.h>
+ *
+ * Options come from the tables below (cli.h): a new option is a row there
+ * and a field in the options struct. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "../common/exit_codes.h"
+#include "../common/version.h"
+#include "cli.h"
 #include "config/config.h"
 #include "eval.h"
+#include "plan/plan_cli.h"
 #include "train/hf_export.h"
 #include "train/trainer.h"
 
-#include "../common/version.h"
+typedef struct {
+    const char *config, *backend, *plan_gpu_mem;
+    int threads, stop_after_steps, quiet, print_config, help, version, plan, plan_gpus;
+} train_opts;
+
+#define OPT(name, kind, field, max, choices, metavar, help)                                         \
+    CLI_OPT(name, kind, train_opts, field, max, choices, metavar, help)
+static const cli_option train_options[] = {
+    OPT("config", CLI_STRING, config, 0, NULL, "NAME|PATH",
+        "a config name from the configs directory (e.g. L0_sanity)\nor a .cfg path "
+        "(default: L0_sanity)"),
+    OPT("backend", CLI_CHOICE, backend, 0, "auto|cpu|cuda", NULL,
+        "auto (default: cuda if a GPU is visible), cpu or cuda"),
+    OPT("threads", CLI_COUNT, threads, 4096, NULL, "N", "CPU threads (runtime.threads)"),
+    OPT("stop-after-steps", CLI_COUNT, stop_after_steps, 1000000000, NULL, "N",
+        "train N steps in this run, checkpoint, exit 75"),
+    OPT("quiet", CLI_FLAG, quiet, 0, NULL, NULL, "no progress lines"),
+    OPT("print-config", CLI_FLAG, print_config, 0, NULL, NULL,
+        "print the effective configuration and exit"),
+    OPT("plan", CLI_FLAG, plan, 0, NULL, NULL,
+        "print the per-rank memory plan and each step's traffic,\ncounted over the real "
+        "allocation path, and exit"),
+    OPT("plan-gpus", CLI_COUNT, plan_gpus, 1 << 20, NULL, "N",
+        "plan for N GPUs (parallel.dp = N / parallel.ep)"),
+    OPT("plan-gpu-mem", CLI_STRING, plan_gpu_mem, 0, NULL, "GIB",
+        "say whether it fits GPUs of GIB GiB, and what would"),
+    OPT("help", CLI_FLAG, help, 0, NULL, NULL, "this text (also -h)"),
+    OPT("version", CLI_FLAG, version, 0, NULL, NULL, "the moekit version"),
+};
+#undef OPT
+#define N_TRAIN_OPTIONS (sizeof train_options / sizeof train_options[0])
 
 static void usage(FILE *f)
 {
+    fprintf(f, "Usage: moe-train [--config NAME|PATH] [options] [key.path=value ...]\n"
+               "  or:  moe-train eval --checkpoint DIR (--tokens FILE | --fasta FILE\n"
+               "                       [--seq-length T]) [--backend B]\n"
+               "  or:  moe-train export --checkpoint DIR --out DIR [--dtype bf16|fp32]\n"
+               "                       [--max-shard-size 5GB] [--staging-mb N]\n"
+               "\n"
+               "Train a Mixtral-style mixture-of-experts model on nucleotide sequences.\n"
+               "\n"
+               "Options:\n");
+    cli_print_options(f, train_options, N_TRAIN_OPTIONS);
+    fprintf(f, "  %-24s%s\n  %-24s%s\n", "key.path=value",
+            "override any config key, e.g. train.steps=20", "",
+            "checkpoint.ckpt_dir=/scratch/run1 logger.run_dir=runs/a");
+    fprintf(f, "\neval options (moe-train eval --help):\n");
+    eval_print_options(f);
+    fprintf(f, "\nexport options (moe-train export --help):\n");
+    export_print_options(f);
     fprintf(f,
-            "usage: moe-train [--config NAME|PATH] [options] [key.path=value ...]\n"
-            "       moe-train eval --checkpoint DIR --tokens FILE [--backend B]\n"
-            "       moe-train export --checkpoint DIR --out DIR [--dtype bf16|fp32]\n"
-            "                        [--max-shard-size 5GB] [--staging-mb N]\n"
-            "\n"
-            "Train a Mixtral-style mixture-of-experts model on nucleotide sequences.\n"
-            "\n"
-            "  --config NAME|PATH   a config name from the configs directory (e.g. L0_sanity)\n"
-            "                       or a .cfg path (default: L0_sanity)\n"
-            "  --backend B          auto (default: cuda if a GPU is visible), cpu or cuda\n"
-            "  --threads N          CPU threads (runtime.threads)\n"
-            "  --quiet              no progress lines\n"
-            "  --stop-after-steps N train N steps in this run, checkpoint, exit %d\n"
-            "  --print-config       print the effective configuration and exit\n"
-            "  --version, --help\n"
-            "  key.path=value       override any config key, e.g. train.steps=20\n"
-            "                       checkpoint.ckpt_dir=/scratch/run1 logger.run_dir=runs/a\n"
             "\n"
             "eval prints one JSON object with the mean next-token cross-entropy (lm_loss)\n"
             "and the router aux loss (aux_loss) of a checkpoint on FILE, which holds one\n"
-            "sequence of whitespace-separated token ids per line, all of one length.\n"
+            "sequence of whitespace-separated token ids per line, all of one length;\n"
+            "--fasta FILE is tokenized and cut into windows of T tokens (default 128) as\n"
+            "training does.\n"
+            "\n"
             "export writes a checkpoint (a step directory, or the newest in a checkpoint\n"
             "directory) as a Hugging Face model directory with its tokenizer.\n"
             "\n"
-            "Exit status: 0 done, 1 error, 2 usage, %d stopped by SIGTERM/SIGUSR1 after\n"
-            "saving a checkpoint (requeue and resume).\n",
-            MOE_EXIT_PREEMPTED, MOE_EXIT_PREEMPTED);
+            "Signals: SIGTERM, SIGUSR1 or Ctrl-C (SIGINT) finish the step, save a checkpoint\n"
+            "and exit %d; a second SIGINT aborts at once without saving.\n"
+            "\n"
+            "Exit status: %d done, %d failure, %d usage (bad command line), %d stopped by a\n"
+            "signal or --stop-after-steps after saving a checkpoint (requeue and resume).\n",
+            MOE_EXIT_PREEMPTED, MOE_EXIT_OK, MOE_EXIT_FAILURE, MOE_EXIT_USAGE,
+            MOE_EXIT_PREEMPTED);
 }
 
 static void on_stop_signal(int sig)
 {
-    (void)sig;
+    /* A second Ctrl-C means "now": the default action, no checkpoint. */
+    if (sig == SIGINT && moe_stop_requested) {
+        signal(SIGINT, SIG_DFL);
+        raise(SIGINT);
+        return;
+    }
     moe_stop_requested = 1;
+    if (sig == SIGINT) {
+        static const char note[] = "\nmoe-train: interrupted: finishing the step and saving a "
+                                   "checkpoint (Ctrl-C again aborts without saving)\n";
+        ssize_t w = write(STDERR_FILENO, note, sizeof note - 1);
+        (void)w;
+    }
 }
 
 static void install_signals(void)
@@ -64,108 +118,67 @@ static void install_signals(void)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
 }
 
 static int cmd_train(int argc, char **argv)
 {
-    const char *config = "L0_sanity", *backend = NULL;
-    int quiet = 0, print_config = 0, threads = -1, stop_after = 0;
-    char **over = calloc((size_t)argc + 1, sizeof *over);
-    int n_over = 0;
-    if (!over)
-        return 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--config") || !strcmp(a, "--backend") || !strcmp(a, "--threads") ||
-            !strcmp(a, "--stop-after-steps")) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "moe-train: %s needs a value\n", a);
-                free(over);
-                return 2;
-            }
-            const char *v = argv[++i];
-            if (!strcmp(a, "--config"))
-                config = v;
-            else if (!strcmp(a, "--backend"))
-                backend = v;
-            else {
-                char *end;
-                long n = strtol(v, &end, 10);
-                int is_threads = !strcmp(a, "--threads");
-                if (!*v || *end || n < 0 || n > (is_threads ? 4096 : 1000000000)) {
-                    fprintf(stderr, "moe-train: %s '%s' is not a %s\n", a, v,
-                            is_threads ? "thread count" : "step count");
-                    free(over);
-                    return 2;
-                }
-                if (is_threads)
-                    threads = (int)n;
-                else
-                    stop_after = (int)n;
-            }
-        } else if (!strncmp(a, "--config=", 9)) {
-            config = a + 9;
-        } else if (!strncmp(a, "--backend=", 10)) {
-            backend = a + 10;
-        } else if (!strcmp(a, "--quiet")) {
-            quiet = 1;
-        } else if (!strcmp(a, "--print-config")) {
-            print_config = 1;
-        } else if (a[0] == '-') {
-            fprintf(stderr, "moe-train: unknown option '%s' (see moe-train --help)\n", a);
-            free(over);
-            return 2;
-        } else if (strchr(a, '=')) {
-            over[n_over++] = argv[i];
-        } else {
-            fprintf(stderr,
-                    "moe-train: '%s' is neither an option nor a key.path=value override\n", a);
-            free(over);
-            return 2;
-        }
+    train_opts o = {.config = "L0_sanity", .threads = -1};
+    int first;
+    int rc = cli_parse("moe-train", train_options, N_TRAIN_OPTIONS, &o, argc, argv, &first);
+    if (rc)
+        return rc;
+    if (o.help) {
+        usage(stdout);
+        return MOE_EXIT_OK;
     }
+    if (o.version) {
+        printf("moe-train (moekit) %s\n", MOEKIT_VERSION);
+        return MOE_EXIT_OK;
+    }
+    for (int i = first; i < argc; i++)
+        if (!strchr(argv[i], '=')) {
+            fprintf(stderr,
+                    "moe-train: '%s' is neither an option nor a key.path=value override "
+                    "(see moe-train --help)\n",
+                    argv[i]);
+            return MOE_EXIT_USAGE;
+        }
     moe_config cfg;
     moe_err e = {{0}};
-    if (config_load(&cfg, config, NULL, n_over, over, &e)) {
+    if (config_load(&cfg, o.config, NULL, argc - first, argv + first, &e)) {
         fprintf(stderr, "moe-train: %s\n", e.msg);
-        free(over);
-        return 1;
+        return MOE_EXIT_FAILURE;
     }
-    free(over);
-    if (threads >= 0)
-        cfg.runtime.threads = threads;
-    if (print_config) {
+    if (o.threads >= 0)
+        cfg.runtime.threads = o.threads;
+    if (o.plan || o.plan_gpus || o.plan_gpu_mem) {
+        double gib = 0;
+        if (o.plan_gpu_mem && plan_gpu_mem_parse(o.plan_gpu_mem, &gib))
+            return MOE_EXIT_USAGE;
+        return plan_main(&cfg, o.plan_gpus, gib, o.backend);
+    }
+    if (o.print_config)
         return config_save(&cfg, "/dev/stdout", &e) ? (fprintf(stderr, "%s\n", e.msg), 1) : 0;
-    }
     install_signals();
     moe_trainer t;
-    if (trainer_create(&t, &cfg, backend, quiet, &e)) {
+    if (trainer_create(&t, &cfg, o.backend, o.quiet, &e)) {
         fprintf(stderr, "moe-train: %s\n", e.msg);
-        return 1;
+        return MOE_EXIT_FAILURE;
     }
-    t.stop_after_steps = stop_after;
-    int rc = trainer_run(&t, &e);
+    t.stop_after_steps = o.stop_after_steps;
+    rc = trainer_run(&t, &e);
     if (rc < 0)
         fprintf(stderr, "moe-train: %s\n", e.msg);
-    else if (rc == 0 && !quiet && t.rank == 0)
+    else if (rc == 0 && !o.quiet && t.rank == 0)
         printf("moe-train: done: %d steps, final loss %.4f, held-out loss %.4f\n", t.step,
                t.last_loss, t.last_val_loss);
     trainer_destroy(&t);
-    return rc < 0 ? 1 : rc == 1 ? MOE_EXIT_PREEMPTED : 0;
+    return rc < 0 ? MOE_EXIT_FAILURE : rc == 1 ? MOE_EXIT_PREEMPTED : MOE_EXIT_OK;
 }
 
 int main(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(argv[i], "--version")) {
-            printf("moe-train (moekit) %s\n", MOEKIT_VERSION);
-            return 0;
-        }
-    }
     if (argc > 1 && !strcmp(argv[1], "eval"))
         return eval_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "export"))

@@ -29,6 +29,102 @@ expect_fail() {
     ok "$name"
 }
 
+# expect_status NAME STATUS PATTERN CMD...: exactly STATUS, and PATTERN in stderr
+expect_status() {
+    local name=$1 want=$2 pat=$3; shift 3
+    "$@" >"$T/out" 2>"$T/err"; local rc=$?
+    if [ $rc -ne "$want" ]; then bad "$name" "exit $rc, expected $want" "$(tail -3 "$T/err")"; return; fi
+    if ! grep -qE -- "$pat" "$T/err"; then bad "$name" "stderr lacks /$pat/:" "$(cat "$T/err")"; return; fi
+    ok "$name"
+}
+
+# ---- command-line manners: getopt_long, one set of exit statuses (2 usage, 1 failure, 75 stopped)
+expect_status cli_unknown_option_is_usage 2 "unknown option '--frobnicate'" "$BIN" --frobnicate
+expect_status cli_missing_value_is_usage 2 "--threads needs a value" "$BIN" --threads
+expect_status cli_bad_count_is_usage 2 "--threads 'x'" "$BIN" --threads=x
+# --backend gpu is refused while parsing: before the (missing) config is even looked up
+expect_status cli_backend_gpu_refused_at_parse 2 "--backend 'gpu': expected one of auto\\|cpu\\|cuda" \
+    "$BIN" --config=L9_nothing --backend gpu
+expect_status cli_backend_equals_gpu_refused 2 "--backend 'gpu'" "$BIN" --backend=gpu
+expect_status cli_config_error_is_failure 1 "L9_nothing" "$BIN" --config=L9_nothing
+expect_status cli_stray_word_is_usage 2 "'stray' is neither an option" "$BIN" --config=L0_sanity stray
+expect_status eval_missing_both 2 "missing --checkpoint DIR and --tokens FILE" "$BIN" eval
+expect_status eval_missing_tokens 2 "missing --tokens FILE" "$BIN" eval --checkpoint=/nonexistent
+expect_status eval_missing_checkpoint 2 "missing --checkpoint DIR" "$BIN" eval --tokens /nonexistent
+expect_status eval_unknown_option 2 "unknown option '--frob'" "$BIN" eval --frob
+expect_status eval_backend_gpu_refused 2 "--backend 'gpu'" "$BIN" eval --checkpoint=/x --tokens=/y --backend=gpu
+expect_status eval_unreadable_is_failure 1 "nonexistent" "$BIN" eval --checkpoint=/nonexistent --tokens=/nonexistent
+# --name=value everywhere, options after overrides too (getopt_long permutes)
+"$BIN" --config=L0_sanity --threads=1 "${TINY[@]}" train.steps=4 --stop-after-steps=2 \
+    checkpoint.ckpt_dir="$T/eq" >"$T/out" 2>"$T/err"; rc=$?
+if [ $rc -eq 75 ] && [ -d "$T/eq/step_00000002" ] && [ ! -d "$T/eq/step_00000004" ]; then
+    ok cli_long_options_with_equals
+else
+    bad cli_long_options_with_equals "exit $rc (want 75 after 2 steps)" "$(tail -3 "$T/err")"
+fi
+if "$BIN" --help | grep -q -- "--stop-after-steps N" && "$BIN" eval --help | grep -q -- "--tokens FILE" &&
+   "$BIN" --version | grep -qE '^moe-train \(moekit\) [0-9]'; then
+    ok cli_help_and_version
+else
+    bad cli_help_and_version "$("$BIN" --help 2>&1 | head -5)"
+fi
+
+# ---- the smaller habits: a copied config finds its base, warmup clamps, notes that matter only
+cp "$ROOT/configs/L0_sanity.cfg" "$T/my_L0.cfg"
+if "$BIN" --config "$T/my_L0.cfg" --print-config >"$T/out" 2>"$T/err"; then
+    ok copied_config_finds_defaults
+else
+    bad copied_config_finds_defaults "$(cat "$T/err")"
+fi
+"$BIN" --config L0_sanity "${TINY[@]}" scheduler.warmup_steps=30 >"$T/out" 2>"$T/err"; rc=$?
+if [ $rc -eq 0 ] && grep -q "scheduler.warmup_steps = 30 is longer than train.steps = 3" "$T/err"; then
+    ok warmup_longer_than_steps_clamped
+else
+    bad warmup_longer_than_steps_clamped "exit $rc" "$(cat "$T/err")"
+fi
+if grep -q "no checkpoint.ckpt_dir: the trained model will not be saved" "$T/err"; then
+    ok no_ckpt_dir_said_at_startup
+else
+    bad no_ckpt_dir_said_at_startup "$(cat "$T/err")"
+fi
+"$BIN" --config L0_sanity "${TINY[@]}" checkpoint.ckpt_dir="$T/quiet_ck" >"$T/out" 2>"$T/err"
+if [ ! -s "$T/err" ]; then
+    ok single_rank_L0_is_quiet
+else
+    bad single_rank_L0_is_quiet "stderr: $(cat "$T/err")"
+fi
+
+# ---- Ctrl-C: the first SIGINT checkpoints and exits 75, a second one aborts at once
+# (a background job of a script starts with SIGINT ignored; moe-train installs its own handler)
+LONG=("${TINY[@]}" train.steps=1000000 checkpoint.save_every_n_steps=0 logger.frequency=1)
+wait_for_steps() { # RUN_DIR [LINES]: metrics.jsonl has that many lines (default 3; 180 s at most,
+    # for slow sanitizer builds): training runs, so its signal handlers are in place
+    local i; for ((i = 0; i < 1800; i++)); do
+        [ -f "$1/metrics.jsonl" ] && [ "$(wc -l < "$1/metrics.jsonl")" -ge "${2:-3}" ] && return 0; sleep 0.1
+    done; return 1
+}
+"$BIN" --config L0_sanity "${LONG[@]}" checkpoint.ckpt_dir="$T/int1" logger.run_dir="$T/int1r" \
+    >"$T/int1.out" 2>"$T/int1.err" & pid=$!
+wait_for_steps "$T/int1r"; kill -INT $pid; wait $pid; rc=$?
+if [ $rc -eq 75 ] && ls -d "$T"/int1/step_* >/dev/null 2>&1 && grep -q "Ctrl-C again aborts" "$T/int1.err"; then
+    ok sigint_checkpoints_and_exits_75
+else
+    bad sigint_checkpoints_and_exits_75 "exit $rc, checkpoints: $(ls "$T/int1" 2>&1)" "$(tail -3 "$T/int1.err")"
+fi
+# the second SIGINT, once the first was taken (its note printed), aborts without saving:
+# L0_sanity's own model, whose steps take far longer than the gap between the two
+"$BIN" --config L0_sanity train.steps=1000000 train.eval_every_n_steps=0 logger.frequency=1 \
+    checkpoint.save_every_n_steps=0 checkpoint.ckpt_dir="$T/int2" logger.run_dir="$T/int2r" \
+    >"$T/int2.out" 2>"$T/int2.err" & pid=$!
+wait_for_steps "$T/int2r" 1; kill -INT $pid
+for ((i = 0; i < 500; i++)); do grep -q "Ctrl-C again" "$T/int2.err" && break; sleep 0.01; done
+kill -INT $pid; wait $pid; rc=$?
+if [ $rc -eq $((128 + 2)) ] && ! ls -d "$T"/int2/step_* >/dev/null 2>&1; then
+    ok second_sigint_aborts
+else
+    bad second_sigint_aborts "exit $rc (want 130, killed by SIGINT), checkpoints: $(ls "$T/int2" 2>&1)"
+fi
+
 # ---- configs and overrides
 printf 'base = "%s/configs/defaults.cfg";\nmodel = { hidden_size = 64 \n' "$ROOT" > "$T/syntax.cfg"
 expect_fail config_syntax "syntax.cfg:[0-9]+" "$BIN" --config "$T/syntax.cfg"
@@ -54,17 +150,117 @@ else
     bad deterministic_across_thread_counts "weights differ between --threads 1 and 2"
 fi
 
-# initialising from a Hugging Face checkpoint: the transformers fixture's weights
+# initialising from a Hugging Face checkpoint: the architecture comes from its config.json (as
+# from_pretrained takes it), so only the training keys are given
 FIX="$ROOT/tests/fixtures/hf/genomic_top2of8"
-FIXCFG=(model.hidden_size=48 model.num_layers=3 model.num_heads=6 model.num_kv_heads=2
-        model.head_dim=8 model.num_experts=8 model.top_k=2 model.intermediate_size=40
-        model.rms_norm_eps=1e-6 train.seq_length=32 train.micro_batch_size=2 train.steps=2
-        scheduler.warmup_steps=1 train.eval_batches=1)
-if "$BIN" --config L0_sanity checkpoint.init_from="$FIX" "${FIXCFG[@]}" >"$T/out" 2>"$T/err" &&
-   grep -q "initialised the weights from" "$T/out"; then
-    ok init_from_hf_checkpoint
+FIXRUN=(train.seq_length=32 train.micro_batch_size=2 train.steps=2 scheduler.warmup_steps=1
+        train.eval_batches=1)
+if "$BIN" --config L0_sanity checkpoint.init_from="$FIX" "${FIXRUN[@]}" >"$T/out" 2>"$T/err" &&
+   grep -q "initialised the weights from" "$T/out" &&
+   grep -q "3 layers, hidden 48, 6 heads / 2 kv heads (dim 8), 8 experts top-2, intermediate 40" "$T/out"; then
+    ok init_from_takes_the_architecture
 else
-    bad init_from_hf_checkpoint "$(cat "$T/out" "$T/err" | tail -5)"
+    bad init_from_takes_the_architecture "$(cat "$T/out" "$T/err" | tail -5)"
+fi
+# a value the run sets itself must agree, and both values are named
+expect_status init_from_rope_theta_mismatch 1 "config.json has rope_theta = 1000000 but the config sets model.rope_theta = 10000" \
+    "$BIN" --config L0_sanity checkpoint.init_from="$FIX" "${FIXRUN[@]}" model.rope_theta=10000
+expect_status init_from_rms_norm_eps_mismatch 1 "rms_norm_eps = 1e-06 but the config sets model.rms_norm_eps = 1e-05" \
+    "$BIN" --config L0_sanity checkpoint.init_from="$FIX" "${FIXRUN[@]}" model.rms_norm_eps=1e-5
+expect_status init_from_size_mismatch 1 "hidden_size = 48 but the config sets model.hidden_size = 64" \
+    "$BIN" --config L0_sanity checkpoint.init_from="$FIX" "${FIXRUN[@]}" model.hidden_size=64
+# the same values, stated: accepted
+if "$BIN" --config L0_sanity checkpoint.init_from="$FIX" "${FIXRUN[@]}" model.hidden_size=48 \
+    model.rms_norm_eps=1e-6 --quiet >"$T/out" 2>"$T/err"; then
+    ok init_from_agreeing_values
+else
+    bad init_from_agreeing_values "$(tail -3 "$T/err")"
+fi
+# a config file that names init_from states its own model keys; its base's do not count
+printf 'base = "%s/configs/L0_sanity.cfg";\ncheckpoint = { init_from = "%s"; };\nmodel = { num_layers = 2; };\n' \
+    "$ROOT" "$FIX" > "$T/finetune.cfg"
+expect_status init_from_file_states_num_layers 1 "num_hidden_layers = 3 but the config sets model.num_layers = 2" \
+    "$BIN" --config "$T/finetune.cfg" "${FIXRUN[@]}"
+# the vocabulary must cover the tokenizer: refused when the config is read, not at step 1
+expect_status vocab_smaller_than_tokenizer 1 "model.vocab_size = 60 is smaller than the genomic tokenizer's 256" \
+    "$BIN" --config L0_sanity model.vocab_size=60 --print-config
+
+# ---- metrics people can open: metrics.jsonl fields, TensorBoard events read back, loss.png panels
+"$BIN" --config L0_sanity "${TINY[@]}" train.steps=6 train.eval_every_n_steps=3 \
+    logger.run_dir="$T/tb" logger.tensorboard=true >"$T/out" 2>"$T/err"; rc=$?
+if [ $rc -eq 0 ] && python3 - "$T/tb/metrics.jsonl" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+steps = [l for l in lines if "loss" in l]
+evals = [l for l in lines if "val_loss" in l]
+assert len(steps) == 6 and len(evals) == 2, (len(steps), len(evals))
+for l in steps:
+    for k in ("time", "elapsed_s", "tokens_per_s", "tflops", "mfu", "mem_bytes"):
+        assert k in l, (k, l)
+    assert l["time"] > 1.7e9 and l["elapsed_s"] > 0 and l["tokens_per_s"] > 0, l
+    assert l["tflops"] > 0 and l["mem_bytes"] > 1e6, l
+    assert l["mfu"] is None, l  # the CPU has no known peak
+assert steps[-1]["elapsed_s"] >= steps[0]["elapsed_s"]
+PY
+then ok metrics_jsonl_fields; else bad metrics_jsonl_fields "exit $rc" "$(head -2 "$T/tb/metrics.jsonl")"; fi
+ev=$(ls "$T"/tb/events.out.tfevents.* 2>/dev/null | head -1)
+if [ -n "$ev" ] && python3 "$ROOT/tests/cli/read_tfevents.py" "$ev" > "$T/events.json" &&
+   python3 - "$T/events.json" "$T/tb/metrics.jsonl" <<'PY'
+import json, struct, sys
+events = [json.loads(l) for l in open(sys.argv[1])]
+metrics = [json.loads(l) for l in open(sys.argv[2])]
+assert events[0].get("file_version") == "brain.Event:2", events[0]
+f32 = lambda x: struct.unpack("<f", struct.pack("<f", x))[0]
+train = {e["step"]: e["scalars"] for e in events[1:] if "train/loss" in e.get("scalars", {})}
+val = {e["step"]: e["scalars"]["val/loss"] for e in events[1:] if "val/loss" in e.get("scalars", {})}
+for m in metrics:
+    if "loss" in m:
+        s = train[m["step"]]
+        assert abs(s["train/loss"] - f32(m["loss"])) < 1e-6, (s, m)
+        assert abs(s["train/lr"] - f32(m["lr"])) <= 1e-6 * abs(m["lr"]) + 1e-12, (s, m)
+        assert s["perf/tokens_per_s"] > 0 and "perf/mfu" not in s, s
+    else:
+        assert abs(val[m["step"]] - f32(m["val_loss"])) < 1e-6, (val, m)
+assert sorted(train) == list(range(1, 7)) and sorted(val) == [3, 6], (sorted(train), sorted(val))
+PY
+then ok tensorboard_events_read_back; else bad tensorboard_events_read_back "file: $ev" "$(tail -3 "$T/events.json" 2>&1)"; fi
+# a damaged record is caught by the reader's own CRC: the check above can fail
+if [ -n "$ev" ]; then
+    cp "$ev" "$T/damaged.tfevents"
+    printf '\x7f' | dd of="$T/damaged.tfevents" bs=1 seek=30 conv=notrunc 2>/dev/null
+    if ! python3 "$ROOT/tests/cli/read_tfevents.py" "$T/damaged.tfevents" >/dev/null 2>&1; then
+        ok tensorboard_reader_catches_damage; else bad tensorboard_reader_catches_damage; fi
+fi
+png_size() { python3 -c 'import struct,sys; b=open(sys.argv[1],"rb").read(24); assert b[:8]==b"\x89PNG\r\n\x1a\n"; print("%dx%d" % struct.unpack(">II", b[16:24]))' "$1" 2>/dev/null; }
+if [ "$(png_size "$T/tb/loss.png")" = 1200x1000 ]; then ok loss_png_panels; else bad loss_png_panels "$(png_size "$T/tb/loss.png")"; fi
+# loss.png is drawn at each evaluation while training runs, and again on a stop (exit 75)
+"$BIN" --config L0_sanity "${TINY[@]}" train.steps=1000000 train.eval_every_n_steps=2 \
+    logger.run_dir="$T/live" >"$T/live.out" 2>"$T/live.err" & pid=$!
+for ((i = 0; i < 1800; i++)); do [ -s "$T/live/loss.png" ] && break; sleep 0.1; done
+drawn_live=$([ -s "$T/live/loss.png" ] && echo yes || echo no)
+kill -TERM $pid; wait $pid; rc=$?
+if [ "$drawn_live" = yes ] && [ $rc -eq 75 ] && [ "$(png_size "$T/live/loss.png")" = 1200x1000 ]; then
+    ok loss_png_at_each_evaluation_and_on_stop
+else
+    bad loss_png_at_each_evaluation_and_on_stop "drawn while running: $drawn_live, exit $rc"
+fi
+"$BIN" --config L0_sanity "${TINY[@]}" train.steps=6 train.eval_every_n_steps=0 --stop-after-steps=2 \
+    logger.run_dir="$T/stopped" >"$T/out" 2>"$T/err"; rc=$?
+if [ $rc -eq 75 ] && [ -s "$T/stopped/loss.png" ]; then ok loss_png_on_exit_75; else bad loss_png_on_exit_75 "exit $rc"; fi
+
+# ---- gnuplot gets data, never code: hostile run_dir and config file names
+mkdir -p "$T/hostile" && cp "$ROOT/configs/L0_sanity.cfg" "$T/hostile/cfg'q;system 'touch PWNED_CFG';'.cfg"
+( cd "$T/hostile" &&
+  "$BIN" --config "./cfg'q;system 'touch PWNED_CFG';'.cfg" "${TINY[@]}" \
+      "logger.run_dir=runs/a'b\";system 'touch PWNED_DIR';print '" >"$T/out" 2>"$T/err" &&
+  "$BIN" --config L0_sanity "${TINY[@]}" "logger.run_dir=<touch PWNED_PIPE;x" >>"$T/out" 2>>"$T/err" )
+rc=$?
+pwned=$(find "$T/hostile" -name 'PWNED*' | head -3)
+if [ $rc -eq 0 ] && [ -z "$pwned" ] && [ -s "$T/hostile/runs/a'b\";system 'touch PWNED_DIR';print '/loss.png" ] &&
+   [ -s "$T/hostile/<touch PWNED_PIPE;x/loss.png" ]; then
+    ok gnuplot_hostile_names_stay_data
+else
+    bad gnuplot_hostile_names_stay_data "exit $rc; commands ran: ${pwned:-none}" "$(tail -3 "$T/err")"
 fi
 
 # ---- FASTA

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../plugin/policy.h"
+#include "../../launch/policy.h"
 
 FUZZ_TARGET("policy");
 

@@ -104,3 +104,22 @@ w('policy/full', 'trainer=/opt/moekit/bin/moe-train configs=/opt/moekit/configs 
 w('policy/short', 'allow_cpu=yes')
 w('policy/bad', 'allow_cpu=maybe trainer=relative/path frobnicate=1 word')
 w('policy/duplicate', 'bind=yes bind=no')
+
+# store_index: mode byte + index.bin of stores that build/bin/moe-data prepares
+# (mode 0: checksums recomputed, 1: raw bytes, 2: tokens.bin one byte short)
+import subprocess, tempfile
+MOE_DATA = os.path.join(os.path.dirname(TESTS), 'build', 'bin', 'moe-data')
+if os.path.exists(MOE_DATA):
+    ROOT = os.path.dirname(TESTS)
+    with tempfile.TemporaryDirectory() as tmp:
+        def store(name, *inputs):
+            subprocess.run([MOE_DATA, 'prepare', '--quiet', '--out', os.path.join(tmp, name)] +
+                           list(inputs), cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+            return open(os.path.join(tmp, name, 'index.bin'), 'rb').read()
+        lam = store('lam', 'data/lambda_virus.fa.gz')
+        two = store('two', 'tests/data/fasta/mixed.fa.gz', 'data/lambda_virus.fa.gz')
+        w('store_index/lambda', b'\x00' + lam)
+        w('store_index/two_files', b'\x00' + two)
+        w('store_index/two_files_raw', b'\x01' + two)
+        w('store_index/short_tokens', b'\x02' + two)
+        w('store_index/header_only', b'\x00' + two[:128])

@@ -185,11 +185,11 @@ int main(void)
     }
     printf("sum over one step's use of these ops (x per-step count): %.1f ms\n", total);
     /* the expert FFN again with its GEMMs in FP8 block scaling (quantisation included) */
-    if (be->set_expert_precision && be->set_expert_precision(be, "fp8_block", C, I, &err) == 0) {
+    if (be->set_expert_precision && be->set_expert_precision(be, MOE_PREC_FP8_BLOCK, C, I, &err) == 0) {
         double f = time_ms(f_exp_fwd, NULL), b = time_ms(f_exp_bwd, NULL);
         printf("%-34s %9.3f %10.1f\n", "experts fwd, fp8_block", f, gemm_e / f / 1e9);
         printf("%-34s %9.3f %10.1f\n", "experts bwd, fp8_block", b, 2 * gemm_e / b / 1e9);
-        if (be->set_expert_precision(be, "bf16", C, I, &err))
+        if (be->set_expert_precision(be, MOE_PREC_BF16, C, I, &err))
             fprintf(stderr, "%s\n", err.msg);
     } else {
         printf("experts in fp8_block: %s\n", err.msg);

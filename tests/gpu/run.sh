@@ -11,7 +11,10 @@
 #   4. the quantiser kernels byte for byte against the C reference, the FP8 GEMMs against
 #      float64, and the attention projections in low precision against float64 on the C
 #      reference's quantised operands (tests/gpu/test_lowp_cuda.c, test_fp8_gemm.c,
-#      test_linear_lowp.c).
+#      test_linear_lowp.c);
+#   5. several ranks as threads on this one GPU (each its own backend and stream) over the
+#      in-process communicator: EP=2, DP=2, EP=2 x DP=2 through the distributed optimizer
+#      against one rank (tests/unit/test_local_ranks.c, run with "cuda").
 # Usage: tests/gpu/run.sh [BUILD_DIR]; last line "gpu: N passed, N failed".
 # MOE_GPU_LOG_DIR=DIR keeps the logs and the per-op error table there.
 set -u
@@ -74,6 +77,12 @@ for t in test_lowp_cuda "test_fp8_gemm --no-bench" test_linear_lowp; do
         bad "${t%% *}" "$(grep -E '^not ok|FAIL' "$T/${t%% *}.log" | head -5)"
     fi
 done
+if "$ROOT/$B/tests/test_local_ranks" cuda > "$T/local_ranks.log" 2>&1 &&
+    tail -1 "$T/local_ranks.log" | grep -q ' 0 failed$'; then
+    ok local_ranks_on_one_gpu
+else
+    bad local_ranks_on_one_gpu "$(grep -E '^not ok|FAIL' "$T/local_ranks.log" | head -5)"
+fi
 [ -n "${MOE_GPU_LOG_DIR:-}" ] && cp "$T"/*.log "$T/ops_table.txt" "$MOE_GPU_LOG_DIR"/ 2>/dev/null
 echo "gpu: $passed passed, $failed failed"
 rm -rf "$T"

@@ -6,7 +6,10 @@
 #   2. L0_sanity for STEPS steps at EP=2 and at DP=2 on the two GPUs (micro-batch 4 a rank)
 #      against one GPU (micro-batch 8: the same global batch), bf16 and fp8_block: every
 #      step's loss within bf16 tolerance (2%), and the same against the CPU reference (fp32);
-#   3. rank 1 killed mid-run: rank 0 ends within parallel.timeout_s plus a margin, with an
+#   3. the distributed optimizer over NCCL: DP=2 with bf16 moments against one GPU with bf16
+#      moments; DP=2 saved at step STEPS/2 and resumed (EP=2) to the end: every step's loss as
+#      the uninterrupted DP=2 run's;
+#   4. rank 1 killed mid-run: rank 0 ends within parallel.timeout_s plus a margin, with an
 #      error that names rank 1.
 # Usage: tests/gpu/run_2gpu.sh [BUILD_DIR]; last line "gpu2: N passed, N failed".
 set -u
@@ -90,6 +93,32 @@ for prec in bf16 fp8_block; do
     done
 done
 if close ep2_bf16 cpu_ref 0.02; then ok ep2_bf16_matches_cpu; else bad ep2_bf16_matches_cpu "see above"; fi
+
+# the distributed optimizer's state: bf16 moments, and a checkpoint taken at DP=2 resumed at EP=2
+one gpu1_bf16mom cuda train.micro_batch_size=8 precision.compute=bf16 optimizer.moments_dtype=bf16
+pair dp2_bf16mom train.micro_batch_size=4 precision.compute=bf16 optimizer.moments_dtype=bf16 \
+    parallel.ep=1 parallel.dp=2
+if close dp2_bf16mom gpu1_bf16mom 0.02; then ok dp2_bf16_moments_matches_one_gpu
+else bad dp2_bf16_moments_matches_one_gpu "$(tail -3 "$T/dp2_bf16mom.0.log")"; fi
+half=$((STEPS / 2))
+pair dp2_first train.micro_batch_size=4 precision.compute=bf16 parallel.ep=1 parallel.dp=2 \
+    train.steps=$STEPS checkpoint.ckpt_dir="$T/ck" checkpoint.save_every_n_steps=$half \
+    --stop-after-steps $half
+pair dp2_resumed train.micro_batch_size=4 precision.compute=bf16 parallel.ep=2 parallel.dp=1 \
+    train.steps=$STEPS checkpoint.ckpt_dir="$T/ck" checkpoint.resume_from_checkpoint=true
+python3 - "$T/dp2_bf16/metrics.jsonl" "$T/dp2_resumed/metrics.jsonl" "$half" <<'PY' \
+    && ok dp2_checkpoint_resumes_at_ep2 || bad dp2_checkpoint_resumes_at_ep2 "$(tail -3 "$T/dp2_resumed.0.log")"
+import json, sys
+def losses(p):
+    return {r["step"]: r["loss"] for r in map(json.loads, open(p)) if "loss" in r}
+a, b, half = losses(sys.argv[1]), losses(sys.argv[2]), int(sys.argv[3])
+late = [s for s in b if s > half]
+if not late or min(b) <= half:
+    sys.exit("resumed run logged steps %s" % sorted(b))
+worst = max(abs(a[s] - b[s]) / abs(a[s]) for s in late)
+print("    resumed at step %d: worst relative loss difference %.2e" % (half, worst))
+sys.exit(0 if worst <= 0.02 else 1)
+PY
 
 # a rank killed mid-run: the other ends, naming it, within the timeout (20 s) plus a margin
 port=$((port + 1))

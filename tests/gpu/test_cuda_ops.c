@@ -19,6 +19,13 @@
 #include "../check.h"
 
 static moe_backend *cpu, *gpu;
+/* the GPU backend's run options (runtime.* in a run), as a case sets them */
+static moe_backend_opts run_opts;
+static void apply_run_opts(void)
+{
+    moe_err e = {{0}};
+    CHECK_MSG(gpu->set_run_opts(gpu, &run_opts, &e) == 0, "set_run_opts: %s", e.msg);
+}
 static unsigned long long rng_state = 1;
 static double urand(void)
 {
@@ -446,9 +453,8 @@ static void test_dense(void)
 
 static void attention_case(int B, int T, int NH, int NKV, int HD, float qscale)
 {
-    const char *fam = getenv("MOE_CUDA_ATTENTION");
     fprintf(stderr, "  attention B=%d T=%d heads %d/%d dim %d q x%g (kernels: %s)\n", B, T, NH, NKV,
-            HD, qscale, fam ? fam : "default");
+            HD, qscale, run_opts.attention == MOE_ATTN_WMMA ? "wmma" : "default");
     size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD;
     pair q = mk_rand(nq, 1, qscale), k = mk_rand(nk, 1, 1), v = mk_rand(nk, 1, 1);
     pair o = mk(nq, 1, NULL), lse = mk((size_t)B * NH * T, 0, NULL);
@@ -481,14 +487,15 @@ static void test_attention(void)
     /* Mixtral's head dim, GQA 4:1: the default (mma.sync) kernels, then the WMMA ones; several
      * key tiles, a ragged last tile, and peaky scores */
     for (int wmma = 0; wmma < 2; wmma++) {
-        if (wmma)
-            setenv("MOE_CUDA_ATTENTION", "wmma", 1);
+        run_opts.attention = wmma ? MOE_ATTN_WMMA : MOE_ATTN_MMA;
+        apply_run_opts();
         attention_case(1, 64, 8, 2, 128, 1);
         attention_case(2, 300, 8, 2, 128, 1);
         attention_case(1, 257, 4, 4, 128, 6);
         attention_case(1, 200, 4, 1, 64, 3);
-        unsetenv("MOE_CUDA_ATTENTION");
     }
+    run_opts.attention = MOE_ATTN_MMA;
+    apply_run_opts();
 }
 
 /* routing: 0 = random, 1 = only experts 0..3 of 8 (idle experts), 2 = all tokens to 0 and 1 */
@@ -569,14 +576,14 @@ static void cmp_saved_fp8(const char *what, pair *h, size_t bytes, size_t rows, 
     free(b);
 }
 
-/* prec: NULL for the bf16 experts, else "fp8_block" or "mxfp8_emulated" */
-static void moe_case(int routing, int N, int C, int I, const char *prec)
+/* prec: the experts' recipe (bf16, fp8_block, mxfp8 or mxfp8_emulated) */
+static void moe_case(int routing, int N, int C, int I, moe_precision prec)
 {
-    int fp8 = prec != NULL;
+    int fp8 = prec != MOE_PREC_BF16;
     int E = 8, K = 2;
     const char *names[] = {"uneven counts", "idle experts", "one expert takes all"};
     fprintf(stderr, "  moe: %s, %d tokens, hidden %d, ffn %d, experts in %s\n", names[routing], N,
-            C, I, fp8 ? prec : "bf16");
+            C, I, precision_name(prec));
     moe_err e = {{0}};
     const double TX = fp8 ? TF8 : TB; /* what the expert GEMMs feed */
     const double TXS = fp8 ? TF8_ROWSUM : TB; /* the probability gradient and what it feeds */
@@ -656,11 +663,13 @@ static void moe_case(int routing, int N, int C, int I, const char *prec)
     cmp("experts_fwd y", &yp, TX);
     if (saved8 && I % 256 == 0) {
         /* the SwiGLU kernel wrote h1, h3's E4M3 copies itself: the quantiser
-         * run after it (MOE_FP8_FUSED_SAVE=0) must give the same bytes */
+         * run after it (runtime.fp8_fused_save=false) must give the same bytes */
         void *q1 = gpu->alloc(gpu, saved, &e), *q3 = gpu->alloc(gpu, saved, &e);
-        setenv("MOE_FP8_FUSED_SAVE", "0", 1);
-        int ok = q1 && q3 && gpu->set_expert_precision(gpu, prec, C, I, &e) == 0;
-        unsetenv("MOE_FP8_FUSED_SAVE");
+        run_opts.fp8_fused_save = 0;
+        int ok = q1 && q3 && gpu->set_run_opts(gpu, &run_opts, &e) == 0 &&
+                 gpu->set_expert_precision(gpu, prec, C, I, &e) == 0;
+        run_opts.fp8_fused_save = 1;
+        ok = gpu->set_run_opts(gpu, &run_opts, &e) == 0 && ok;
         if (ok) {
             gpu->experts_fwd(gpu, G(yp), q1, q3, G(a), G(xp), G(pp), G(w1), G(w3), G(w2), &pg, C, I);
             ok = gpu->set_expert_precision(gpu, prec, C, I, &e) == 0 &&
@@ -714,7 +723,7 @@ static void moe_case(int routing, int N, int C, int I, const char *prec)
     cmp("router_bwd dx (accumulate)", &dx, TXS);
     cmp("router_bwd dwg", &dwg, TXS);
     free(idx); free(w); free(z); free(ph);
-    if (fp8 && gpu->set_expert_precision(gpu, "bf16", C, I, &e)) {
+    if (fp8 && gpu->set_expert_precision(gpu, MOE_PREC_BF16, C, I, &e)) {
         fprintf(stderr, "  FAIL set_expert_precision bf16: %s\n", e.msg);
         CHECK(0);
     }
@@ -722,11 +731,11 @@ static void moe_case(int routing, int N, int C, int I, const char *prec)
 
 static void test_moe(void)
 {
-    moe_case(0, 160, 64, 96, NULL);
-    moe_case(1, 160, 64, 96, NULL);
-    moe_case(2, 160, 64, 96, NULL);
-    moe_case(0, 100, 48, 100, NULL); /* ffn not a multiple of 8: the SwiGLU kernels' scalar path */
-    moe_case(1, 90, 36, 64, NULL);   /* hidden not a multiple of 8: the gathers' scalar path */
+    moe_case(0, 160, 64, 96, MOE_PREC_BF16);
+    moe_case(1, 160, 64, 96, MOE_PREC_BF16);
+    moe_case(2, 160, 64, 96, MOE_PREC_BF16);
+    moe_case(0, 100, 48, 100, MOE_PREC_BF16); /* ffn not a multiple of 8: the SwiGLU kernels' scalar path */
+    moe_case(1, 90, 36, 64, MOE_PREC_BF16);   /* hidden not a multiple of 8: the gathers' scalar path */
 }
 
 /* fp8_block experts: ~75 rows per expert (FP8 for 64, bf16 for the rest),
@@ -734,18 +743,20 @@ static void test_moe(void)
  * hidden 192 ends in a partial 128-block */
 static void test_moe_fp8(void)
 {
-    moe_case(0, 300, 192, 256, "fp8_block");
-    moe_case(2, 300, 128, 256, "fp8_block");
+    moe_case(0, 300, 192, 256, MOE_PREC_FP8_BLOCK);
+    moe_case(2, 300, 128, 256, MOE_PREC_FP8_BLOCK);
     /* the FP8 rows in chunks of 128 (two experts of 300 rows: 128 + 128 + 32, then 12 in bf16) */
-    setenv("MOE_FP8_CHUNK_ROWS", "128", 1);
-    moe_case(2, 300, 128, 256, "fp8_block");
-    moe_case(0, 1000, 128, 256, "fp8_block");
-    unsetenv("MOE_FP8_CHUNK_ROWS");
+    run_opts.fp8_chunk_rows = 128;
+    apply_run_opts();
+    moe_case(2, 300, 128, 256, MOE_PREC_FP8_BLOCK);
+    moe_case(0, 1000, 128, 256, MOE_PREC_FP8_BLOCK);
+    run_opts.fp8_chunk_rows = backend_opts_default().fp8_chunk_rows;
+    apply_run_opts();
     /* h1, h3 kept in bf16 */
     gpu->set_fp8_saved_activations(gpu, 0);
-    moe_case(0, 300, 192, 256, "fp8_block");
+    moe_case(0, 300, 192, 256, MOE_PREC_FP8_BLOCK);
     gpu->set_fp8_saved_activations(gpu, 1);
-    moe_case(0, 40, 64, 128, "fp8_block");
+    moe_case(0, 40, 64, 128, MOE_PREC_FP8_BLOCK);
 }
 
 /* mxfp8 experts: on Blackwell the same cases (set_expert_precision runs its
@@ -755,12 +766,12 @@ static void test_moe_mxfp8(void)
     struct cudaDeviceProp prop;
     CHECK(cudaGetDeviceProperties(&prop, 0) == cudaSuccess);
     if (prop.major == 10) {
-        moe_case(0, 300, 192, 256, "mxfp8");
-        moe_case(2, 300, 128, 256, "mxfp8");
+        moe_case(0, 300, 192, 256, MOE_PREC_MXFP8);
+        moe_case(2, 300, 128, 256, MOE_PREC_MXFP8);
         return;
     }
     moe_err e = {{0}};
-    CHECK(gpu->set_expert_precision(gpu, "mxfp8", 128, 256, &e) == -1);
+    CHECK(gpu->set_expert_precision(gpu, MOE_PREC_MXFP8, 128, 256, &e) == -1);
     CHECK_MSG(strstr(e.msg, "Blackwell") && strstr(e.msg, "use bf16"), "%s", e.msg);
     fprintf(stderr, "  mxfp8 on compute capability %d.%d: refused: %s\n", prop.major, prop.minor,
             e.msg);
@@ -769,9 +780,9 @@ static void test_moe_mxfp8(void)
 /* mxfp8_emulated experts: the same shapes; 32-blocks with partial ends (hidden 200) */
 static void test_moe_mxfp8_emulated(void)
 {
-    moe_case(0, 300, 200, 256, "mxfp8_emulated");
-    moe_case(2, 300, 128, 256, "mxfp8_emulated");
-    moe_case(1, 40, 64, 128, "mxfp8_emulated");
+    moe_case(0, 300, 200, 256, MOE_PREC_MXFP8_EMULATED);
+    moe_case(2, 300, 128, 256, MOE_PREC_MXFP8_EMULATED);
+    moe_case(1, 40, 64, 128, MOE_PREC_MXFP8_EMULATED);
 }
 
 int main(int argc, char **argv)
@@ -783,6 +794,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "backend: %s\n", e.msg);
         return 1;
     }
+    run_opts = backend_opts_default();
     RUN(test_dense);
     RUN(test_split_masters);
     RUN(test_masters_init);

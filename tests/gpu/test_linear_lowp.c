@@ -34,7 +34,8 @@
 static moe_backend *gpu;
 
 typedef enum { R_FP8_BLOCK, R_MXFP8, R_MXFP8_EMULATED } recipe;
-static const char *const recipe_names[] = {"fp8_block", "mxfp8", "mxfp8_emulated"};
+static const moe_precision recipe_precision[] = {MOE_PREC_FP8_BLOCK, MOE_PREC_MXFP8,
+                                                 MOE_PREC_MXFP8_EMULATED};
 
 static const double TOL_BF16 = 4e-3, TOL_F32 = 1e-3, MIN_LOWP_EFFECT = 1e-2;
 
@@ -255,9 +256,9 @@ static void report(const char *what, const char *label, const float *got, const 
 static void linear_case(recipe rc, int N, int IC, int OC)
 {
     char label[128];
-    snprintf(label, sizeof label, "%s N=%d in=%d out=%d", recipe_names[rc], N, IC, OC);
+    snprintf(label, sizeof label, "%s N=%d in=%d out=%d", precision_name(recipe_precision[rc]), N, IC, OC);
     moe_err e = {{0}};
-    must(gpu->set_expert_precision(gpu, recipe_names[rc], IC > OC ? IC : OC, 256, &e),
+    must(gpu->set_expert_precision(gpu, recipe_precision[rc], IC > OC ? IC : OC, 256, &e),
          "set_expert_precision", &e);
     const int widths[2] = {IC, OC};
     must(gpu->set_linear_lowp(gpu, 1, widths, 2, &e), "set_linear_lowp", &e);
@@ -346,21 +347,21 @@ static void linear_case(recipe rc, int N, int IC, int OC)
 static void refusals(void)
 {
     moe_err e = {{0}};
-    must(gpu->set_expert_precision(gpu, "fp8_block", 256, 256, &e), "set_expert_precision", &e);
+    must(gpu->set_expert_precision(gpu, MOE_PREC_FP8_BLOCK, 256, 256, &e), "set_expert_precision", &e);
     const int bad[3] = {256, 200, 64};
     int rc = gpu->set_linear_lowp(gpu, 1, bad, 3, &e);
     result(rc == -1 && strstr(e.msg, "multiples of 16") && strstr(e.msg, "200"),
            "fp8_block refuses a width of 200: %s", rc ? e.msg : "(accepted)");
-    must(gpu->set_expert_precision(gpu, "bf16", 256, 256, &e), "set_expert_precision", &e);
+    must(gpu->set_expert_precision(gpu, MOE_PREC_BF16, 256, 256, &e), "set_expert_precision", &e);
     const int good[2] = {256, 256};
     rc = gpu->set_linear_lowp(gpu, 1, good, 2, &e);
     result(rc == -1 && strstr(e.msg, "bf16"), "bf16 experts: precision.layers=all refused: %s",
            rc ? e.msg : "(accepted)");
 
     /* fp8_block on, then the experts to bf16: the projections follow */
-    must(gpu->set_expert_precision(gpu, "fp8_block", 256, 256, &e), "set_expert_precision", &e);
+    must(gpu->set_expert_precision(gpu, MOE_PREC_FP8_BLOCK, 256, 256, &e), "set_expert_precision", &e);
     must(gpu->set_linear_lowp(gpu, 1, good, 2, &e), "set_linear_lowp", &e);
-    must(gpu->set_expert_precision(gpu, "bf16", 256, 256, &e), "set_expert_precision", &e);
+    must(gpu->set_expert_precision(gpu, MOE_PREC_BF16, 256, 256, &e), "set_expert_precision", &e);
     const int N = 64, IC = 256, OC = 256;
     float *x = rand_bf16(N, IC, 1.f), *w = rand_bf16(OC, IC, 0.1f), *p = nans((size_t)N * OC);
     void *gx = dev_act(x, (size_t)N * IC), *gw = dev_act(w, (size_t)OC * IC);
@@ -392,9 +393,12 @@ int main(void)
     if (prop.major == 9) {
         linear_case(R_FP8_BLOCK, 300, 192, 256); /* 288 rows FP8, 12 bf16; in ends in a part-block */
         linear_case(R_FP8_BLOCK, 10, 128, 64);   /* all rows bf16 */
-        setenv("MOE_FP8_CHUNK_ROWS", "128", 1);  /* 1000 rows: 7 chunks of 128 and one of 96 */
+        moe_backend_opts opts = backend_opts_default();
+        opts.fp8_chunk_rows = 128; /* 1000 rows: 7 chunks of 128 and one of 96 */
+        must(gpu->set_run_opts(gpu, &opts, &e), "runtime.fp8_chunk_rows=128", &e);
         linear_case(R_FP8_BLOCK, 1000, 128, 192);
-        unsetenv("MOE_FP8_CHUNK_ROWS");
+        opts = backend_opts_default();
+        must(gpu->set_run_opts(gpu, &opts, &e), "the default run options", &e);
         refusals();
     } else if (prop.major == 10) {
         linear_case(R_MXFP8, 300, 192, 256);

@@ -41,7 +41,8 @@ train() {
         "$BIN" "${TINY[@]}" --threads 1 logger.run_dir="$T/$name" checkpoint.ckpt_dir="$T/$name/ck" \
             "$@" >"$T/$name.out" 2>&1
     else
-        "${MPIRUN[@]}" -n "$n" "$BIN" "${TINY[@]}" logger.run_dir="$T/$name" \
+        "${MPIRUN[@]}" ${MOE_MPI_MAX_COUNT:+-x MOE_MPI_MAX_COUNT} -n "$n" "$BIN" "${TINY[@]}" \
+            logger.run_dir="$T/$name" \
             checkpoint.ckpt_dir="$T/$name/ck" "$@" >"$T/$name.out" 2>&1
     fi
 }
@@ -101,8 +102,16 @@ train ep2_recompute 2 train.micro_batch_size=2 parallel.ep=2 parallel.dp=1 train
     matches ep2_recompute ref4 || [ -f "$T/ep2_recompute/metrics.jsonl" ] ||
     bad ep2_recompute "$(tail -5 "$T/ep2_recompute.out")"
 
-# sharded AdamW state: moments per rank fall as DP grows
-mom() { sed -nE 's/.* ([0-9.]+) MiB AdamW moments.*/\1/p' "$T/$1.out"; }
+# MPI's int counts carried in pieces: every collective cut into messages of 7 elements
+# (MOE_MPI_MAX_COUNT), the same math as one rank
+MOE_MPI_MAX_COUNT=7 train ep2dp2_pieces 4 train.micro_batch_size=1 train.grad_accum_steps=2 \
+    parallel.ep=2 parallel.dp=2 parallel.grad_bucket_mb=1 &&
+    grep -q "MPI messages go in pieces of at most 7 elements" "$T/ep2dp2_pieces.out" &&
+    matches ep2dp2_pieces ref4acc || [ -f "$T/ep2dp2_pieces/metrics.jsonl" ] ||
+    bad ep2dp2_pieces "$(tail -5 "$T/ep2dp2_pieces.out")"
+
+# the distributed optimizer's state: moments per rank fall as DP grows
+mom() { sed -nE 's/.* ([0-9.]+) MiB (AdamW moments|optimizer shard).*/\1/p' "$T/$1.out"; }
 if [ -n "$(mom ref4)" ] && [ -n "$(mom dp2)" ] &&
     python3 -c "import sys; sys.exit(not float('$(mom dp2)') < 0.6 * float('$(mom ref4)'))"; then
     ok moments_sharded_over_dp
@@ -121,6 +130,24 @@ else
     bad skew_ep2 "the skewed start did not route every token to experts 0 and 1" \
         "$(head -2 "$T/skew_ref/metrics.jsonl" 2>&1)"
 fi
+
+# ---- expert buffers by capacity: room for a fifth of the skewed rows, so they run in passes
+# (rank 0 gets every row), and a third of balanced rows with recompute: the one-pass bits
+same_bits() { # NAME REF: every logged number and checkpoint byte equal
+    if cmp -s "$T/$1/metrics.jsonl" "$T/$2/metrics.jsonl" &&
+        cmp -s "$T/$1/ck/step_00000004/model.safetensors" "$T/$2/ck/step_00000004/model.safetensors" &&
+        cmp -s "$T/$1/ck/step_00000004/optimizer.safetensors" "$T/$2/ck/step_00000004/optimizer.safetensors"; then
+        ok "$1"
+    else
+        bad "$1" "differs from $2" "$(tail -3 "$T/$1.out")"
+    fi
+}
+train skew_ep2_passes 2 train.micro_batch_size=2 parallel.ep=2 checkpoint.init_from="$T/skewinit" \
+    parallel.expert_capacity_factor=0.2
+same_bits skew_ep2_passes skew_ep2
+train ep2_recompute_passes 2 train.micro_batch_size=2 parallel.ep=2 parallel.dp=1 \
+    train.activation_recompute=true parallel.expert_capacity_factor=0.3
+same_bits ep2_recompute_passes ep2_recompute
 
 # ---- resume at another layout: the next steps equal the straight run
 # resume NAME RANKS STOP_ARGS -- RANKS2 RESUME_ARGS: stop after 2 steps at one
@@ -178,13 +205,29 @@ else
     bad mpi_size_checked "exit $rc" "$(tail -5 "$T/size.out")"
 fi
 
-# a task the plugin placed as one of 2 ranks but started without an MPI launcher (srun --mpi=none)
+# a task the plugin placed as one of 2 ranks but started without an MPI launcher (srun
+# --mpi=none): GPU ranks would meet over NCCL at MOE_MASTER_*; CPU ranks need MPI; never one rank
 MOE_WORLD_SIZE=2 MOE_RANK=0 "$BIN" "${TINY[@]}" >"$T/nompi.out" 2>&1
 rc=$?
-if [ $rc -ne 0 ] && grep -q "MOE_WORLD_SIZE = 2 ranks but MPI sees 1: under srun use --mpi=pmix" "$T/nompi.out"; then
+if [ $rc -ne 0 ] && grep -q "world of 2 ranks but not where they meet: MOE_MASTER_ADDR is unset" "$T/nompi.out"; then
     ok single_rank_world_refused
 else
     bad single_rank_world_refused "exit $rc" "$(tail -5 "$T/nompi.out")"
+fi
+MOE_WORLD_SIZE=2 MOE_RANK=0 MOE_MASTER_ADDR=127.0.0.1 MOE_MASTER_PORT=29999 "$BIN" "${TINY[@]}" \
+    --backend cpu >"$T/nompi_cpu.out" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && grep -q "the cpu backend's ranks exchange over MPI" "$T/nompi_cpu.out"; then
+    ok cpu_ranks_need_mpi
+else
+    bad cpu_ranks_need_mpi "exit $rc" "$(tail -5 "$T/nompi_cpu.out")"
+fi
+WORLD_SIZE=2 RANK=1 "$BIN" "${TINY[@]}" >"$T/torch_half.out" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && grep -q "torchrun gives a world of 2 ranks but not where they meet" "$T/torch_half.out"; then
+    ok torchrun_half_set_refused
+else
+    bad torchrun_half_set_refused "exit $rc" "$(tail -5 "$T/torch_half.out")"
 fi
 
 # ---- a rank that hangs or dies mid-run ends the job, naming the rank

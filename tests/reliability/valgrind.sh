@@ -22,7 +22,7 @@ if readelf -d "$B/bin/moe-topo" 2>/dev/null | grep -q 'NEEDED.*libasan'; then
 fi
 n=0
 vg() { # NAME EXPECTED_EXIT CMD...: memcheck CMD; its own exit status must be EXPECTED_EXIT
-      # ("same": whatever CMD exits with outside valgrind, e.g. --check's 0 run / 2 refuse)
+      # ("same": whatever CMD exits with outside valgrind, e.g. --check's 0 run / 3 refuse)
     local name=$1 want=$2 rc; shift 2
     n=$((n + 1))
     if [ "$want" = same ]; then "$@" >/dev/null 2>&1; want=$?; fi
@@ -46,8 +46,8 @@ for x in "$ROOT"/tests/fixtures/topo/*.xml; do
     vg "moe-topo $f --check reject" same "$B/bin/moe-topo" --check --xml "$x" --no-nvml \
         --policy "on_non_blackwell=reject" --precision mxfp8
 done
-vg "moe-topo bad --xml" 1 "$B/bin/moe-topo" --xml "$T/missing.xml" --no-nvml
-vg "moe-topo bad --policy" 1 "$B/bin/moe-topo" --check --policy "frobnicate=1" --xml "$ROOT/tests/fixtures/topo/b200x8.xml"
+vg "moe-topo bad --xml (failure)" 1 "$B/bin/moe-topo" --xml "$T/missing.xml" --no-nvml
+vg "moe-topo bad --policy (usage)" 2 "$B/bin/moe-topo" --check --policy "frobnicate=1" --xml "$ROOT/tests/fixtures/topo/b200x8.xml"
 for t in "$B"/tests/test_args "$B"/tests/test_plugin_* "$B"/tests/test_policy "$B"/tests/test_verdict "$B"/tests/test_topo; do
     [ -x "$t" ] || { failed=$((failed + 1)); echo "not ok $(basename "$t"): not built"; continue; }
     vg "$(basename "$t")" 0 "$t"

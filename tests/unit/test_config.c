@@ -66,6 +66,7 @@ static int same_settings(const moe_config *a, const moe_config *b)
     memset(y.name, 0, sizeof y.name);
     memset(x.path, 0, sizeof x.path);
     memset(y.path, 0, sizeof y.path);
+    x.model_explicit = y.model_explicit = 0; /* where keys were set, not what they are */
     return memcmp(&x, &y, sizeof x) == 0;
 }
 
@@ -196,7 +197,8 @@ static void test_defaults_file_is_complete(void)
 static void test_base_chain(void)
 {
     moe_err e;
-    write_file("parent.cfg", "model = { hidden_size = 128; num_layers = 3; };\n"
+    write_file("parent.cfg", "model = { hidden_size = 128; num_layers = 3; "
+                             "max_position_embeddings = 4096; };\n"
                              "train = { steps = 500; };\n"
                              "scheduler = { warmup_steps = 50; };\n");
     write_file("child.cfg", "base = \"parent\";\n"
@@ -216,11 +218,11 @@ static void test_base_chain(void)
     /* each file is valid alone, the whole is not: the message says which file
      * set each key of the broken rule */
     write_file("child.cfg", "base = \"parent\";\n"
-                            "train = {\n  steps = 20;\n};\n");
+                            "train = {\n  seq_length = 8192;\n};\n");
     CHECK_ERR(config_load(&cfg, path, NULL, 0, NULL, &e), e, "config grandchild:",
-              "scheduler.warmup_steps = 50 exceeds train.steps = 20",
-              "scheduler.warmup_steps from ", "parent.cfg:3", "train.steps from ",
-              "child.cfg:3");
+              "train.seq_length = 8192 exceeds model.max_position_embeddings = 4096",
+              "train.seq_length from ", "child.cfg:3", "model.max_position_embeddings from ",
+              "parent.cfg:1");
 
     /* a base given as a path: relative to the child's directory, or absolute */
     char sub[400];
@@ -251,6 +253,36 @@ static void test_base_errors(void)
 
     CHECK_ERR(load_text(&cfg, "orphan.cfg", "\n\nbase = \"no_such_parent\";\n", &e), e,
               "orphan.cfg:3", "no_such_parent", "No such file");
+
+    /* with checkpoint.init_from, the model keys set where init_from is set or
+     * later are the run's own (compared with config.json); a base's are not */
+    write_file("ft_base.cfg", "model = { num_layers = 3; hidden_size = 96; };\n");
+    const char *ft = write_file("ft.cfg", "base = \"ft_base\";\n"
+                                          "checkpoint = { init_from = \"/models/x\"; };\n"
+                                          "model = { num_layers = 5; };\n");
+    char *ft_over[] = {"model.rope_theta=5e5"};
+    CHECK_MSG(config_load(&cfg, ft, NULL, 1, ft_over, &e) == 0, "%s", e.msg);
+    CHECK(config_model_key_explicit(&cfg, "model.num_layers"));
+    CHECK(config_model_key_explicit(&cfg, "model.rope_theta"));
+    CHECK(!config_model_key_explicit(&cfg, "model.hidden_size"));
+    CHECK(!config_model_key_explicit(&cfg, "model.vocab_size"));
+    CHECK(!config_model_key_explicit(&cfg, "train.steps"));
+    char *ft_cmd[] = {"checkpoint.init_from=/models/y", "model.top_k=1"};
+    CHECK_MSG(config_load(&cfg, ft, NULL, 2, ft_cmd, &e) == 0, "%s", e.msg);
+    CHECK(config_model_key_explicit(&cfg, "model.top_k"));
+    CHECK(!config_model_key_explicit(&cfg, "model.num_layers")); /* before the command line */
+
+    /* a config copied out of the configs directory finds base = "defaults"
+     * there (the configs directory given, or the default one) */
+    const char *copied = write_file("copied_L0.cfg", "base = \"defaults\";\n"
+                                                     "model = { num_layers = 3; };\n");
+    CHECK_MSG(config_load(&cfg, copied, MOE_CONFIG_DIR_DEFAULT, 0, NULL, &e) == 0, "%s", e.msg);
+    CHECK(cfg.model.num_layers == 3);
+    CHECK_MSG(config_load(&cfg, copied, NULL, 0, NULL, &e) == 0, "%s", e.msg);
+    /* a parent neither beside the child nor in the configs directory: both named */
+    CHECK_ERR(config_load(&cfg, write_file("orphan2.cfg", "base = \"no_parent2\";\n"),
+                          MOE_CONFIG_DIR_DEFAULT, 0, NULL, &e),
+              e, "orphan2.cfg:1", "no_parent2", "nor in " MOE_CONFIG_DIR_DEFAULT);
     CHECK_ERR(load_text(&cfg, "basetype.cfg", "base = 3;\n", &e), e, "basetype.cfg:1", "base",
               "expected a string", "found an integer");
     CHECK_ERR(load_text(&cfg, "baseempty.cfg", "base = \"\";\n", &e), e, "baseempty.cfg:1",
@@ -359,6 +391,29 @@ static void test_file_errors(void)
     CHECK_ERR(config_load(&cfg, "", NULL, 0, NULL, &e), e, "no config given");
 }
 
+/* data.store and data.blend in a file, written back and loaded again */
+static void test_store_and_blend(void)
+{
+    moe_err e;
+    CHECK_MSG(load_text(&cfg, "blend.cfg",
+                        "data = { blend = ( { store = \"/s/a\"; weight = 0.7; },\n"
+                        "                   { store = \"b\"; weight = 1; } ); };\n", &e) == 0,
+              "%s", e.msg);
+    CHECK(cfg.data.n_blend == 2 && strcmp(cfg.data.blend[0].store, "/s/a") == 0 &&
+          cfg.data.blend[0].weight == 0.7 && cfg.data.blend[1].weight == 1.0);
+    const char *saved = write_file("saved_blend.cfg", "");
+    CHECK(config_save(&cfg, saved, &e) == 0);
+    CHECK_MSG(config_load(&other, saved, NULL, 0, NULL, &e) == 0, "%s", e.msg);
+    CHECK(same_settings(&cfg, &other));
+    CHECK_ERR(load_text(&cfg, "blend2.cfg", "data = { blend = ( { store = \"a\"; } ); };\n", &e),
+              e, "blend2.cfg:1", "data.blend[0]", "store", "weight");
+    CHECK_ERR(load_text(&cfg, "blend3.cfg", "data = { blend = \"a\"; };\n", &e), e,
+              "blend3.cfg:1", "data.blend");
+    CHECK_MSG(load_text(&cfg, "store.cfg", "data = { store = \"/scratch/og2\"; };\n", &e) == 0,
+              "%s", e.msg);
+    CHECK(strcmp(cfg.data.store, "/scratch/og2") == 0 && cfg.data.n_blend == 0);
+}
+
 static void test_file_values_accepted(void)
 {
     moe_err e;
@@ -434,7 +489,23 @@ static void test_overrides(void)
     CHECK(cfg.data.n_files == 3 && strcmp(cfg.data.files[2], "z.fa") == 0);
     CHECK(config_apply_override(&cfg, "data.files=/data/only.fa", &e) == 0);
     CHECK(cfg.data.n_files == 1 && strcmp(cfg.data.files[0], "/data/only.fa") == 0);
-    CHECK(cfg.data.files[1][0] == '\0'); /* the old list is gone, not just shadowed */
+    /* equal lists are one copy, so equal configs stay equal bytes */
+    const char *const *only = cfg.data.files;
+    CHECK(config_apply_override(&cfg, "data.files=[\"/data/only.fa\"]", &e) == 0);
+    CHECK(cfg.data.files == only);
+    /* no fixed cap on the count (it was 16) */
+    static char many[8 * 3000 + 16] = "data.files=";
+    char *w = many + strlen(many);
+    for (int i = 0; i < 3000; i++)
+        w += sprintf(w, "%s%d.fa", i ? "," : "", i % 1000);
+    CHECK(config_apply_override(&cfg, many, &e) == 0);
+    CHECK(cfg.data.n_files == 3000 && strcmp(cfg.data.files[2999], "999.fa") == 0);
+    /* data.blend from an override: STORE:WEIGHT pairs */
+    CHECK(config_apply_override(&cfg, "data.blend=a/s1:0.7,b:c/s2:0.3", &e) == 0);
+    CHECK(cfg.data.n_blend == 2 && strcmp(cfg.data.blend[1].store, "b:c/s2") == 0 &&
+          cfg.data.blend[0].weight == 0.7);
+    CHECK_ERR(config_apply_override(&cfg, "data.blend=a:0", &e), e, "data.blend[0].weight", "> 0");
+    CHECK_ERR(config_apply_override(&cfg, "data.blend=a", &e), e, "data.blend[0]", "STORE:WEIGHT");
     CHECK(config_apply_override(&cfg, "train.activation_recompute=false", &e) == 0);
     CHECK(cfg.train.activation_recompute == 0);
     CHECK(config_apply_override(&cfg, "data.mask_degenerate_bases=no", &e) == 0);
@@ -498,9 +569,8 @@ static void test_override_errors(void)
     CHECK_ERR(config_apply_override(&cfg, "data.files=[]", &e), e, "at least one path");
     CHECK_ERR(config_apply_override(&cfg, "data.files=a,,b", &e), e, "data.files[1] is empty");
     CHECK_ERR(config_apply_override(&cfg, "data.files=a,", &e), e, "data.files[1] is empty");
-    CHECK_ERR(config_apply_override(&cfg,
-                                    "data.files=1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17", &e),
-              e, "more than 16 paths");
+    CHECK_ERR(config_apply_override(&cfg, "data.blend=a:x", &e), e, "data.blend[0]",
+              "STORE:WEIGHT");
     CHECK_ERR(config_apply_override(&cfg, "precision.compute=mxfp", &e), e,
               "'mxfp' is not one of", "did you mean 'mxfp8'");
     CHECK_ERR(config_apply_override(&cfg, "precision.layers=some", &e), e,
@@ -542,8 +612,6 @@ static void test_validation_rules(void)
         {{"model.top_k=9"}, {"model.top_k = 9 must not exceed model.num_experts = 8", NULL}},
         {{"train.seq_length=9000"},
          {"train.seq_length = 9000 exceeds model.max_position_embeddings = 8192", NULL}},
-        {{"scheduler.warmup_steps=30000"},
-         {"scheduler.warmup_steps = 30000 exceeds train.steps = 20000", NULL}},
         {{"parallel.ep=3"}, {"parallel.ep = 3 must divide model.num_experts = 8", NULL}},
         {{"checkpoint.resume_from_checkpoint=true"},
          {"checkpoint.resume_from_checkpoint is true", "checkpoint.ckpt_dir is empty"}},
@@ -773,6 +841,46 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
     return remove(path);
 }
 
+/* The runtime switches: keys with their defaults, validated, and the old
+ * environment variables read as those keys under the command line. */
+static void test_runtime_switches(void)
+{
+    moe_config cfg;
+    moe_err e = {{0}};
+    CHECK_MSG(load_text(&cfg, "rt.cfg", "", &e) == 0, "%s", e.msg);
+    int mask = -1;
+    CHECK(config_fp8_gemms_mask(cfg.runtime.fp8_gemms, &mask, &e) == 0 &&
+          mask == (MOE_RT_FP8_FPROP | MOE_RT_FP8_DGRAD | MOE_RT_FP8_WGRAD));
+    CHECK(config_fp8_gemms_mask("none", &mask, &e) == 0 && mask == 0);
+    CHECK(config_fp8_gemms_mask("wgrad,fprop", &mask, &e) == 0 &&
+          mask == (MOE_RT_FP8_FPROP | MOE_RT_FP8_WGRAD));
+    CHECK(cfg.runtime.fp8_chunk_rows == 8192 && cfg.runtime.fp8_fused_save == 1 &&
+          cfg.runtime.gemm == MOE_RT_GEMM_CUBLASLT && cfg.runtime.attention == MOE_RT_ATTN_MMA &&
+          cfg.runtime.init_on == MOE_RT_INIT_DEVICE);
+    char *bad_list[] = {"runtime.fp8_gemms=fprop,wgard"};
+    CHECK_ERR(config_load(&cfg, write_file("rt.cfg", ""), NULL, 1, bad_list, &e), e,
+              "'wgard' is not one of fprop, dgrad, wgrad, none", "runtime.fp8_gemms from");
+    char *bad_rows[] = {"runtime.fp8_chunk_rows=200"};
+    CHECK_ERR(config_load(&cfg, write_file("rt.cfg", ""), NULL, 1, bad_rows, &e), e,
+              "multiple of 128");
+    char *bad_attn[] = {"runtime.attention=flash"};
+    CHECK_ERR(config_load(&cfg, write_file("rt.cfg", ""), NULL, 1, bad_attn, &e), e,
+              "runtime.attention", "simt");
+
+    setenv("MOE_FP8_FUSED_SAVE", "0", 1);
+    setenv("MOE_CUDA_ATTENTION", "wmma", 1);
+    char *over[] = {"runtime.attention=simt"};
+    CHECK(config_load(&cfg, write_file("rt.cfg", ""), NULL, 1, over, &e) == 0);
+    CHECK(cfg.runtime.fp8_fused_save == 0);
+    CHECK_MSG(cfg.runtime.attention == MOE_RT_ATTN_SIMT, "the command line wins over the env");
+    setenv("MOE_INIT_ON", "cpu", 1);
+    CHECK_ERR(config_load(&cfg, write_file("rt.cfg", ""), NULL, 0, NULL, &e), e,
+              "environment MOE_INIT_ON", "runtime.init_on");
+    unsetenv("MOE_FP8_FUSED_SAVE");
+    unsetenv("MOE_CUDA_ATTENTION");
+    unsetenv("MOE_INIT_ON");
+}
+
 int main(void)
 {
     snprintf(tmp_dir, sizeof tmp_dir, "%s/moe_test_config.XXXXXX",
@@ -790,6 +898,7 @@ int main(void)
     RUN(test_base_errors);
     RUN(test_file_errors);
     RUN(test_file_values_accepted);
+    RUN(test_store_and_blend);
     RUN(test_overrides);
     RUN(test_override_errors);
     RUN(test_validation_rules);
@@ -799,6 +908,7 @@ int main(void)
     RUN(test_name_lookup);
     RUN(test_suggestions);
     RUN(test_source_check);
+    RUN(test_runtime_switches);
     nftw(tmp_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
     return check_summary("test_config");
 }

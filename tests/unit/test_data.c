@@ -105,12 +105,23 @@ static int read_collect(const char *path, collected *c, moe_err *e)
         }                                                                             \
     } while (0)
 
+/* data.files of the configs the tests build (a config holds pointers to
+ * its paths): slot i, kept until the next set_file(i, ...) */
+static char file_slots[4][4096];
+static const char *file_list[4] = {file_slots[0], file_slots[1], file_slots[2], file_slots[3]};
+
+static void set_file(int i, const char *path)
+{
+    snprintf(file_slots[i], sizeof file_slots[i], "%s", path);
+}
+
 static moe_data_cfg data_cfg(const char *file)
 {
     moe_data_cfg dc;
     memset(&dc, 0, sizeof dc);
     dc.n_files = 1;
-    snprintf(dc.files[0], sizeof dc.files[0], "%s", file);
+    set_file(0, file);
+    dc.files = file_list;
     return dc;
 }
 
@@ -451,14 +462,14 @@ static void test_split(void)
 
     /* every training window ends before the first validation token */
     uint64_t val_lo = UINT64_MAX, train_hi = 0, start, n_real;
-    for (uint64_t id = 0; id < ds->val.n_windows; id++) {
-        split_window(&ds->val, id, 128, &start, &n_real);
+    for (uint64_t id = 0; id < ds->parts[0].val.n_windows; id++) {
+        split_window(&ds->parts[0].val, id, 128, &start, &n_real);
         CHECK(n_real == 129);
         if (start < val_lo)
             val_lo = start;
     }
-    for (uint64_t id = 0; id < ds->train.n_windows; id++) {
-        split_window(&ds->train, id, 128, &start, &n_real);
+    for (uint64_t id = 0; id < ds->parts[0].train.n_windows; id++) {
+        split_window(&ds->parts[0].train, id, 128, &start, &n_real);
         if (start + n_real > train_hi)
             train_hi = start + n_real;
     }
@@ -466,9 +477,9 @@ static void test_split(void)
               (unsigned long long)train_hi, (unsigned long long)val_lo);
     CHECK(val_lo == st.train_tokens);
     /* validation windows tile the end: consecutive, the last one ends with EOS */
-    split_window(&ds->val, ds->val.n_windows - 1, 128, &start, &n_real);
+    split_window(&ds->parts[0].val, ds->parts[0].val.n_windows - 1, 128, &start, &n_real);
     CHECK(start + n_real == 48504);
-    CHECK(ds->tokens[start + n_real - 1] == MOE_TOK_EOS);
+    CHECK(ds->parts[0].tokens[start + n_real - 1] == MOE_TOK_EOS);
     dataset_close(ds);
 }
 
@@ -486,7 +497,9 @@ static void test_split_tiny_records(void)
     CHECK(st.val_windows == 1);     /* from "big" only */
     CHECK(st.val_tokens == 9);
     CHECK(st.train_tokens == 17 + 9);
-    CHECK(ds->val.regions[0].tok_start == 17 + 9);
+    uint64_t start, n_real;
+    split_window(&ds->parts[0].val, 0, 8, &start, &n_real);
+    CHECK(start == 17 + 9);
     dataset_close(ds);
 }
 
@@ -557,7 +570,7 @@ static void draw_ids(moe_dataset *ds, int B, int steps, int64_t *ids)
     for (int s = 0; s < steps; s++) {
         CHECK_MSG(dataset_next_train(ds, B, in, tg, &e) == 0, "%s", e.msg);
         for (int b = 0; b < B; b++)
-            ids[s * B + b] = find_window(ds, &ds->train, in + (size_t)b * T);
+            ids[s * B + b] = find_window(ds, &ds->parts[0].train, in + (size_t)b * T);
     }
     free(in);
     free(tg);
@@ -573,7 +586,7 @@ static void test_shuffle(void)
     OPEN(a, &dc, 16, 42, 0, 1, NULL);
     OPEN(b, &dc, 16, 42, 0, 1, NULL);
     OPEN(c, &dc, 16, 43, 0, 1, NULL);
-    uint64_t n = a->train.n_windows;
+    uint64_t n = a->parts[0].train.n_windows;
     CHECK(n == 32 + 21 + 14);
     int B = 6, steps = (int)(n / 6); /* one epoch: 11 steps, 1 window dropped */
     int64_t ia[2 * 66], ib[2 * 66], ic[66];
@@ -622,7 +635,7 @@ static void test_sharding(void)
     OPEN(one, &dc, T, 3, 0, 1, NULL);
     for (int r = 0; r < DP; r++)
         OPEN(rank[r], &dc, T, 3, r, DP, NULL);
-    uint64_t n = one->train.n_windows;
+    uint64_t n = one->parts[0].train.n_windows;
     int steps = (int)dataset_train_batches_per_epoch(rank[0], B);
     CHECK(n == 44 + 27);
     CHECK(steps == 11); /* 71 / 6 */
@@ -806,10 +819,10 @@ static void test_cursor_resume(void)
     c.fingerprint = 0; /* unchecked */
     CHECK(dataset_seek(b, c, &e) == 0);
     c = dataset_cursor(a);
-    c.position = a->train.n_windows + 1;
+    c.position = a->parts[0].train.n_windows + 1;
     CHECK(dataset_seek(a, c, &e) == -1);
     CHECK(strstr(e.msg, "past the end of an epoch") != NULL);
-    c.position = a->train.n_windows; /* an exhausted epoch: next draw starts epoch + 1 */
+    c.position = a->parts[0].train.n_windows; /* an exhausted epoch: next draw starts epoch + 1 */
     c.epoch = 5;
     CHECK(dataset_seek(a, c, &e) == 0);
     int32_t in[T], tg[T];
@@ -855,12 +868,12 @@ static void test_dataset_errors(void)
     CHECK_OPEN_FAILS(&dc, 4, 0, 1, NULL, "data.files is empty");
     dc = data_cfg(good);
     dc.n_files = 2;
-    snprintf(dc.files[1], sizeof dc.files[1], "no_such_genome.fa");
+    set_file(1, "no_such_genome.fa");
     CHECK_OPEN_FAILS(&dc, 4, 0, 1, tmp_dir, "data.files[1] 'no_such_genome.fa'", "not found",
                      tmp_dir);
-    dc.files[1][0] = '\0';
+    set_file(1, "");
     CHECK_OPEN_FAILS(&dc, 4, 0, 1, NULL, "data.files[1] is an empty string");
-    snprintf(dc.files[1], sizeof dc.files[1], "%s", write_text("bad.fa", ">b\nACGU?\n"));
+    set_file(1, write_text("bad.fa", ">b\nACGU?\n"));
     CHECK_OPEN_FAILS(&dc, 4, 0, 1, NULL, "data.files[1]: ", "bad.fa:2:5:", "'?'");
 
     /* batch errors */
@@ -918,8 +931,8 @@ static void test_paths(void)
     CHECK(chdir(cwd) == 0);
     /* several files, absolute paths */
     dc.n_files = 2;
-    snprintf(dc.files[0], sizeof dc.files[0], "%s", MOE_TEST_DATA_DIR "/mixed.fa.gz");
-    snprintf(dc.files[1], sizeof dc.files[1], "%s", tmp_path("lambda_virus.fa.gz"));
+    set_file(0, MOE_TEST_DATA_DIR "/mixed.fa.gz");
+    set_file(1, tmp_path("lambda_virus.fa.gz"));
     OPEN(ds, &dc, 8, 1, 0, 1, NULL);
     dataset_stats(ds, &st);
     CHECK(st.n_files == 2 && st.n_records == 3 && st.bases == 20 + 8 + 4);

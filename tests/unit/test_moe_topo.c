@@ -8,6 +8,8 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "../../common/exit_codes.h"
+#include "../../common/version.h"
 #include "../check.h"
 
 #ifndef MOE_TOPO_BIN
@@ -248,25 +250,49 @@ static void test_check_exit_codes(void)
     CHECK(run("--check --ep 2 --gpus 0,1 " FIX("h200x8.xml")) == 0);
     HAS("moekit: this step has 2x NVIDIA H200 (sm_90, Hopper). MXFP8 needs");
     HAS("falls back to BF16 (policy on_non_blackwell=bf16). Running EP=2 x DP=1 on 2 GPUs.");
-    CHECK(run("--check --ep 2 --policy \"on_non_blackwell=reject\" " FIX("h200x8.xml")) == 2);
+    CHECK(run("--check --ep 2 --policy \"on_non_blackwell=reject\" " FIX("h200x8.xml")) ==
+          MOE_EXIT_REFUSED);
     HAS("moekit: refusing this job:");
     CHECK(run("--check --ep 2 --precision fp8_block --policy \"allow_fp8_block=yes\" "
               FIX("h200x8.xml")) == 0);
     HAS("trains in FP8 with block scaling");
-    CHECK(run("--check --ep 3 " FIX("b200x8.xml")) == 2);
-    CHECK(run("--check --ep 4 --experts 6 " FIX("b200x8.xml")) == 2);
+    CHECK(run("--check --ep 3 " FIX("b200x8.xml")) == MOE_EXIT_REFUSED);
+    CHECK(run("--check --ep 4 --experts 6 " FIX("b200x8.xml")) == MOE_EXIT_REFUSED);
     HAS("1, 2.");
     CHECK(run("--check --ep 4 --dp 2 --ntasks 8 --experts 8 " FIX("b200x8.xml")) == 0);
-    CHECK(run("--check --ep 8 --ntasks 4 " FIX("b200x8.xml")) == 2);
+    CHECK(run("--check --ep 8 --ntasks 4 " FIX("b200x8.xml")) == MOE_EXIT_REFUSED);
     CHECK(run("--check --ep 8 --nodes 2 --ntasks 16 " FIX("b200x8.xml")) == 0);
     HAS("(2 nodes x 8)");
-    CHECK(run("--check " FIX("cpu-only.xml")) == 2);
+    CHECK(run("--check " FIX("cpu-only.xml")) == MOE_EXIT_REFUSED);
     HAS("allow_cpu=no");
     CHECK(run("--check --ep 2 --ntasks 2 --policy allow_cpu=yes " FIX("cpu-only.xml")) == 0);
     HAS("FP32 CPU backend");
     /* topology_xml= in the policy is read, as the plugin would. */
     CHECK(run("--check --ep 8 --policy topology_xml=" TOPO_FIXTURES "/b200x8.xml") == 0);
     HAS("8x NVIDIA B200");
+}
+
+/* --config: the run's memory plan against the step's GPUs; refused or warned by policy */
+static void test_check_memory_plan(void)
+{
+    const char *pol = "--policy \"configs=" MOE_CONFIGS " allow_fp8_block=yes";
+    char args[1024];
+    snprintf(args, sizeof args, "--check --ep 8 --config L1_8x7B_ep %s\" %s", pol,
+             FIX("b200x8.xml"));
+    CHECK(run(args) == 0);
+    HAS("memory: L1_8x7B_ep fits the 179 GiB GPUs at EP=8 x DP=1");
+    snprintf(args, sizeof args, "--check --ep 8 --config L1_8x7B_ep %s refuse_memory_short=yes\" %s",
+             pol, FIX("h200x8.xml"));
+    CHECK(run(args) == 2);
+    HAS("memory: refused: L1_8x7B_ep at EP=8 x DP=1 needs");
+    HAS("EP=8 x DP=2 (16 GPUs)");
+    snprintf(args, sizeof args, "--check --ep 8 --config L1_8x7B_ep %s\" %s", pol,
+             FIX("h200x8.xml"));
+    CHECK(run(args) == 0);
+    HAS("memory: warning: L1_8x7B_ep");
+    snprintf(args, sizeof args, "--check --ep 8 --config no_such_config %s\" %s", pol,
+             FIX("b200x8.xml"));
+    CHECK(run(args) == 1);
 }
 
 static void test_check_reads_slurm_environment(void)
@@ -276,7 +302,7 @@ static void test_check_reads_slurm_environment(void)
     HAS("4x NVIDIA L40S");
     HAS("Running EP=4 x DP=1 on 4 GPUs.");
     CHECK(run_env("SLURM_JOB_GPUS=0,1 SLURM_NTASKS=1", "--check --ep 2 "
-                  FIX("mixed-h100-l40s.xml"), 0) == 2);
+                  FIX("mixed-h100-l40s.xml"), 0) == MOE_EXIT_REFUSED);
     HAS("runs 1 tasks on its 2 GPUs");
     /* --gpus wins over the environment. */
     CHECK(run_env("SLURM_STEP_GPUS=4-7", "--check --gpus 0-1 --ep 2 " FIX("mixed-h100-l40s.xml"),
@@ -299,7 +325,7 @@ static void test_check_json(void)
     HAS("\"verdict\": {\"kind\": \"run\", \"precision\": \"bf16\", \"ep\": 2, \"dp\": 1");
     HAS("\"policy\": \"trainer=");
     args = "--check --json --ep 3 " FIX("b200x8.xml");
-    CHECK(run(args) == 2);
+    CHECK(run(args) == MOE_EXIT_REFUSED);
     CHECK_MSG(valid_json(out), "invalid JSON:\n%s", out);
     HAS("\"kind\": \"refuse\", \"precision\": null");
 }
@@ -307,29 +333,36 @@ static void test_check_json(void)
 static void test_usage_errors(void)
 {
     CHECK(run("--help") == 0);
-    HAS("usage: moe-topo");
+    HAS("Usage: moe-topo");
     HAS("--check");
+    CHECK(run("--version") == 0);
+    HAS("moe-topo (moekit) " MOEKIT_VERSION);
     struct {
         const char *args, *msg;
+        int status; /* usage: the command line; failure: what it names cannot be used */
     } bad[] = {
-        {"--bogus", "unknown option --bogus"},
-        {"--check --ep", "option --ep needs a value"},
-        {"--check --ep 0", "--ep \"0\": expected a positive integer"},
-        {"--check --dp x", "--dp \"x\": expected a positive integer"},
-        {"--check --precision fp16", "--precision \"fp16\": expected auto, mxfp8, bf16"},
-        {"--ep 2", "only apply with --check"},
-        {"--gpus 0", "only apply with --check"},
-        {"extra", "unexpected argument \"extra\""},
-        {"--xml /nonexistent.xml", "topology XML /nonexistent.xml: No such file"},
+        {"--bogus", "unknown option --bogus", MOE_EXIT_USAGE},
+        {"--check --ep", "option --ep needs a value", MOE_EXIT_USAGE},
+        {"--check --ep 0", "--ep \"0\": expected a positive integer", MOE_EXIT_USAGE},
+        {"--check --dp x", "--dp \"x\": expected a positive integer", MOE_EXIT_USAGE},
+        {"--check --precision fp16", "--precision \"fp16\": expected auto, mxfp8, bf16",
+         MOE_EXIT_USAGE},
+        {"--ep 2", "only apply with --check", MOE_EXIT_USAGE},
+        {"--gpus 0", "only apply with --check", MOE_EXIT_USAGE},
+        {"extra", "unexpected argument \"extra\"", MOE_EXIT_USAGE},
+        {"--xml /nonexistent.xml", "topology XML /nonexistent.xml: No such file",
+         MOE_EXIT_FAILURE},
         {"--check --policy allow_cpu=maybe", "--policy: plugstack.conf argument 1 "
-                                             "\"allow_cpu=maybe\": allow_cpu must be yes or no"},
-        {"--check --policy topology_xml=rel.xml", "must be an absolute path"},
-        {"--check --gpus 0,9 " FIX("b200x8.xml"), "--gpus=\"0,9\" names GPU 9"},
-        {"--check --gpus 1-0 " FIX("b200x8.xml"), "runs backwards"},
+                                             "\"allow_cpu=maybe\": allow_cpu must be yes or no",
+         MOE_EXIT_USAGE},
+        {"--check --policy topology_xml=rel.xml", "must be an absolute path", MOE_EXIT_USAGE},
+        {"--check --gpus 0,9 " FIX("b200x8.xml"), "--gpus=\"0,9\" names GPU 9", MOE_EXIT_FAILURE},
+        {"--check --gpus 1-0 " FIX("b200x8.xml"), "runs backwards", MOE_EXIT_FAILURE},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = run_env(NULL, bad[i].args, 1);
-        CHECK_MSG(rc == 1, "moe-topo %s: exit %d", bad[i].args, rc);
+        CHECK_MSG(rc == bad[i].status, "moe-topo %s: exit %d, want %d", bad[i].args, rc,
+                  bad[i].status);
         CHECK_MSG(strstr(out, bad[i].msg), "moe-topo %s: want \"%s\" in: %s", bad[i].args,
                   bad[i].msg, out);
     }
@@ -365,6 +398,7 @@ int main(void)
     RUN(test_table);
     RUN(test_json);
     RUN(test_check_exit_codes);
+    RUN(test_check_memory_plan);
     RUN(test_check_reads_slurm_environment);
     RUN(test_check_json);
     RUN(test_usage_errors);

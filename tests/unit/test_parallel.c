@@ -92,37 +92,105 @@ static void test_launch_detection(void)
     CHECK(!comm_mpi_launched());
 }
 
-/* A launch over NCCL alone: the ranks from MOE_*, only with NCCL_COMM_ID, and
- * clear errors for a missing or impossible rank. */
-static void test_nccl_env_launch(void)
+/* ---- a launch without MPI: the world from the launcher's variables ---- */
+
+static const char *const LAUNCH_VARS[] = {
+    "NCCL_COMM_ID", "MOE_WORLD_SIZE", "MOE_RANK", "MOE_LOCAL_RANK", "MOE_MASTER_ADDR",
+    "MOE_MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
+    "SLURM_NTASKS", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_STEP_ID"};
+
+static void clear_launch_env(void)
+{
+    for (size_t i = 0; i < sizeof LAUNCH_VARS / sizeof *LAUNCH_VARS; i++)
+        unsetenv(LAUNCH_VARS[i]);
+}
+
+/* "A=1 B=2": set exactly these launch variables */
+static void launch_env(const char *vars)
+{
+    clear_launch_env();
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", vars);
+    for (char *tok = strtok(buf, " "); tok; tok = strtok(NULL, " ")) {
+        char *eq = strchr(tok, '=');
+        *eq = 0;
+        setenv(tok, eq + 1, 1);
+    }
+}
+
+/* refused, with a message that contains `want` */
+static void launch_refused(const char *vars, const char *want)
+{
+    moe_launch l;
+    moe_err e = {{0}};
+    launch_env(vars);
+    int rc = par_launch_from_env(&l, &e);
+    CHECK_MSG(rc == -1 && strstr(e.msg, want), "%s: rc %d, '%s' (wanted '%s')", vars, rc, e.msg,
+              want);
+}
+
+static void launch_ok(const char *vars, int rank, int size, int local, const char *meet)
+{
+    moe_launch l;
+    moe_err e = {{0}};
+    launch_env(vars);
+    int rc = par_launch_from_env(&l, &e);
+    CHECK_MSG(rc == 1 && l.rank == rank && l.size == size && l.local_rank == local &&
+                  !strcmp(l.meet, meet),
+              "%s: rc %d rank %d/%d local %d meet '%s' (%s)", vars, rc, l.rank, l.size,
+              l.local_rank, l.meet, e.msg);
+}
+
+static void test_env_launch(void)
 {
     if (comm_mpi_launched()) /* an MPI launch is never read as one */
         return;
+    moe_launch l;
     moe_err e = {{0}};
-    int r, n, lr;
-    unsetenv("NCCL_COMM_ID");
-    setenv("MOE_WORLD_SIZE", "2", 1);
-    setenv("MOE_RANK", "1", 1);
-    CHECK(par_launch_from_env(&r, &n, &lr, &e) == 0); /* no NCCL_COMM_ID: not such a launch */
-    setenv("NCCL_COMM_ID", "127.0.0.1:29511", 1);
-    CHECK(par_launch_from_env(&r, &n, &lr, &e) == 1 && r == 1 && n == 2 && lr == 1);
-    setenv("MOE_LOCAL_RANK", "0", 1);
-    CHECK(par_launch_from_env(&r, &n, &lr, &e) == 1 && r == 1 && lr == 0);
-    setenv("MOE_RANK", "2", 1);
-    CHECK(par_launch_from_env(&r, &n, &lr, &e) == -1);
-    CHECK_MSG(strstr(e.msg, "MOE_RANK (0..1)"), "%s", e.msg);
-    unsetenv("MOE_RANK");
-    CHECK(par_launch_from_env(&r, &n, &lr, &e) == -1);
-    setenv("MOE_RANK", "0", 1);
-    setenv("MOE_LOCAL_RANK", "x", 1);
-    CHECK(par_launch_from_env(&r, &n, &lr, &e) == -1);
-    CHECK_MSG(strstr(e.msg, "MOE_LOCAL_RANK='x'"), "%s", e.msg);
-    setenv("MOE_WORLD_SIZE", "1", 1);
-    CHECK(par_launch_from_env(&r, &n, &lr, &e) == 0); /* one rank needs no NCCL world */
-    unsetenv("NCCL_COMM_ID");
-    unsetenv("MOE_WORLD_SIZE");
-    unsetenv("MOE_RANK");
-    unsetenv("MOE_LOCAL_RANK");
+    clear_launch_env();
+    CHECK(par_launch_from_env(&l, &e) == 0); /* no launcher: one rank */
+    /* the moekit plugin's variables alone (plain srun, MpiDefault=none) */
+    launch_ok("MOE_WORLD_SIZE=4 MOE_RANK=3 MOE_LOCAL_RANK=1 MOE_MASTER_ADDR=n01 "
+              "MOE_MASTER_PORT=29511", 3, 4, 1, "n01:29511");
+    /* NCCL_COMM_ID, when set, is where they meet; the local rank defaults to the rank */
+    launch_ok("NCCL_COMM_ID=127.0.0.1:29511 MOE_WORLD_SIZE=2 MOE_RANK=1", 1, 2, 1,
+              "127.0.0.1:29511");
+    /* torchrun: NCCL beside its store, on MASTER_PORT+1 */
+    launch_ok("WORLD_SIZE=8 RANK=5 LOCAL_RANK=1 MASTER_ADDR=10.0.0.1 MASTER_PORT=29500", 5, 8, 1,
+              "10.0.0.1:29501");
+    /* an srun step with the plugin's meeting point; SLURM_LOCALID for the GPU */
+    launch_ok("SLURM_STEP_ID=0 SLURM_NTASKS=2 SLURM_PROCID=1 SLURM_LOCALID=1 "
+              "MOE_MASTER_ADDR=n01 MOE_MASTER_PORT=30000", 1, 2, 1, "n01:30000");
+    /* torchrun inside an srun task: torchrun's ranks, not Slurm's */
+    launch_ok("SLURM_STEP_ID=3 SLURM_NTASKS=2 SLURM_PROCID=1 SLURM_LOCALID=0 WORLD_SIZE=8 "
+              "RANK=6 LOCAL_RANK=2 MASTER_ADDR=h MASTER_PORT=100", 6, 8, 2, "h:101");
+    /* the batch script is no srun step: its SLURM_NTASKS is the job's */
+    launch_env("SLURM_NTASKS=2 SLURM_PROCID=0");
+    CHECK(par_launch_from_env(&l, &e) == 0);
+    /* one rank needs no world */
+    launch_env("WORLD_SIZE=1 RANK=0");
+    CHECK(par_launch_from_env(&l, &e) == 0);
+
+    /* half-set and conflicting variables are refused, naming what is missing */
+    launch_refused("WORLD_SIZE=2", "RANK is not");
+    launch_refused("RANK=1", "WORLD_SIZE is not");
+    launch_refused("WORLD_SIZE=2 RANK=1", "MASTER_ADDR is unset");
+    launch_refused("WORLD_SIZE=2 RANK=1 MASTER_ADDR=h", "MASTER_PORT is unset");
+    launch_refused("WORLD_SIZE=2 RANK=2 MASTER_ADDR=h MASTER_PORT=1", "outside the world");
+    launch_refused("MOE_WORLD_SIZE=2", "MOE_RANK is not");
+    launch_refused("MOE_WORLD_SIZE=2 MOE_RANK=1", "MOE_MASTER_ADDR is unset");
+    launch_refused("NCCL_COMM_ID=127.0.0.1:1 MOE_WORLD_SIZE=2 MOE_RANK=2", "outside the world");
+    launch_refused("NCCL_COMM_ID=127.0.0.1:1 MOE_WORLD_SIZE=2 MOE_RANK=0 MOE_LOCAL_RANK=x",
+                   "MOE_LOCAL_RANK='x'");
+    launch_refused("NCCL_COMM_ID=nohostport MOE_WORLD_SIZE=2 MOE_RANK=0", "not host:port");
+    launch_refused("MOE_WORLD_SIZE=2 MOE_RANK=1 WORLD_SIZE=4 RANK=1", "disagree on the world");
+    launch_refused("MOE_WORLD_SIZE=2 MOE_RANK=1 WORLD_SIZE=2 RANK=0", "disagree on this");
+    launch_refused("SLURM_STEP_ID=0 SLURM_NTASKS=4 SLURM_PROCID=1 MOE_WORLD_SIZE=2 MOE_RANK=1",
+                   "SLURM_NTASKS=4");
+    launch_refused("SLURM_STEP_ID=0 SLURM_NTASKS=2 SLURM_PROCID=1", "MOE_MASTER_ADDR is unset");
+    launch_refused("SLURM_STEP_ID=0 SLURM_NTASKS=2", "SLURM_PROCID is not");
+    launch_refused("WORLD_SIZE=2 RANK=0 MASTER_ADDR=h MASTER_PORT=http", "not a port number");
+    clear_launch_env();
 }
 
 /* ---- a model on the CPU backend with a given dispatcher ---- */
@@ -179,6 +247,55 @@ static void test_ep_dispatcher_matches_local(void)
     comm_destroy(c);
 }
 
+/* Expert buffers by capacity: with room for a third of the rows, a layer's
+ * rows run in several passes, and the gradients are the one-pass bits (with
+ * and without activation recompute, over micro-batches that accumulate). */
+static void test_ep_capacity_passes(void)
+{
+    moe_comm *c;
+    moe_err e = {{0}};
+    CHECK(comm_single_create(&c, &e) == 0);
+    for (int recompute = 0; recompute < 2; recompute++) {
+        rig loc;
+        moe_backend *be = NULL;
+        moe_dispatcher *d = NULL;
+        moe_model *m = NULL;
+        CHECK(rig_open(&loc, 0, c, 1) == 0);
+        CHECK(cpu_backend_create(&be, 1, &e) == 0 && dispatcher_ep_create(&d, c, DIMS.E, &e) == 0);
+        if (!loc.m || !be || !d)
+            goto next;
+        dispatcher_ep_set_capacity(d, 0.3);
+        int cap = d->max_rows(d, B * T, DIMS.K);
+        CHECK_MSG(cap == (int)ceil(0.3 * B * T * DIMS.K), "%d rows", cap);
+        CHECK(model_create_parallel(&m, &DIMS, be, d, B, T, 0, 1, 1, recompute, &e) == 0);
+        CHECK(model_init_random(m, 42, 0.2, &e) == 0);
+        if (!m)
+            goto next;
+        model_zero_grad(loc.m);
+        model_zero_grad(m);
+        for (int mb = 0; mb < 2; mb++) {
+            int32_t tok[B * T], tgt[B * T];
+            batch(tok, tgt, 3 + mb);
+            double l1, l2;
+            int64_t n1, n2;
+            CHECK(model_forward_backward(loc.m, tok, tgt, 1.0 / 13, 0.01, &l1, &n1, &e) == 0);
+            CHECK(model_forward_backward(m, tok, tgt, 1.0 / 13, 0.01, &l2, &n2, &e) == 0);
+            CHECK(l1 == l2 && n1 == n2 && loc.m->aux_loss == m->aux_loss);
+            CHECK_MSG(model_expert_passes(m, 0) >= 3, "%d passes", model_expert_passes(m, 0));
+        }
+        CHECK(!memcmp(loc.m->grad, m->grad, sizeof(real) * loc.m->n_elems));
+    next:
+        if (m)
+            model_destroy(m);
+        if (d)
+            d->destroy(d);
+        if (be)
+            be->destroy(be);
+        rig_close(&loc);
+    }
+    comm_destroy(c);
+}
+
 static int failing_sum(void *ctx, double *v, int n, moe_err *e)
 {
     return moe_errf(e, "peer gone");
@@ -228,7 +345,10 @@ static void test_zero_matches_adamw(void)
     CHECK(rig_open(&plain, 0, NULL, 1) == 0 && rig_open(&sharded, 0, NULL, 0) == 0);
     moe_zero *z = NULL;
     CHECK(sharded.m && sharded.m->m == NULL && sharded.m->v == NULL);
-    if (plain.m && sharded.m && zero_create(&z, sharded.m, &p, &e) == 0) {
+    /* buckets of 100 gradients: many buckets, tensors cut across them */
+    moe_zero_opts zo = {.bucket_bytes = 100 * sizeof(real)};
+    if (plain.m && sharded.m && zero_create(&z, sharded.m, &p, &zo, &e) == 0) {
+        CHECK(zero_n_buckets(z) > 10);
         moe_backend *be = plain.be;
         for (int step = 1; step <= 2; step++) {
             int32_t tok[B * T], tgt[B * T];
@@ -253,7 +373,7 @@ static void test_zero_matches_adamw(void)
         }
         size_t n = plain.m->n_elems, worst = 0;
         for (size_t i = 0; i < n; i++)
-            if (((real *)plain.m->master)[i] != ((real *)sharded.m->master)[i]) /* cpu: whole */
+            if (((real *)plain.m->master)[i] != ((real *)sharded.m->wc)[i]) /* cpu: the master */
                 worst++;
         CHECK_MSG(worst == 0, "%zu of %zu masters differ", worst, n);
         /* moments out and back in */
@@ -314,7 +434,10 @@ static void test_layout_io(void)
         CHECK(model_get_masters(r.m, f, &e) == 0);
         layout_slice_local(half, &full, f, h);
         CHECK(model_init_random(half, 42, 0.2, &e) == 0); /* same seed: the same experts 2, 3 */
-        CHECK(!memcmp(h, half->master, sizeof(real) * half->n_elems));
+        real *got = malloc(sizeof(real) * half->n_elems);
+        CHECK(model_get_masters(half, got, &e) == 0);
+        CHECK(!memcmp(h, got, sizeof(real) * half->n_elems));
+        free(got);
         free(f);
         free(h);
         layout_full_free(&full);
@@ -396,8 +519,9 @@ int main(void)
     RUN(test_single_comm);
     RUN(test_agree);
     RUN(test_launch_detection);
-    RUN(test_nccl_env_launch);
+    RUN(test_env_launch);
     RUN(test_ep_dispatcher_matches_local);
+    RUN(test_ep_capacity_passes);
     RUN(test_stats_hook);
     RUN(test_zero_matches_adamw);
     RUN(test_layout_io);

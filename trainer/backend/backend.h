@@ -31,6 +31,7 @@ extern "C" {
 #endif
 
 #include "../../common/err.h"
+#include "../../common/precision.h"
 
 #ifdef MOE_REAL_DOUBLE
 typedef double real; /* gradient-check builds of the CPU reference */
@@ -75,7 +76,18 @@ typedef struct {
      * disjoint; NULL / 0: none. The update is the same bits as over zeros. */
     const moe_range *zero_grads;
     int n_zero_grads;
+    /* The moments' storage: 0 fp32 (real), 1 bf16 (rounded to nearest even
+     * on every store; optimizer.moments_dtype). The arithmetic is fp32. */
+    int moments_bf16;
 } moe_adamw_hyper;
+
+/* One piece of a sharded optimizer's update (adamw_shard): n elements at
+ * `flat` of the model's flat buffers (gradient, compute copy) whose state
+ * (master remainder, moments) is at `state` of the shard's own buffers. */
+typedef struct {
+    size_t flat, state, n;
+    int decay;
+} moe_shard_piece;
 
 /* experts_bwd's dw_overwrite */
 enum {
@@ -85,6 +97,41 @@ enum {
                                   caller counts them as zeros (moe_adamw_hyper.zero_grads) */
 };
 
+/* How a backend runs, not what it computes: the config's runtime.* keys that
+ * the trainer hands over (set_run_opts). backend_opts_default gives the
+ * values a backend starts with. */
+enum { MOE_FP8_FPROP = 1, MOE_FP8_DGRAD = 2, MOE_FP8_WGRAD = 4 };
+typedef enum { MOE_GEMM_CUBLASLT = 0, MOE_GEMM_CUBLAS } moe_gemm_lib;
+typedef enum { MOE_ATTN_MMA = 0, MOE_ATTN_WMMA, MOE_ATTN_SIMT } moe_attn_kernels;
+typedef struct {
+    int fp8_gemms;              /* MOE_FP8_* bits: the expert GEMMs fp8_block / mxfp8 run in FP8 */
+    int fp8_chunk_rows;         /* an expert's FP8 rows go through the GEMMs this many at a time */
+    int fp8_fused_save;         /* the SwiGLU kernel writes fp8_block's saved h1, h3 itself */
+    moe_gemm_lib gemm;          /* the bf16 GEMMs through cuBLASLt or cublasGemmEx */
+    moe_attn_kernels attention; /* the attention kernel family tried first */
+} moe_backend_opts;
+
+static inline moe_backend_opts backend_opts_default(void)
+{
+    moe_backend_opts o = {MOE_FP8_FPROP | MOE_FP8_DGRAD | MOE_FP8_WGRAD, 8192, 1,
+                          MOE_GEMM_CUBLASLT, MOE_ATTN_MMA};
+    return o;
+}
+
+/* What an allocation is for: the memory plan (`moe-train --plan`) and the
+ * start-up summary count bytes by kind. */
+typedef enum {
+    MOE_MEM_WORKSPACE,   /* the backward's scratch, tokens, small per-layer state (the default) */
+    MOE_MEM_WEIGHTS,     /* the compute copy of the weights */
+    MOE_MEM_MASTER,      /* what of the fp32 masters the compute copy does not hold */
+    MOE_MEM_GRADS,       /* the gradient buffer */
+    MOE_MEM_OPTIMIZER,   /* AdamW moments and the optimizer's shards */
+    MOE_MEM_ACTIVATIONS, /* what the forward keeps for the backward, per layer */
+    MOE_MEM_CAPACITY,    /* expert rows, sized by parallel.expert_capacity_factor */
+    MOE_MEM_COMM,        /* communication buffers (the EP all-to-all's send and receive) */
+    MOE_MEM_KINDS
+} moe_mem_kind;
+
 typedef struct moe_backend moe_backend;
 
 struct moe_backend {
@@ -93,6 +140,10 @@ struct moe_backend {
     void *ctx;
 
     /* ---- memory ---- */
+    /* alloc adds its bytes to mem_bytes[mem_kind]; the owner of what follows
+     * (the model, the dispatcher, the optimizer) sets mem_kind first. */
+    int mem_kind;
+    size_t mem_bytes[MOE_MEM_KINDS];
     void *(*alloc)(moe_backend *be, size_t bytes, moe_err *e);
     void (*free)(moe_backend *be, void *p);
     size_t (*act_bytes)(moe_backend *be, size_t n_elems);
@@ -103,6 +154,11 @@ struct moe_backend {
      * plain host memory is as fast (cpu): callers then use malloc/free. */
     void *(*pinned_alloc)(moe_backend *be, size_t bytes, moe_err *e);
     void (*pinned_free)(moe_backend *be, void *p);
+    /* bytes from src to dst, either in backend or host memory, in stream
+     * order (the in-process communicator and the optimizer's shards) */
+    int (*copy)(moe_backend *be, void *dst, const void *src, size_t bytes, moe_err *e);
+    /* dst[n] += src[n], both backend memory (reductions between ranks) */
+    void (*accumulate)(moe_backend *be, real *dst, const real *src, size_t n);
     /* act <-> real conversions between host real arrays and act buffers */
     int (*act_from_real)(moe_backend *be, act *dst, const real *src_host, size_t n, moe_err *e);
     int (*act_to_real)(moe_backend *be, real *dst_host, const act *src, size_t n, moe_err *e);
@@ -123,6 +179,12 @@ struct moe_backend {
                         uint64_t key, double std, float fill, moe_err *e);
     int (*sync)(moe_backend *be, moe_err *e);
     void (*destroy)(moe_backend *be);
+    /* For the metrics: bytes of the device's memory in use now (the GPU's
+     * whole use, cudaMemGetInfo; the process's resident set on the CPU), and
+     * the device's dense peak in TFLOP/s for a compute precision ("bf16",
+     * "fp8_block", "mxfp8"), 0 when not known (the MFU is then not given). */
+    size_t (*mem_in_use)(moe_backend *be);
+    double (*peak_tflops)(moe_backend *be, const char *precision);
 
     /* ---- forward ---- */
     void (*embedding_fwd)(moe_backend *be, act *out, const int32_t *tokens, const act *wte,
@@ -222,23 +284,36 @@ struct moe_backend {
     double (*sum_squares_ranges)(moe_backend *be, const real *x, const moe_range *r, int n_ranges);
     /* AdamW with decoupled weight decay over the spans of one flat buffer;
      * updates the masters and writes the compute copy. */
-    void (*adamw)(moe_backend *be, real *master, act *wc, const real *grad, real *m, real *v,
+    /* m, v: moments in h->moments_bf16's storage. */
+    void (*adamw)(moe_backend *be, real *master, act *wc, const real *grad, void *m, void *v,
                   const moe_param_span *spans, int n_spans, const moe_adamw_hyper *h);
     /* The same update on split masters (lo, wc); NULL with masters_upload. */
-    void (*adamw_split)(moe_backend *be, uint16_t *lo, act *wc, const real *grad, real *m, real *v,
+    void (*adamw_split)(moe_backend *be, uint16_t *lo, act *wc, const real *grad, void *m, void *v,
                         const moe_param_span *spans, int n_spans, const moe_adamw_hyper *h);
+    /* AdamW on a shard (a distributed optimizer): for each piece, the
+     * gradient and compute copy at piece.flat of the model's buffers, the
+     * master's low halves `lo` and the moments at piece.state of the
+     * shard's. lo = NULL where the compute copy is the whole fp32 master
+     * (cpu); split-master backends need it. h->zero_grads is not read. */
+    void (*adamw_shard)(moe_backend *be, const real *grad, act *wc, uint16_t *lo, void *m, void *v,
+                        const moe_shard_piece *pieces, int n_pieces, const moe_adamw_hyper *h);
 
     /* ---- precision ---- */
-    /* The expert FFN's GEMMs: "bf16" or "fp8_block" (hidden size C, expert
-     * intermediate size I). NULL where the backend has one precision (cpu);
-     * refuses, with the reason, what this device cannot run. */
-    int (*set_expert_precision)(moe_backend *be, const char *precision, int C, int I, moe_err *e);
+    /* The expert FFN's GEMMs in recipe p (hidden size C, expert intermediate
+     * size I): 0 when this device runs it (and from now on does), else -1
+     * with the reason (precision_gpu_can_run's rule, the shapes, a probe).
+     * NULL where the backend has one precision (cpu). */
+    int (*set_expert_precision)(moe_backend *be, moe_precision p, int C, int I, moe_err *e);
     /* precision.layers=all: matmul_fwd / matmul_bwd (the attention
      * projections) in the experts' low precision too (on), or in bf16.
      * Call after set_expert_precision; widths: every in / out width the
      * projections take. Refuses, with the reason, widths the recipe cannot
      * block or experts in bf16. NULL where the backend has one precision. */
     int (*set_linear_lowp)(moe_backend *be, int on, const int *widths, int n_widths, moe_err *e);
+    /* The run options above; takes effect from the next op (the FP8 ones
+     * from the next set_expert_precision). NULL where a backend has none
+     * (cpu). Refuses, with the reason, a value it cannot take. */
+    int (*set_run_opts)(moe_backend *be, const moe_backend_opts *o, moe_err *e);
     /* fp8_block: experts_fwd keeps h1, h3 for the backward as E4M3 codes with
      * 1x128 scales (on, the default) or in bf16 (off). NULL on cpu. */
     void (*set_fp8_saved_activations)(moe_backend *be, int on);

@@ -445,6 +445,19 @@ static void convert_to_f32(st_dtype from, const uint8_t *src, float *dst, uint64
     }
 }
 
+/* Stored elements to a BF16 slice (moments kept in bf16), through fp32. */
+static void convert_to_bf16(st_dtype from, const uint8_t *src, uint16_t *dst, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        float f;
+        if (from == ST_F32)
+            memcpy(&f, src + 4 * i, 4);
+        else
+            convert_to_f32(from, src + st_dtype_size(from) * i, &f, 1);
+        dst[i] = f32_to_bf16(f);
+    }
+}
+
 /* One contiguous run of a piece into a slice: elements [first, first + n)
  * of the slice, stored from byte `at` of file fi. */
 typedef struct {
@@ -474,7 +487,9 @@ static int run_op(shard_set *s, const read_op *op, const ckpt_slice *sl, uint8_t
         uint8_t *raw = conv ? staging + per * dst : staging;
         if (read_verified(s, op->fi, op->at + done * src, k * src, raw, e))
             return moe_err_prefix(e, "reading %s", sl->name);
-        if (conv)
+        if (conv && sl->dtype == ST_BF16)
+            convert_to_bf16(op->from, raw, (uint16_t *)staging, k);
+        else if (conv)
             convert_to_f32(op->from, raw, (float *)staging, k);
         if (sl->put(sl, op->first + done, k, staging, e))
             return moe_err_prefix(e, "loading %s", sl->name);
@@ -496,8 +511,10 @@ static int plan_slice(const shard_set *s, const ckpt_slice_list *want, int w, re
     if (ti < 0)
         return moe_errf(e, "%s: no tensor %s", s->dir, sl->name);
     const shard_tensor *t = &s->tensors[ti];
-    int conv_ok = sl->dtype == ST_F32 && (t->dtype == ST_BF16 || t->dtype == ST_F16 ||
-                                          t->dtype == ST_F64);
+    /* F32 slices take any float; BF16 slices (bf16 moments) too, rounded */
+    int is_float = t->dtype == ST_F32 || t->dtype == ST_BF16 || t->dtype == ST_F16 ||
+                   t->dtype == ST_F64;
+    int conv_ok = (sl->dtype == ST_F32 || sl->dtype == ST_BF16) && is_float;
     if (!shape_matches(t, sl) || (t->dtype != sl->dtype && !conv_ok)) {
         char a[96] = "", b[96] = "";
         for (int d = 0; d < t->ndim; d++)

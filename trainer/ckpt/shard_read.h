@@ -39,7 +39,8 @@ const shard_tensor *shard_set_find(const shard_set *s, const char *name);
 
 /* Fill every slice of `want` through put(). A slice's tensor must exist
  * with the slice's shape and its elements must all be stored; stored
- * BF16/F16/F64 convert to F32 slices, other dtypes must match. */
+ * BF16/F16/F64 convert to F32 slices and F32/F16/F64 to BF16 slices (rounded
+ * to nearest even); other dtypes must match. */
 int shard_set_fill(shard_set *s, const ckpt_slice_list *want, void *staging, size_t staging_bytes,
                    moe_err *e);
 

@@ -13,10 +13,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <stdint.h>
+
 #include "../../common/err.h"
+#include "../../common/precision.h"
 
 #define MOE_PATH_MAX 4096
-#define MOE_MAX_FILES 16
 
 typedef struct {
     int hidden_size;          /* model.hidden_size */
@@ -52,6 +54,7 @@ typedef struct {
     double beta1, beta2;      /* optimizer.betas = [b1, b2] */
     double eps;               /* optimizer.eps */
     double weight_decay;      /* optimizer.weight_decay (decoupled; not on norms) */
+    char moments_dtype[16];   /* optimizer.moments_dtype: fp32|bf16 (storage of the moments) */
 } moe_optim_cfg;
 
 typedef struct {
@@ -60,9 +63,19 @@ typedef struct {
 } moe_sched_cfg;
 
 typedef struct {
+    const char *store;        /* a token store directory (moe-data prepare --out) */
+    double weight;            /* its share of the training windows (> 0; normalised) */
+} moe_blend_entry;
+
+typedef struct {
     int n_files;
-    char files[MOE_MAX_FILES][MOE_PATH_MAX]; /* data.files: FASTA / FASTA.gz; relative paths
-                                                resolve against the moekit data dir */
+    const char *const *files; /* data.files: FASTA / FASTA.gz files, directories, globs,
+                                 @lists; relative paths resolve against the moekit data
+                                 dir. No cap: the list lives outside the struct
+                                 (config_intern.h), equal lists at equal addresses. */
+    char store[MOE_PATH_MAX]; /* data.store: a token store; replaces data.files */
+    int n_blend;
+    const moe_blend_entry *blend; /* data.blend: stores with weights; replaces data.files */
     int stride;               /* data.stride: window start spacing (0 = seq_length) */
     double val_fraction;      /* data.val_fraction: held-out share of every record */
     double reverse_complement; /* data.reverse_complement: probability per window */
@@ -85,22 +98,16 @@ typedef struct {
 typedef struct {
     int frequency;                  /* logger.frequency: log line every N steps */
     char run_dir[MOE_PATH_MAX];     /* logger.run_dir: metrics.jsonl, loss.png ("" = no files) */
+    int tensorboard;                /* logger.tensorboard: TensorBoard event files in run_dir */
 } moe_logger_cfg;
 
 typedef struct {
     int ep;                         /* parallel.ep: expert-parallel size */
     int dp;                         /* parallel.dp: data-parallel size (0 = world / ep) */
     double timeout_s;               /* parallel.timeout_s: collective wait before abort */
+    int grad_bucket_mb;             /* parallel.grad_bucket_mb: gradient MiB per reduce-scatter */
+    double expert_capacity_factor;  /* parallel.expert_capacity_factor: expert rows per pass */
 } moe_parallel_cfg;
-
-typedef enum {
-    MOE_PREC_AUTO = 0,
-    MOE_PREC_FP32,
-    MOE_PREC_BF16,
-    MOE_PREC_FP8_BLOCK,
-    MOE_PREC_MXFP8,
-    MOE_PREC_MXFP8_EMULATED,
-} moe_precision;
 
 typedef struct {
     moe_precision compute;          /* precision.compute: auto|fp32|bf16|fp8_block|mxfp8|mxfp8_emulated */
@@ -109,9 +116,25 @@ typedef struct {
     char layers[64];                /* precision.layers: experts|all (which GEMMs go low precision) */
 } moe_precision_cfg;
 
+/* runtime.gemm, runtime.attention, runtime.init_on: indexed
+ * like their choices in config_schema.c */
+typedef enum { MOE_RT_GEMM_CUBLASLT = 0, MOE_RT_GEMM_CUBLAS } moe_rt_gemm;
+typedef enum { MOE_RT_ATTN_MMA = 0, MOE_RT_ATTN_WMMA, MOE_RT_ATTN_SIMT } moe_rt_attention;
+typedef enum { MOE_RT_INIT_DEVICE = 0, MOE_RT_INIT_HOST } moe_rt_init_on;
+
+/* runtime.fp8_gemms's words, as bits */
+enum { MOE_RT_FP8_FPROP = 1, MOE_RT_FP8_DGRAD = 2, MOE_RT_FP8_WGRAD = 4 };
+
 typedef struct {
     char backend[16];               /* runtime.backend: auto|cpu|cuda */
     int threads;                    /* runtime.threads: CPU threads (0 = OpenMP default) */
+    /* how the run goes, not what it computes (studies, comparisons, tests) */
+    char fp8_gemms[32];             /* runtime.fp8_gemms: comma list of fprop,dgrad,wgrad or none */
+    int fp8_chunk_rows;             /* runtime.fp8_chunk_rows: FP8 rows per expert GEMM (128k) */
+    int fp8_fused_save;             /* runtime.fp8_fused_save (bool): SwiGLU kernel quantises h */
+    moe_rt_gemm gemm;               /* runtime.gemm: cublaslt|cublas */
+    moe_rt_attention attention;     /* runtime.attention: mma|wmma|simt */
+    moe_rt_init_on init_on;         /* runtime.init_on: device|host */
 } moe_runtime_cfg;
 
 typedef struct {
@@ -127,15 +150,31 @@ typedef struct {
     moe_parallel_cfg parallel;
     moe_precision_cfg precision;
     moe_runtime_cfg runtime;
+    /* With checkpoint.init_from: bit i set when the i-th model.* key was set
+     * where init_from is set or later (a child config, the command line);
+     * see config_model_key_explicit. Not a key: never written or read. */
+    uint32_t model_explicit;
 } moe_config;
 
 /* Resolve `name_or_path`: a path (contains '/' or ends in .cfg and exists) or a
  * name looked up as <configs_dir>/<name>.cfg. configs_dir NULL means the
- * default search: $MOE_CONFIG_DIR, then the directory the binary was
- * installed with (MOE_CONFIG_DIR_DEFAULT, set at build time). Then apply the
- * overrides ("a.b=value", n_overrides of them) and validate the whole. */
+ * default search (config_default_dir). A `base` name that is not beside its
+ * child is looked up in the same directory. Then apply the overrides
+ * ("a.b=value", n_overrides of them) and validate the whole. */
 int config_load(moe_config *cfg, const char *name_or_path, const char *configs_dir,
                 int n_overrides, char *const *overrides, moe_err *e);
+
+/* The configs directory when none is given: $MOE_CONFIG_DIR, else the one
+ * installed beside this binary (../share/moekit/configs), else this source
+ * tree's configs/ for a binary built here. Written to buf, returned. */
+const char *config_default_dir(char *buf, size_t n);
+
+/* 1 when model.* key `path` was set by this run itself for a checkpoint.init_from
+ * start (in the file that names init_from, a config based on it, or on the
+ * command line): such a value must agree with the Hugging Face config.json;
+ * every other model.* value is taken from config.json, as from_pretrained
+ * does. */
+int config_model_key_explicit(const moe_config *cfg, const char *path);
 
 /* Fill cfg with the built-in defaults only (what an empty file gives). */
 void config_defaults(moe_config *cfg);
@@ -158,7 +197,8 @@ int config_resolve_path(const char *name_or_path, const char *configs_dir, char 
  * validate the whole: call config_validate when done changing cfg. */
 int config_apply_override(moe_config *cfg, const char *override, moe_err *e);
 
-const char *precision_name(moe_precision p);
-int precision_parse(const char *s, moe_precision *out);
+/* runtime.fp8_gemms's list as MOE_RT_FP8_* bits; a word that is none of
+ * fprop, dgrad, wgrad, none is an error naming it. */
+int config_fp8_gemms_mask(const char *list, int *mask, moe_err *e);
 
 #endif

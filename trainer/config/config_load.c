@@ -14,9 +14,7 @@
 #include "config_source.h"
 #include "config_suggest.h"
 
-#ifndef MOE_CONFIG_DIR_DEFAULT
-#error "build with -DMOE_CONFIG_DIR_DEFAULT='\"/path/to/configs\"' (the Makefile does)"
-#endif
+#include "../../common/install_dirs.h"
 
 #define CONFIG_MAX_CHAIN 16              /* files in one base chain */
 #define CONFIG_MAX_FILE_BYTES (1 << 20) /* a config is a page of text, not data */
@@ -78,6 +76,16 @@ static int config_not_found(const char *name, const char *dir, moe_err *e)
                     n ? list : "none");
 }
 
+const char *config_default_dir(char *buf, size_t n)
+{
+    const char *env = getenv("MOE_CONFIG_DIR");
+    if (env && *env)
+        snprintf(buf, n, "%s", env);
+    else if (moe_install_path(MOE_INSTALL_CONFIGS, buf, n))
+        snprintf(buf, n, "configs");
+    return buf;
+}
+
 int config_resolve_path(const char *name_or_path, const char *configs_dir, char *out,
                         size_t out_size, moe_err *e)
 {
@@ -95,11 +103,8 @@ int config_resolve_path(const char *name_or_path, const char *configs_dir, char 
             return moe_errf(e, "config path %s is too long", name_or_path);
         return 0;
     }
-    const char *dir = configs_dir;
-    if (!dir) {
-        const char *env = getenv("MOE_CONFIG_DIR");
-        dir = env && *env ? env : MOE_CONFIG_DIR_DEFAULT;
-    }
+    char default_dir[MOE_PATH_MAX];
+    const char *dir = configs_dir ? configs_dir : config_default_dir(default_dir, sizeof default_dir);
     /* "L0_sanity.cfg" not in the working directory: the configs dir's one. */
     int stem_len = (int)strlen(name_or_path) - (ends_with(name_or_path, ".cfg") ? 4 : 0);
     if ((size_t)snprintf(out, out_size, "%s/%.*s.cfg", dir, stem_len, name_or_path) >=
@@ -120,11 +125,16 @@ typedef struct {
     char real[CONFIG_MAX_CHAIN][PATH_MAX]; /* canonical paths, child first, for cycles */
     char shown[CONFIG_MAX_CHAIN][MOE_PATH_MAX]; /* the same, as the user would write them */
     int depth;
+    const char *configs_dir; /* where a `base` name not beside its child is looked up */
+    int *set_by;             /* per schema row: which source set it last (0 none, files
+                                1, 2, ... in the order applied, INT_MAX the command line) */
+    int files_applied;
 } loader;
 
-static int set_origin(loader *L, const config_key *k, const char *where)
+static int set_origin(loader *L, const config_key *k, const char *where, int source)
 {
     size_t i = (size_t)(k - config_keys);
+    L->set_by[i] = source;
     free(L->origin[i]);
     L->origin[i] = strdup(where);
     return L->origin[i] ? 0 : -1;
@@ -177,6 +187,7 @@ static const char *type_word(const config_setting_t *s)
 /* Every setting of one file, each a known key of a known group. */
 static int apply_file(loader *L, const char *path, const config_setting_t *root, moe_err *e)
 {
+    int source = ++L->files_applied;
     for (int i = 0; i < config_setting_length(root); i++) {
         const config_setting_t *g = config_setting_get_elem(root, (unsigned)i);
         const char *gname = config_setting_name(g);
@@ -204,7 +215,7 @@ static int apply_file(loader *L, const char *path, const config_setting_t *root,
                 return moe_err_prefix(e, "%s:%d", path, line);
             char where[MOE_PATH_MAX + 16];
             snprintf(where, sizeof where, "%s:%d", path, line);
-            if (set_origin(L, k, where))
+            if (set_origin(L, k, where, source))
                 return moe_errf(e, "out of memory loading %s", path);
         }
     }
@@ -250,7 +261,18 @@ static int load_base(loader *L, const char *path, const config_setting_t *base, 
     if ((size_t)n >= sizeof parent)
         return moe_errf(e, "%s:%d: base \"%s\": the path is too long", path, line, value);
     struct stat st;
-    if (stat(parent, &st) != 0)
+    /* a config copied out of the configs directory still finds its parent
+     * there when it names it ("defaults") and no such file is beside it */
+    int is_name = value[0] != '/' && !strchr(value, '/');
+    if (stat(parent, &st) != 0 && is_name) {
+        char beside[MOE_PATH_MAX];
+        snprintf(beside, sizeof beside, "%s", parent);
+        int stem = (int)strlen(value) - (ends_with(value, ".cfg") ? 4 : 0);
+        n = snprintf(parent, sizeof parent, "%s/%.*s.cfg", L->configs_dir, stem, value);
+        if ((size_t)n >= sizeof parent || stat(parent, &st) != 0)
+            return moe_err_errno(e, errno, "%s:%d: base \"%s\" not found as %s nor in %s",
+                                 path, line, value, beside, L->configs_dir);
+    } else if (stat(parent, &st) != 0)
         return moe_err_errno(e, errno, "%s:%d: base \"%s\" not found as %s", path, line, value,
                              parent);
     if (!S_ISREG(st.st_mode))
@@ -352,6 +374,73 @@ int config_apply_override(moe_config *cfg, const char *override, moe_err *e)
     return apply_override(cfg, override, NULL, e);
 }
 
+/* The environment variables that set runtime.* keys before those keys
+ * existed, still taken: read here and nowhere else, applied between the
+ * files and the command line (which wins), and told on stderr, so the key
+ * shows in --print-config, the saved config and any error's origin. */
+static const struct {
+    const char *var, *key;
+} env_keys[] = {
+    {"MOE_FP8_GEMMS", "runtime.fp8_gemms"},   {"MOE_FP8_CHUNK_ROWS", "runtime.fp8_chunk_rows"},
+    {"MOE_FP8_FUSED_SAVE", "runtime.fp8_fused_save"}, {"MOE_CUDA_GEMM", "runtime.gemm"},
+    {"MOE_CUDA_ATTENTION", "runtime.attention"}, {"MOE_INIT_ON", "runtime.init_on"},
+};
+
+static int apply_env_keys(loader *L, moe_err *e)
+{
+    for (size_t i = 0; i < sizeof env_keys / sizeof env_keys[0]; i++) {
+        const char *v = getenv(env_keys[i].var);
+        if (!v || !*v)
+            continue;
+        const config_key *k = config_key_find(env_keys[i].key);
+        /* the bool was spelled 0 / 1 */
+        const char *text = k->type == KEY_BOOL && !strcmp(v, "0")   ? "false"
+                           : k->type == KEY_BOOL && !strcmp(v, "1") ? "true"
+                                                                    : v;
+        if (config_key_set_text(k, &L->cfg, text, e))
+            return moe_err_prefix(e, "environment %s (read as %s)", env_keys[i].var, k->path);
+        char where[160];
+        snprintf(where, sizeof where, "environment %s=%.64s", env_keys[i].var, v);
+        if (set_origin(L, k, where, INT_MAX - 1)) /* after the files, before the command line */
+            return moe_errf(e, "out of memory applying %s", where);
+        fprintf(stderr, "moekit: %s=%s read as %s=%s (set the config key instead)\n",
+                env_keys[i].var, v, k->path, text);
+    }
+    return 0;
+}
+
+/* The model.* keys set no earlier than checkpoint.init_from (same file, a
+ * child, the command line): the run's own statements about the architecture. */
+static void mark_model_explicit(loader *L)
+{
+    L->cfg.model_explicit = 0;
+    const config_key *init = config_key_find("checkpoint.init_from");
+    int init_by = init ? L->set_by[init - config_keys] : 0;
+    if (!L->cfg.checkpoint.init_from[0] || init_by == 0)
+        return;
+    int bit = 0;
+    for (size_t i = 0; i < config_key_count && bit < 32; i++) {
+        if (strncmp(config_keys[i].path, "model.", 6) != 0)
+            continue;
+        if (L->set_by[i] >= init_by)
+            L->cfg.model_explicit |= 1u << bit;
+        bit++;
+    }
+}
+
+int config_model_key_explicit(const moe_config *cfg, const char *path)
+{
+    int bit = 0;
+    for (size_t i = 0; i < config_key_count && bit < 32; i++) {
+        if (strncmp(config_keys[i].path, "model.", 6) != 0)
+            continue;
+        if (strcmp(config_keys[i].path, path) == 0)
+            return (cfg->model_explicit >> bit) & 1;
+        bit++;
+    }
+    return 0;
+}
+
 static void set_name(moe_config *cfg, const char *path)
 {
     const char *base = strrchr(path, '/');
@@ -370,23 +459,31 @@ int config_load(moe_config *cfg, const char *name_or_path, const char *configs_d
     /* Built on the side: a failed load leaves the caller's struct untouched. */
     loader *L = calloc(1, sizeof *L);
     char **origin = calloc(config_key_count, sizeof *origin);
-    if (!L || !origin) {
+    int *set_by = calloc(config_key_count, sizeof *set_by);
+    if (!L || !origin || !set_by) {
         free(L);
         free(origin);
+        free(set_by);
         return moe_errf(e, "out of memory loading config %s", path);
     }
     L->origin = origin;
+    L->set_by = set_by;
+    char default_dir[MOE_PATH_MAX];
+    L->configs_dir = configs_dir ? configs_dir : config_default_dir(default_dir, sizeof default_dir);
     config_defaults(&L->cfg);
     int rc = load_chain(L, path, e);
+    if (rc == 0)
+        rc = apply_env_keys(L, e);
     for (int i = 0; rc == 0 && i < n_overrides; i++) {
         const config_key *k = NULL;
         rc = apply_override(&L->cfg, overrides[i], &k, e);
         char where[128];
         override_label(overrides[i], where, sizeof where);
-        if (rc == 0 && set_origin(L, k, where))
+        if (rc == 0 && set_origin(L, k, where, INT_MAX))
             rc = moe_errf(e, "out of memory applying %s", where);
     }
     if (rc == 0) {
+        mark_model_explicit(L);
         set_name(&L->cfg, path);
         rc = config_validate_traced(&L->cfg, (const char *const *)L->origin, e);
         if (rc)
@@ -397,6 +494,7 @@ int config_load(moe_config *cfg, const char *name_or_path, const char *configs_d
     for (size_t i = 0; i < config_key_count; i++)
         free(origin[i]);
     free(origin);
+    free(set_by);
     free(L);
     return rc;
 }

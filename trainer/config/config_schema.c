@@ -11,12 +11,13 @@
 
 #include "config_suggest.h"
 
-/* Indexed by moe_precision: the order must match the enum. */
-static const char *const precision_choices[] = {
-    "auto", "fp32", "bf16", "fp8_block", "mxfp8", "mxfp8_emulated", NULL,
-};
 static const char *const layers_choices[] = {"experts", "all", NULL};
 static const char *const backend_choices[] = {"auto", "cpu", "cuda", NULL};
+/* Indexed by moe_rt_gemm, moe_rt_attention, moe_rt_init_on. */
+static const char *const gemm_choices[] = {"cublaslt", "cublas", NULL};
+static const char *const attention_choices[] = {"mma", "wmma", "simt", NULL};
+static const char *const init_on_choices[] = {"device", "host", NULL};
+static const char *const moments_choices[] = {"fp32", "bf16", NULL};
 
 #define AT(field) offsetof(moe_config, field)
 
@@ -39,6 +40,8 @@ static const char *const backend_choices[] = {"auto", "cpu", "cuda", NULL};
 #define STRING_KEY(p, field, d, text)                                                      \
     {.path = p, .type = KEY_STRING, .offset = AT(field),                                   \
      .size = sizeof(((moe_config *)0)->field), .def = d, .doc = text}
+#define ENUM_KEY(p, field, list, d, text)                                                  \
+    {.path = p, .type = KEY_ENUM, .offset = AT(field), .choices = list, .def = d, .doc = text}
 #define CHOICE_KEY(p, field, list, d, text)                                                \
     {.path = p, .type = KEY_CHOICE, .offset = AT(field),                                   \
      .size = sizeof(((moe_config *)0)->field), .choices = list, .def = d, .doc = text}
@@ -94,6 +97,9 @@ const config_key config_keys[] = {
     FLOAT_KEY("optimizer.eps", optimizer.eps, POSITIVE, "1e-8", "AdamW epsilon"),
     FLOAT_KEY("optimizer.weight_decay", optimizer.weight_decay, NON_NEGATIVE, "0.1",
               "decoupled weight decay (not applied to norms)"),
+    CHOICE_KEY("optimizer.moments_dtype", optimizer.moments_dtype, moments_choices, "fp32",
+               "storage of AdamW's two moments: fp32, or bf16 (half the bytes; rounded to "
+               "nearest even, the arithmetic stays fp32)"),
 
     INT_KEY("scheduler.warmup_steps", scheduler.warmup_steps, AT_LEAST(0), "2000",
             "linear warmup from 0 to lr over this many steps (<= train.steps)"),
@@ -101,9 +107,16 @@ const config_key config_keys[] = {
               "floor of the cosine decay, as a fraction of lr"),
 
     {.path = "data.files", .type = KEY_STRING_LIST, .offset = AT(data.files),
-     .offset2 = AT(data.n_files), .imin = 1, .imax = MOE_MAX_FILES,
-     .size = sizeof(((moe_config *)0)->data.files[0]), .def = "lambda_virus.fa.gz",
-     .doc = "FASTA or FASTA.gz files; relative paths are found in the moekit data dir"},
+     .offset2 = AT(data.n_files), .imin = 1, .imax = INT_MAX, .size = MOE_PATH_MAX,
+     .def = "lambda_virus.fa.gz",
+     .doc = "FASTA or FASTA.gz files, directories, globs or @lists (read into memory: for "
+            "small inputs); relative paths are also looked up in the moekit data dir"},
+    STRING_KEY("data.store", data.store, "",
+               "a token store from moe-data prepare, memory-mapped; replaces data.files"),
+    {.path = "data.blend", .type = KEY_BLEND, .offset = AT(data.blend), .offset2 = AT(data.n_blend),
+     .imin = 0, .imax = 256, .def = "()",
+     .doc = "token stores with weights, ( { store = \"A\"; weight = 0.7; }, ... ); replaces "
+            "data.files"},
     INT_KEY("data.stride", data.stride, AT_LEAST(0), "0",
             "spacing of window starts in tokens; 0 = seq_length (no overlap)"),
     FLOAT_KEY("data.val_fraction", data.val_fraction, UNIT_HALF_OPEN, "0.1",
@@ -135,6 +148,8 @@ const config_key config_keys[] = {
             "print a log line every N steps"),
     STRING_KEY("logger.run_dir", logger.run_dir, "",
                "directory for metrics.jsonl and loss.png; empty = no files"),
+    BOOL_KEY("logger.tensorboard", logger.tensorboard, "false",
+             "also write TensorBoard event files (events.out.tfevents.*) in logger.run_dir"),
 
     INT_KEY("parallel.ep", parallel.ep, AT_LEAST(1), "1",
             "expert-parallel group size; must divide model.num_experts"),
@@ -142,11 +157,18 @@ const config_key config_keys[] = {
             "data-parallel size; 0 = world size / ep"),
     FLOAT_KEY("parallel.timeout_s", parallel.timeout_s, POSITIVE, "300",
               "seconds a rank waits in a collective for its peers before the job is aborted"),
+    INT_KEY("parallel.grad_bucket_mb", parallel.grad_bucket_mb, AT_LEAST(1), "64",
+            "MiB of fp32 gradients the distributed optimizer reduce-scatters (and whose weights "
+            "it all-gathers) in one collective"),
+    FLOAT_KEY("parallel.expert_capacity_factor", parallel.expert_capacity_factor, POSITIVE,
+              "1.5",
+              "expert buffers hold micro-batch tokens x top_k x this many rows per rank (EP > "
+              "1); rows beyond run in further passes, no token dropped"),
 
     {.path = "precision.compute", .type = KEY_ENUM, .offset = AT(precision.compute),
-     .choices = precision_choices, .def = "auto",
-     .doc = "GEMM precision; auto = fp8_block experts on Hopper (when allow_fp8_block), bf16 "
-            "on other GPUs, fp32 on CPU"},
+     .choices = precision_names, .def = "auto",
+     .doc = "GEMM precision; auto = mxfp8 experts on data-centre Blackwell, fp8_block experts "
+            "on Hopper (when allow_fp8_block), bf16 on other GPUs, fp32 on CPU"},
     BOOL_KEY("precision.allow_fp8_block", precision.allow_fp8_block, "true",
              "let auto pick fp8_block on Hopper"),
     BOOL_KEY("precision.fp8_saved_activations", precision.fp8_saved_activations, "true",
@@ -159,12 +181,34 @@ const config_key config_keys[] = {
                "compute backend; auto = cuda when a GPU is usable, else cpu"),
     INT_KEY("runtime.threads", runtime.threads, AT_LEAST(0), "0",
             "CPU threads; 0 = the OpenMP default"),
+    STRING_KEY("runtime.fp8_gemms", runtime.fp8_gemms, "fprop,dgrad,wgrad",
+               "which expert GEMMs fp8_block and mxfp8 run in FP8: a comma list of fprop, "
+               "dgrad, wgrad, or none (the others in bf16; a precision study's knob)"),
+    {.path = "runtime.fp8_chunk_rows", .type = KEY_INT, .offset = AT(runtime.fp8_chunk_rows),
+     .imin = 128, .imax = 1 << 24, .def = "8192",
+     .doc = "an expert's FP8 rows go through the GEMMs this many at a time (a multiple of 128; "
+            "bounds the quantised copies however the router spreads tokens)"},
+    BOOL_KEY("runtime.fp8_fused_save", runtime.fp8_fused_save, "true",
+             "fp8_block: the SwiGLU kernel quantises the saved h1, h3 itself; false runs the "
+             "quantiser after it (the same bytes; a check and an ablation)"),
+    ENUM_KEY("runtime.gemm", runtime.gemm, gemm_choices, "cublaslt",
+             "library of the bf16 GEMMs: cublaslt (an algorithm per shape family) or cublas "
+             "(cublasGemmEx every call; to compare)"),
+    ENUM_KEY("runtime.attention", runtime.attention, attention_choices, "mma",
+             "attention kernels tried first: mma (mma.sync), wmma or simt (older families, to "
+             "test and time); a head dim a family lacks falls to the next"),
+    ENUM_KEY("runtime.init_on", runtime.init_on, init_on_choices, "device",
+             "where the random init runs: device (where the backend can) or host (the same "
+             "bits, slower; to compare)"),
 };
 
 const size_t config_key_count = sizeof config_keys / sizeof config_keys[0];
 
 /* Enum fields are stored through an int; make sure that is what they are. */
-_Static_assert(sizeof(moe_precision) == sizeof(int), "moe_precision must be int-sized");
+_Static_assert(sizeof(moe_precision) == sizeof(int) && sizeof(moe_rt_gemm) == sizeof(int) &&
+                   sizeof(moe_rt_attention) == sizeof(int) &&
+                   sizeof(moe_rt_init_on) == sizeof(int),
+               "enum keys must be int-sized");
 
 const config_key *config_key_find(const char *path)
 {
@@ -222,21 +266,24 @@ int config_unknown_key(const char *path, int is_group, moe_err *e)
     return moe_errf(e, "unknown %s '%s'", what, path);
 }
 
-const char *precision_name(moe_precision p)
+int config_fp8_gemms_mask(const char *list, int *mask, moe_err *e)
 {
-    if ((int)p < 0 || (size_t)p >= sizeof precision_choices / sizeof precision_choices[0] - 1)
-        return "invalid";
-    return precision_choices[p];
-}
-
-int precision_parse(const char *s, moe_precision *out)
-{
-    for (int i = 0; precision_choices[i]; i++)
-        if (strcmp(precision_choices[i], s) == 0) {
-            *out = (moe_precision)i;
-            return 0;
-        }
-    return -1;
+    static const char *const words[] = {"fprop", "dgrad", "wgrad"};
+    char buf[sizeof(((moe_config *)0)->runtime.fp8_gemms)];
+    if (snprintf(buf, sizeof buf, "%s", list) >= (int)sizeof buf)
+        return moe_errf(e, "runtime.fp8_gemms = \"%s\" is too long", list);
+    *mask = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        int bit = 0;
+        for (int i = 0; i < 3; i++)
+            if (!strcmp(t, words[i]))
+                bit = 1 << i;
+        if (!bit && strcmp(t, "none"))
+            return moe_errf(e, "runtime.fp8_gemms = \"%s\": '%s' is not one of fprop, dgrad, "
+                               "wgrad, none", list, t);
+        *mask |= bit;
+    }
+    return 0;
 }
 
 void config_defaults(moe_config *cfg)

@@ -22,7 +22,9 @@ typedef enum {
     KEY_BOOL,         /* int 0/1 */
     KEY_STRING,       /* char[size], any text */
     KEY_FLOAT_PAIR,   /* two doubles at offset and offset2, each in the float range */
-    KEY_STRING_LIST,  /* char[MOE_MAX_FILES][MOE_PATH_MAX] at offset, count (int) at offset2 */
+    KEY_STRING_LIST,  /* const char *const * at offset (config_intern.h), count (int) at
+                         offset2; each path at most size - 1 characters */
+    KEY_BLEND,        /* const moe_blend_entry * at offset (interned), count (int) at offset2 */
     KEY_ENUM,         /* an int holding the index of the value in choices */
     KEY_CHOICE,       /* char[size] holding one of choices */
 } config_key_type;

@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../data/data.h" /* MOE_TOK_VOCAB: the tokenizer the model must cover */
 #include "config_schema.h"
+#include "../../common/layout.h"
 
 typedef struct {
     const moe_config *cfg;
@@ -52,6 +54,12 @@ __attribute__((format(printf, 4, 5))) static int violation(const rule_ctx *r, co
 static int check_model(const rule_ctx *r)
 {
     const moe_model_cfg *m = &r->cfg->model;
+    /* every id the genomic tokenizer emits must have an embedding row */
+    if (m->vocab_size < MOE_TOK_VOCAB)
+        return violation(r, "model.vocab_size", NULL,
+                         "model.vocab_size = %d is smaller than the genomic tokenizer's %d "
+                         "byte-level ids (EOS 0, PAD 1, BOS 2, UNK 3, the bases as bytes)",
+                         m->vocab_size, MOE_TOK_VOCAB);
     if (m->num_heads % m->num_kv_heads)
         return violation(r, "model.num_kv_heads", "model.num_heads",
                          "model.num_kv_heads = %d must divide model.num_heads = %d "
@@ -87,11 +95,12 @@ static int check_training(const rule_ctx *r)
         return violation(r, "train.seq_length", "model.max_position_embeddings",
                          "train.seq_length = %d exceeds model.max_position_embeddings = %d",
                          c->train.seq_length, c->model.max_position_embeddings);
-    if (c->scheduler.warmup_steps > c->train.steps)
-        return violation(r, "scheduler.warmup_steps", "train.steps",
-                         "scheduler.warmup_steps = %d exceeds train.steps = %d "
-                         "(the run would end before reaching the peak learning rate)",
-                         c->scheduler.warmup_steps, c->train.steps);
+    /* scheduler.warmup_steps > train.steps is allowed: the trainer clamps
+     * it to train.steps with a note, so a quick run needs one override */
+    if (c->logger.tensorboard && !c->logger.run_dir[0])
+        return violation(r, "logger.tensorboard", "logger.run_dir",
+                         "logger.tensorboard is true but logger.run_dir is empty: name the "
+                         "directory for the event files");
     if (c->checkpoint.resume_from_checkpoint && !c->checkpoint.ckpt_dir[0])
         return violation(r, "checkpoint.resume_from_checkpoint", "checkpoint.ckpt_dir",
                          "checkpoint.resume_from_checkpoint is true but checkpoint.ckpt_dir is "
@@ -102,12 +111,31 @@ static int check_training(const rule_ctx *r)
 static int check_parallel(const rule_ctx *r)
 {
     const moe_config *c = r->cfg;
-    if (c->model.num_experts % c->parallel.ep)
+    if (layout_rule(0, c->parallel.ep, c->parallel.dp, c->model.num_experts, NULL) ==
+        MOE_LAYOUT_EP_SPLITS_EXPERTS)
         return violation(r, "parallel.ep", "model.num_experts",
                          "parallel.ep = %d must divide model.num_experts = %d "
                          "(every rank of an expert-parallel group holds the same number of "
                          "experts)",
                          c->parallel.ep, c->model.num_experts);
+    return 0;
+}
+
+static int check_runtime(const rule_ctx *r)
+{
+    const moe_runtime_cfg *rt = &r->cfg->runtime;
+    int mask;
+    moe_err scratch;
+    if (config_fp8_gemms_mask(rt->fp8_gemms, &mask, r->e ? r->e : &scratch)) {
+        const char *keys[1] = {"runtime.fp8_gemms"};
+        add_origins(r, keys, 1);
+        return -1;
+    }
+    if (rt->fp8_chunk_rows % 128)
+        return violation(r, "runtime.fp8_chunk_rows", NULL,
+                         "runtime.fp8_chunk_rows = %d must be a multiple of 128 (the chunks "
+                         "cut no 1x128 scale block along the tokens)",
+                         rt->fp8_chunk_rows);
     return 0;
 }
 
@@ -120,7 +148,7 @@ int config_validate_traced(const moe_config *cfg, const char *const *origin, moe
             add_origins(&r, keys, 1);
             return -1;
         }
-    if (check_model(&r) || check_training(&r) || check_parallel(&r))
+    if (check_model(&r) || check_training(&r) || check_parallel(&r) || check_runtime(&r))
         return -1;
     return 0;
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "config_intern.h"
 #include "config_suggest.h"
 
 static void *field(moe_config *cfg, size_t offset) { return (char *)cfg + offset; }
@@ -46,8 +47,10 @@ void config_key_range_text(const config_key *k, char *buf, size_t size)
         snprintf(buf, size, "text of at most %zu characters", k->size - 1);
         break;
     case KEY_STRING_LIST:
-        snprintf(buf, size, "%lld..%lld paths of at most %zu characters", k->imin, k->imax,
-                 k->size - 1);
+        snprintf(buf, size, "at least %lld paths of at most %zu characters", k->imin, k->size - 1);
+        break;
+    case KEY_BLEND:
+        snprintf(buf, size, "a list of { store = \"DIR\"; weight = W; } with W > 0");
         break;
     case KEY_ENUM:
     case KEY_CHOICE: {
@@ -234,33 +237,131 @@ static int set_pair_text(const config_key *k, moe_config *cfg, const char *s, mo
     return 0;
 }
 
+/* A growing list of interned strings, interned as a whole when complete. */
+typedef struct {
+    const char **items;
+    size_t n, cap;
+} str_list;
+
+static int list_push(str_list *l, const config_key *k, const char *what, const char *s, size_t len,
+                     moe_err *e)
+{
+    if (len >= k->size)
+        return moe_errf(e, "%s is %zu characters long; at most %zu are allowed", what, len,
+                        k->size - 1);
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        const char **p = realloc(l->items, cap * sizeof *p);
+        if (!p)
+            return moe_errf(e, "%s: out of memory", what);
+        l->items = p;
+        l->cap = cap;
+    }
+    if (!(l->items[l->n] = config_intern_str(s, len)))
+        return moe_errf(e, "%s: out of memory", what);
+    l->n++;
+    return 0;
+}
+
+static int list_store(const config_key *k, moe_config *cfg, str_list *l, moe_err *e)
+{
+    const void *arr = config_intern(l->items, l->n * sizeof *l->items);
+    free(l->items);
+    l->items = NULL;
+    if (!arr)
+        return moe_errf(e, "%s: out of memory", k->path);
+    memcpy(field(cfg, k->offset), &arr, sizeof arr);
+    *(int *)field(cfg, k->offset2) = (int)l->n;
+    return 0;
+}
+
 static int set_list_text(const config_key *k, moe_config *cfg, const char *s, moe_err *e)
 {
-    char(*files)[MOE_PATH_MAX] = field(cfg, k->offset);
     const char *cur, *end;
     list_body(s, &cur, &end);
     if (cur == end)
         return moe_errf(e, "%s: needs at least one path", k->path);
-    char copy[MOE_MAX_FILES][MOE_PATH_MAX];
-    memset(copy, 0, sizeof copy);
-    int n = 0, more = 1;
+    str_list l = {0};
+    int more = 1;
     while (more) {
         const char *ib;
         size_t len;
         more = next_item(&cur, end, &ib, &len);
         char what[96];
-        snprintf(what, sizeof what, "%s[%d]", k->path, n);
-        if (len == 0)
+        snprintf(what, sizeof what, "%s[%zu]", k->path, l.n);
+        if (len == 0) {
+            free(l.items);
             return moe_errf(e, "%s is empty in '%.80s'", what, s);
-        if (n >= k->imax)
-            return moe_errf(e, "%s: more than %lld paths in '%.80s'", k->path, k->imax, s);
-        if (store_string(k, copy[n], what, ib, len, e))
+        }
+        if (list_push(&l, k, what, ib, len, e)) {
+            free(l.items);
             return -1;
-        n++;
+        }
     }
-    memcpy(files, copy, sizeof copy);
+    return list_store(k, cfg, &l, e);
+}
+
+/* data.blend entries, interned as one array. */
+static int blend_store(const config_key *k, moe_config *cfg, moe_blend_entry *v, int n, moe_err *e)
+{
+    const void *arr = n ? config_intern(v, (size_t)n * sizeof *v) : NULL;
+    if (n && !arr)
+        return moe_errf(e, "%s: out of memory", k->path);
+    memcpy(field(cfg, k->offset), &arr, sizeof arr);
     *(int *)field(cfg, k->offset2) = n;
     return 0;
+}
+
+static int blend_entry(const config_key *k, moe_blend_entry *out, int i, const char *store,
+                       size_t len, double weight, moe_err *e)
+{
+    if (len == 0 || len >= MOE_PATH_MAX)
+        return moe_errf(e, "%s[%d].store: a path of 1..%d characters", k->path, i,
+                        MOE_PATH_MAX - 1);
+    if (!(weight > 0) || !isfinite(weight))
+        return moe_errf(e, "%s[%d].weight = %g: must be > 0", k->path, i, weight);
+    if (!(out->store = config_intern_str(store, len)))
+        return moe_errf(e, "%s: out of memory", k->path);
+    out->weight = weight;
+    return 0;
+}
+
+/* Override text: STORE:WEIGHT,STORE:WEIGHT (the weight after the last ':'). */
+static int set_blend_text(const config_key *k, moe_config *cfg, const char *s, moe_err *e)
+{
+    const char *cur, *end;
+    list_body(s, &cur, &end);
+    if (end - cur == 2 && cur[0] == '(' && cur[1] == ')')
+        cur = end; /* "()": no blend, as the file syntax writes it */
+    moe_blend_entry *v = NULL;
+    int n = 0, more = cur != end, rc = 0;
+    while (more && !rc) {
+        const char *ib;
+        size_t len;
+        more = next_item(&cur, end, &ib, &len);
+        const char *colon = NULL;
+        for (const char *q = ib; q < ib + len; q++)
+            colon = *q == ':' ? q : colon;
+        char num[64] = "", *stop;
+        if (colon && (size_t)(ib + len - colon - 1) < sizeof num)
+            memcpy(num, colon + 1, (size_t)(ib + len - colon - 1));
+        double w = strtod(num, &stop);
+        moe_blend_entry *nv = realloc(v, (size_t)(n + 1) * sizeof *v);
+        if (!nv)
+            rc = moe_errf(e, "%s: out of memory", k->path);
+        else if (!colon || !num[0] || *stop)
+            rc = moe_errf(e, "%s[%d]: '%.*s' is not STORE:WEIGHT (e.g. data.blend=a:0.7,b:0.3)",
+                          k->path, n, (int)len, ib);
+        else
+            rc = blend_entry(k, &nv[n], n, ib, (size_t)(colon - ib), w, e);
+        if (nv)
+            v = nv;
+        n++;
+    }
+    if (!rc)
+        rc = blend_store(k, cfg, v, n, e);
+    free(v);
+    return rc;
 }
 
 int config_key_set_text(const config_key *k, moe_config *cfg, const char *text, moe_err *e)
@@ -304,6 +405,8 @@ int config_key_set_text(const config_key *k, moe_config *cfg, const char *text, 
         return set_pair_text(k, cfg, text, e);
     case KEY_STRING_LIST:
         return set_list_text(k, cfg, text, e);
+    case KEY_BLEND:
+        return set_blend_text(k, cfg, text, e);
     case KEY_ENUM: {
         int i = find_choice(k, text, e);
         if (i < 0)
@@ -394,37 +497,66 @@ static int set_pair_setting(const config_key *k, moe_config *cfg, const config_s
 static int set_list_setting(const config_key *k, moe_config *cfg, const config_setting_t *s,
                             moe_err *e)
 {
-    char(*files)[MOE_PATH_MAX] = field(cfg, k->offset);
     int t = config_setting_type(s);
-    char copy[MOE_MAX_FILES][MOE_PATH_MAX];
-    memset(copy, 0, sizeof copy);
-    int n;
+    str_list l = {0};
     if (t == CONFIG_TYPE_STRING) {
         /* A single path is a list of one. */
         const char *p = config_setting_get_string(s);
-        if (store_string(k, copy[0], k->path, p, strlen(p), e))
-            return -1;
-        n = 1;
+        if (list_push(&l, k, k->path, p, strlen(p), e))
+            goto fail;
     } else if (t == CONFIG_TYPE_ARRAY || t == CONFIG_TYPE_LIST) {
-        n = config_setting_length(s);
-        if (n > k->imax)
-            return moe_errf(e, "%s: %d paths, at most %lld are allowed", k->path, n, k->imax);
+        int n = config_setting_length(s);
         for (int i = 0; i < n; i++) {
             const config_setting_t *x = config_setting_get_elem(s, (unsigned)i);
             char what[96];
             snprintf(what, sizeof what, "%s[%d]", k->path, i);
-            if (config_setting_type(x) != CONFIG_TYPE_STRING)
-                return wrong_type(k, what, "a string (a path)", x, e);
+            if (config_setting_type(x) != CONFIG_TYPE_STRING) {
+                wrong_type(k, what, "a string (a path)", x, e);
+                goto fail;
+            }
             const char *p = config_setting_get_string(x);
-            if (store_string(k, copy[i], what, p, strlen(p), e))
-                return -1;
+            if (list_push(&l, k, what, p, strlen(p), e))
+                goto fail;
         }
     } else {
         return wrong_type(k, k->path, "a list of paths like [\"a.fa.gz\"]", s, e);
     }
-    memcpy(files, copy, sizeof copy);
-    *(int *)field(cfg, k->offset2) = n;
-    return 0;
+    return list_store(k, cfg, &l, e);
+fail:
+    free(l.items);
+    return -1;
+}
+
+/* ( { store = "A"; weight = 0.7; }, ... ) */
+static int set_blend_setting(const config_key *k, moe_config *cfg, const config_setting_t *s,
+                             moe_err *e)
+{
+    int t = config_setting_type(s);
+    if (t != CONFIG_TYPE_LIST && t != CONFIG_TYPE_ARRAY)
+        return wrong_type(k, k->path, "a list like ( { store = \"A\"; weight = 0.7; } )", s, e);
+    int n = config_setting_length(s), rc = 0;
+    moe_blend_entry *v = calloc((size_t)(n ? n : 1), sizeof *v);
+    if (!v)
+        return moe_errf(e, "%s: out of memory", k->path);
+    for (int i = 0; i < n && !rc; i++) {
+        const config_setting_t *x = config_setting_get_elem(s, (unsigned)i);
+        const char *store = NULL;
+        double w = 0;
+        int wi = 0;
+        if (!config_setting_is_group(x))
+            rc = moe_errf(e, "%s[%d]: expected a group { store = \"DIR\"; weight = W; }", k->path, i);
+        else if (config_setting_length(x) != 2 || !config_setting_lookup_string(x, "store", &store) ||
+                 !(config_setting_lookup_float(x, "weight", &w) ||
+                   (config_setting_lookup_int(x, "weight", &wi) && (w = wi, 1))))
+            rc = moe_errf(e, "%s[%d]: needs exactly store (a string) and weight (a number)",
+                          k->path, i);
+        else
+            rc = blend_entry(k, &v[i], i, store, strlen(store), w, e);
+    }
+    if (!rc)
+        rc = blend_store(k, cfg, v, n, e);
+    free(v);
+    return rc;
 }
 
 int config_key_set_setting(const config_key *k, moe_config *cfg, const config_setting_t *s,
@@ -466,6 +598,8 @@ int config_key_set_setting(const config_key *k, moe_config *cfg, const config_se
         return set_pair_setting(k, cfg, s, e);
     case KEY_STRING_LIST:
         return set_list_setting(k, cfg, s, e);
+    case KEY_BLEND:
+        return set_blend_setting(k, cfg, s, e);
     }
     return moe_errf(e, "%s: key of unknown type %d", k->path, (int)k->type);
 }
@@ -507,17 +641,22 @@ int config_key_check(const config_key *k, const moe_config *cfg, moe_err *e)
     }
     case KEY_STRING_LIST: {
         int n = *(const int *)cfield(cfg, k->offset2);
-        const char(*files)[MOE_PATH_MAX] = p;
+        const char *const *files;
+        memcpy(&files, p, sizeof files);
         if (n < k->imin)
             return moe_errf(e, "%s is empty: name at least one FASTA file", k->path);
-        if (n > k->imax)
-            return moe_errf(e, "%s has %d paths, at most %lld are allowed", k->path, n, k->imax);
-        for (int i = 0; i < n; i++) {
-            if (!memchr(files[i], '\0', k->size))
-                return moe_errf(e, "%s[%d] is not a terminated string", k->path, i);
+        for (int i = 0; i < n; i++)
             if (!files[i][0])
                 return moe_errf(e, "%s[%d] is an empty path", k->path, i);
-        }
+        return 0;
+    }
+    case KEY_BLEND: {
+        int n = *(const int *)cfield(cfg, k->offset2);
+        const moe_blend_entry *v;
+        memcpy(&v, p, sizeof v);
+        for (int i = 0; i < n; i++)
+            if (!v[i].store[0] || !(v[i].weight > 0))
+                return moe_errf(e, "%s[%d]: needs a store path and a weight > 0", k->path, i);
         return 0;
     }
     case KEY_ENUM: {
@@ -605,7 +744,8 @@ int config_key_write_value(const config_key *k, const moe_config *cfg, FILE *f)
         return fprintf(f, "[%s, %s]", a, b) < 0 ? -1 : 0;
     case KEY_STRING_LIST: {
         int n = *(const int *)cfield(cfg, k->offset2);
-        const char(*files)[MOE_PATH_MAX] = p;
+        const char *const *files;
+        memcpy(&files, p, sizeof files);
         fputc('[', f);
         for (int i = 0; i < n; i++) {
             if (i)
@@ -613,6 +753,20 @@ int config_key_write_value(const config_key *k, const moe_config *cfg, FILE *f)
             write_string(f, files[i]);
         }
         fputc(']', f);
+        return ferror(f) ? -1 : 0;
+    }
+    case KEY_BLEND: {
+        int n = *(const int *)cfield(cfg, k->offset2);
+        const moe_blend_entry *v;
+        memcpy(&v, p, sizeof v);
+        fputc('(', f);
+        for (int i = 0; i < n; i++) {
+            format_double(v[i].weight, a, sizeof a);
+            fputs(i ? ", { store = " : " { store = ", f);
+            write_string(f, v[i].store);
+            fprintf(f, "; weight = %s; }", a);
+        }
+        fputs(n ? " )" : ")", f);
         return ferror(f) ? -1 : 0;
     }
     }

@@ -2,7 +2,7 @@
 CONFIG_SRCS := trainer/config/config_schema.c trainer/config/config_value.c \
 	trainer/config/config_suggest.c trainer/config/config_source.c \
 	trainer/config/config_load.c trainer/config/config_validate.c \
-	trainer/config/config_write.c
+	trainer/config/config_write.c trainer/config/config_intern.c
 CONFIG_LIB := $(B)/lib/libmoe_config.a
 ALL_LIBS += $(CONFIG_LIB)
 

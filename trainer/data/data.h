@@ -57,10 +57,6 @@
 #include "../../common/err.h"
 #include "../config/config.h"
 
-#ifndef MOE_DATA_DIR_DEFAULT
-#define MOE_DATA_DIR_DEFAULT "data"
-#endif
-
 /* ---- tokenizer ---------------------------------------------------------- */
 
 #define MOE_TOK_EOS 0
@@ -72,6 +68,10 @@
 
 /* Token id of one input byte: upper-cased byte value, UNK for bytes 0..3. */
 int tok_encode_byte(unsigned char c);
+/* out[i] = tok_encode_byte(in[i]) for n bytes (in == out allowed). */
+void tok_encode(const uint8_t *in, uint8_t *out, size_t n);
+/* A record as tokens: BOS, its bases, EOS. */
+#define MOE_TOK_RECORD_OVERHEAD 2
 /* The byte a token stands for, or -1 for special tokens and ids outside
  * [0, 256). */
 int tok_decode(int id);
@@ -106,6 +106,20 @@ typedef int (*moe_fasta_record_fn)(const moe_fasta_record *rec, void *ctx, moe_e
  * Messages name path:line[:column] and the offending byte. */
 int fasta_read(const char *path, moe_fasta_record_fn fn, void *ctx, moe_err *e);
 
+/* The same reader with bounded memory: a record's bases arrive in pieces
+ * (at most about 1 MiB each) as they are parsed. */
+typedef struct {
+    /* A piece of the current record: seq[0..n); rec->len counts the bases
+     * so far, this piece included; rec->seq is NULL. */
+    int (*bases)(const moe_fasta_record *rec, const uint8_t *seq, size_t n, void *ctx, moe_err *e);
+    /* The record is complete: rec->len is its number of bases, rec->seq NULL. */
+    int (*record_end)(const moe_fasta_record *rec, void *ctx, moe_err *e);
+    /* Optional, after each chunk: bytes read from the file (compressed bytes
+     * for gzip) and text bytes parsed so far. Return -1 to stop (limits). */
+    int (*progress)(uint64_t file_bytes, uint64_t text_bytes, void *ctx, moe_err *e);
+} moe_fasta_stream;
+int fasta_stream(const char *path, const moe_fasta_stream *stream, void *ctx, moe_err *e);
+
 /* ---- dataset ------------------------------------------------------------ */
 
 typedef struct moe_dataset moe_dataset;
@@ -129,8 +143,9 @@ typedef struct {
 
 /* Load dc->files and lay out the windows. Paths are absolute, or relative to
  * the current directory when the file exists there, else relative to
- * data_dir; data_dir NULL means $MOE_DATA_DIR, else MOE_DATA_DIR_DEFAULT
- * (the source tree's data/, set at build time). seed is train.seed. */
+ * data_dir; data_dir NULL means $MOE_DATA_DIR, else the data directory
+ * installed beside the binary (../share/moekit/data), else this source
+ * tree's data/ for a binary built here. seed is train.seed. */
 int dataset_open(moe_dataset **out, const moe_data_cfg *dc, int seq_length, uint64_t seed,
                  int dp_rank, int dp_size, const char *data_dir, moe_err *e);
 void dataset_close(moe_dataset *ds);

@@ -4,6 +4,7 @@
 #define MOE_DATA_INTERNAL_H
 
 #include "data.h"
+#include "store.h"
 
 /* ---- random numbers: splitmix64 seeding, xoshiro256** streams, and a
  * counter-based hash for per-item draws that do not depend on call order. */
@@ -25,21 +26,25 @@ uint64_t xoshiro_below(moe_xoshiro *x, uint64_t n); /* uniform in [0, n), n >= 1
 #define RNG_DOMAIN_REVCOMP 0x5245564341554731ull /* "REVCAUG1" */
 
 /* ---- window layout ------------------------------------------------------
- * A region is a run of tokens inside one record (its training part or its
- * validation part). Windows are numbered across the regions of a split. */
+ * Every record gives each split one region: its training part, or its
+ * held-out tail (layout_val_windows). Windows are numbered across the
+ * regions of a split in record order. Nothing is stored per window or per
+ * record: a split keeps the first window id of every LAYOUT_BLOCK-th record,
+ * and a window is found by a binary search over those and a short walk over
+ * the records of one block, computed from the record index (the store's
+ * index.bin, mapped, or the records read from data.files). */
+
+#define LAYOUT_BLOCK 64
+
+typedef struct data_part data_part;
 
 typedef struct {
-    uint64_t tok_start;    /* offset of the region's first token in the token array */
-    uint64_t len;          /* tokens in the region */
-    uint64_t first_window; /* id of the region's first window */
-    uint64_t n_windows;
-} data_region;
-
-typedef struct {
-    data_region *regions;
-    size_t n_regions, cap;
-    uint64_t n_windows, n_tokens;
+    const data_part *part;
+    int is_val;
     int stride;
+    uint64_t *block_first; /* first window id of records b * LAYOUT_BLOCK, for every block b */
+    size_t n_blocks;
+    uint64_t n_windows, n_tokens;
 } data_split;
 
 /* Windows of seq_length + 1 tokens starting every stride tokens in a region
@@ -47,15 +52,68 @@ typedef struct {
 uint64_t layout_window_count(uint64_t len, int seq_length, int stride);
 /* How many validation windows a record of len tokens gives up. */
 uint64_t layout_val_windows(uint64_t len, int seq_length, double val_fraction);
-/* Append a region (len >= 2) to a split. */
-int split_add_region(data_split *s, uint64_t tok_start, uint64_t len, int seq_length, moe_err *e);
-/* Where window id of the split starts in the token array, and how many of
+/* The region record r gives split s (len 0: none). */
+void split_region(const data_split *s, uint64_t r, uint64_t *tok_start, uint64_t *len);
+/* Count the windows of every record of the part and keep the block starts. */
+int split_build(data_split *s, const data_part *part, int is_val, int stride, moe_err *e);
+/* Where window id of the split starts in the part's tokens, and how many of
  * its seq_length + 1 tokens are real (the rest is PAD). */
 void split_window(const data_split *s, uint64_t id, int seq_length, uint64_t *tok_start,
                   uint64_t *n_real);
 void split_free(data_split *s);
 
+/* ---- permutations -------------------------------------------------------
+ * The order of an epoch's n training windows, seeded from (seed, epoch):
+ * Fisher-Yates over a table while the table stays small (ORDER_TABLE_MAX
+ * windows, 16 MiB; every existing run's order), else a keyed Feistel
+ * bijection with cycle walking, which needs no memory at all. */
+
+#define ORDER_TABLE_MAX (1ull << 21)
+
+typedef struct {
+    uint64_t n;
+    uint64_t *table;       /* n <= ORDER_TABLE_MAX */
+    uint64_t epoch;
+    int ready;
+    uint64_t key, half_bits; /* the Feistel form */
+} data_order;
+
+uint64_t order_at(data_order *o, uint64_t seed, uint64_t epoch, uint64_t i, moe_err *e);
+void order_free(data_order *o);
+
 /* ---- the dataset -------------------------------------------------------- */
+
+/* One source of windows: the records of data.files read into memory, or
+ * one mapped token store (data.store, or one entry of data.blend). */
+struct data_part {
+    const uint8_t *tokens;
+    uint64_t n_tokens;
+    const store_record *records;
+    uint64_t n_records, n_bases;
+    uint64_t n_files;
+    int seq_length;
+    double val_fraction, weight;
+    data_split train, val;
+    data_order order;
+    moe_store store;       /* when mapped */
+    int mapped;
+    uint8_t *own_tokens;   /* when read from FASTA */
+    store_record *own_records;
+    uint64_t tokens_cap, records_cap;
+};
+
+/* data.blend: a fixed pattern of BLEND_PERIOD draws that takes each part's
+ * share (weights rounded to 1/BLEND_PERIOD, largest remainders first),
+ * interleaved greedily so every prefix stays close to the weights. */
+#define BLEND_PERIOD 4096
+
+typedef struct {
+    uint16_t part[BLEND_PERIOD];
+    uint32_t rank[BLEND_PERIOD]; /* draws of that part earlier in the period */
+    uint32_t quota[256];         /* draws per period of each part */
+} data_blend;
+
+int blend_build(data_blend *b, const data_part *parts, int n_parts, moe_err *e);
 
 struct moe_dataset {
     int seq_length, window, stride; /* window = seq_length + 1 */
@@ -64,19 +122,17 @@ struct moe_dataset {
     int shuffle, mask_degenerate;
     double rc_prob, val_fraction;
 
-    uint8_t *tokens;   /* every record: BOS, bases, EOS */
-    uint64_t n_tokens, tokens_cap;
-    int n_files, n_records;
-    uint64_t bases;
-    data_split train, val;
+    data_part *parts;
+    int n_parts;
+    data_blend *blend;     /* NULL unless data.blend */
+    uint64_t train_windows, val_windows, train_tokens, val_tokens;
     double val_entropy;
     uint64_t fingerprint;
 
     moe_data_cursor cur;
-    uint64_t *perm;    /* the current epoch's order of training windows (shuffle only) */
-    uint64_t perm_epoch;
-    int perm_ready;
-    uint8_t *scratch;  /* one window */
+    uint8_t *scratch;      /* one window */
+    int io_failed;         /* a store read failed: io_err says why; every later batch fails */
+    moe_err io_err;
 };
 
 /* Write window id of split s as one row: inputs[T], targets[T]. */
@@ -85,7 +141,10 @@ void dataset_write_window(moe_dataset *ds, const data_split *s, uint64_t id, int
 /* Reverse-complement the base tokens of w[0..n) in place; special tokens
  * keep their positions. */
 void reverse_complement_bases(uint8_t *w, size_t n);
-/* The i-th training window (0-based) of epoch `epoch`'s order. */
-uint64_t dataset_order(moe_dataset *ds, uint64_t epoch, uint64_t i);
+/* The i-th training window (0-based) of epoch `epoch`'s order of part p. */
+uint64_t dataset_order(moe_dataset *ds, data_part *p, uint64_t epoch, uint64_t i, moe_err *e);
+/* Parts from data.files (read into memory) or data.store / data.blend. */
+int parts_open(moe_dataset *ds, const moe_data_cfg *dc, const char *data_dir, moe_err *e);
+void parts_close(moe_dataset *ds);
 
 #endif

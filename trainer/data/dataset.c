@@ -1,8 +1,8 @@
-/* Opening a dataset: resolve data.files, read every record into one token
- * array (BOS, bases, EOS per record), split each record into its training
- * and validation regions, and precompute what the start-up summary and the
- * resume check need. */
+/* Opening a dataset: its parts (parts.c), the split of every record into
+ * training and validation regions (layout.c), and what the start-up summary
+ * and the resume check need. */
 #include "data_internal.h"
+#include "../../common/install_dirs.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -12,77 +12,38 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Absolute; else relative to the current directory when it exists there;
- * else relative to the data directory. */
-static int resolve_path(const char *name, const char *data_dir, int index, char *out, size_t cap,
-                        moe_err *e)
+/* Validation window i of the whole dataset: parts in order. */
+static const data_split *val_window(const moe_dataset *ds, uint64_t *id)
 {
-    if (name[0] == '\0')
-        return moe_errf(e, "data.files[%d] is an empty string", index);
-    if (name[0] == '/' || access(name, F_OK) == 0) {
-        if ((size_t)snprintf(out, cap, "%s", name) >= cap)
-            return moe_errf(e, "data.files[%d] '%s': path too long", index, name);
-        return 0;
+    int d = 0;
+    while (*id >= ds->parts[d].val.n_windows) {
+        *id -= ds->parts[d].val.n_windows;
+        d++;
     }
-    if ((size_t)snprintf(out, cap, "%s/%s", data_dir, name) >= cap)
-        return moe_errf(e, "data.files[%d] '%s': path too long under data dir %s", index, name,
-                        data_dir);
-    if (access(out, F_OK) == 0)
-        return 0;
-    return moe_errf(e, "data.files[%d] '%s': not found (looked in the current directory and in the "
-                    "data dir %s)", index, name, data_dir);
+    return &ds->parts[d].val;
 }
 
-static int reserve_tokens(moe_dataset *ds, uint64_t need, const char *path, moe_err *e)
-{
-    if (need <= ds->tokens_cap)
-        return 0;
-    uint64_t cap = ds->tokens_cap ? ds->tokens_cap : (1u << 20);
-    while (cap < need)
-        cap *= 2;
-    uint8_t *p = realloc(ds->tokens, cap);
-    if (!p)
-        return moe_errf(e, "%s: out of memory holding %" PRIu64 " tokens", path, need);
-    ds->tokens = p;
-    ds->tokens_cap = cap;
-    return 0;
-}
-
-/* fasta_read callback: append the record's tokens and lay out its windows. */
-static int add_record(const moe_fasta_record *rec, void *ctx, moe_err *e)
-{
-    moe_dataset *ds = ctx;
-    uint64_t start = ds->n_tokens, len = (uint64_t)rec->len + 2;
-    if (reserve_tokens(ds, start + len, rec->path, e) < 0)
-        return -1;
-    uint8_t *t = ds->tokens + start;
-    t[0] = MOE_TOK_BOS;
-    for (size_t i = 0; i < rec->len; i++)
-        t[1 + i] = (uint8_t)tok_encode_byte(rec->seq[i]);
-    t[len - 1] = MOE_TOK_EOS;
-    ds->n_tokens += len;
-    ds->bases += rec->len;
-    ds->n_records++;
-
-    uint64_t n_val = layout_val_windows(len, ds->seq_length, ds->val_fraction);
-    uint64_t val_len = n_val ? n_val * (uint64_t)ds->seq_length + 1 : 0;
-    if (split_add_region(&ds->train, start, len - val_len, ds->seq_length, e) < 0)
-        return -1;
-    if (n_val && split_add_region(&ds->val, start + len - val_len, val_len, ds->seq_length, e) < 0)
-        return -1;
-    return 0;
-}
+/* Over every validation window; from a token store, over at most
+ * VAL_ENTROPY_WINDOWS of them spread evenly (start-up must not read a large
+ * corpus). */
+#define VAL_ENTROPY_WINDOWS 1024
 
 static double val_entropy(moe_dataset *ds)
 {
-    uint64_t counts[MOE_TOK_VOCAB] = {0}, total = 0;
+    int mapped = 0;
+    for (int d = 0; d < ds->n_parts; d++)
+        mapped |= ds->parts[d].mapped;
+    uint64_t counts[MOE_TOK_VOCAB] = {0}, total = 0, n = ds->val_windows;
+    uint64_t take = !mapped || n < VAL_ENTROPY_WINDOWS ? n : VAL_ENTROPY_WINDOWS;
     size_t T = (size_t)ds->seq_length;
     int32_t *in = malloc(T * sizeof *in), *tg = malloc(T * sizeof *tg);
     double h = NAN;
     if (!in || !tg)
         goto out;
-    for (uint64_t id = 0; id < ds->val.n_windows; id++) {
-        dataset_write_window(ds, &ds->val, id, 0, in, tg);
+    for (uint64_t k = 0; k < take; k++) {
+        uint64_t id = take == n ? k : (uint64_t)((double)k * (double)n / (double)take);
+        const data_split *s = val_window(ds, &id);
+        dataset_write_window(ds, s, id, 0, in, tg);
         for (size_t t = 0; t < T; t++)
             if (tg[t] >= 0) {
                 counts[tg[t]]++;
@@ -109,15 +70,23 @@ out:
 static uint64_t fingerprint(const moe_dataset *ds)
 {
     uint64_t h = rng_hash3((uint64_t)ds->seq_length, (uint64_t)ds->stride, ds->seed);
-    h = rng_hash3(h, (uint64_t)ds->shuffle, ds->train.n_windows);
-    h = rng_hash3(h, ds->val.n_windows, ds->n_tokens);
-    uint64_t i = 0, word;
-    for (; i + 8 <= ds->n_tokens; i += 8) {
-        memcpy(&word, ds->tokens + i, 8);
-        h = rng_mix64(h ^ word) + i;
+    h = rng_hash3(h, (uint64_t)ds->shuffle, ds->train_windows);
+    h = rng_hash3(h, ds->val_windows, ds->parts[0].n_tokens);
+    for (int d = 0; d < ds->n_parts; d++) {
+        const data_part *p = &ds->parts[d];
+        if (p->mapped) { /* the store's checksum stands for its tokens */
+            h = rng_hash3(h, p->store.hdr->tokens_crc32, p->n_tokens);
+            h = rng_hash3(h, (uint64_t)(p->weight * 1e9), (uint64_t)ds->n_parts);
+            continue;
+        }
+        uint64_t i = 0, word;
+        for (; i + 8 <= p->n_tokens; i += 8) {
+            memcpy(&word, p->tokens + i, 8);
+            h = rng_mix64(h ^ word) + i;
+        }
+        for (; i < p->n_tokens; i++)
+            h = rng_mix64(h ^ p->tokens[i]);
     }
-    for (; i < ds->n_tokens; i++)
-        h = rng_mix64(h ^ ds->tokens[i]);
     return h ? h : 1; /* 0 means "unchecked" in a cursor */
 }
 
@@ -136,10 +105,13 @@ static int check_settings(const moe_data_cfg *dc, int seq_length, int dp_rank, i
     if (dp_size < 1 || dp_rank < 0 || dp_rank >= dp_size)
         return moe_errf(e, "data-parallel rank %d of %d: need dp_size >= 1 and 0 <= rank < dp_size",
                         dp_rank, dp_size);
-    if (dc->n_files < 1)
-        return moe_errf(e, "data.files is empty: name at least one FASTA file");
-    if (dc->n_files > MOE_MAX_FILES)
-        return moe_errf(e, "data.files has %d entries: at most %d", dc->n_files, MOE_MAX_FILES);
+    if (dc->store[0] && dc->n_blend)
+        return moe_errf(e, "data.store and data.blend are both set: name one store, or a blend");
+    if (dc->n_files < 1 && !dc->store[0] && !dc->n_blend)
+        return moe_errf(e, "data.files is empty: name at least one FASTA file (or set data.store)");
+    for (int i = 0; i < dc->n_blend; i++)
+        if (!(dc->blend[i].weight > 0))
+            return moe_errf(e, "data.blend[%d].weight = %g: must be > 0", i, dc->blend[i].weight);
     return 0;
 }
 
@@ -149,10 +121,14 @@ int dataset_open(moe_dataset **out, const moe_data_cfg *dc, int seq_length, uint
     *out = NULL;
     if (check_settings(dc, seq_length, dp_rank, dp_size, e) < 0)
         return -1;
+    char installed[4096];
     if (!data_dir)
         data_dir = getenv("MOE_DATA_DIR");
+    if ((!data_dir || !*data_dir) && moe_install_path(MOE_INSTALL_DATA, installed,
+                                                      sizeof installed) == 0)
+        data_dir = installed;
     if (!data_dir || !*data_dir)
-        data_dir = MOE_DATA_DIR_DEFAULT;
+        data_dir = "data";
 
     moe_dataset *ds = calloc(1, sizeof *ds);
     if (!ds)
@@ -167,25 +143,34 @@ int dataset_open(moe_dataset **out, const moe_data_cfg *dc, int seq_length, uint
     ds->mask_degenerate = dc->mask_degenerate_bases != 0;
     ds->rc_prob = dc->reverse_complement;
     ds->val_fraction = dc->val_fraction;
-    ds->n_files = dc->n_files;
-    ds->train.stride = ds->stride;
-    ds->val.stride = seq_length; /* validation windows do not overlap */
     ds->scratch = malloc((size_t)ds->window);
     if (!ds->scratch) {
         moe_errf(e, "out of memory for a window of %d tokens", ds->window);
         goto fail;
     }
-
-    for (int f = 0; f < dc->n_files; f++) {
-        char path[MOE_PATH_MAX + 512];
-        if (resolve_path(dc->files[f], data_dir, f, path, sizeof path, e) < 0)
-            goto fail;
-        if (fasta_read(path, add_record, ds, e) < 0) {
-            moe_err_prefix(e, "data.files[%d]", f);
+    if (parts_open(ds, dc, data_dir, e) < 0)
+        goto fail;
+    for (int d = 0; d < ds->n_parts; d++) {
+        const data_part *p = &ds->parts[d];
+        ds->train_windows += p->train.n_windows;
+        ds->val_windows += p->val.n_windows;
+        ds->train_tokens += p->train.n_tokens;
+        ds->val_tokens += p->val.n_tokens;
+        if (dc->n_blend && p->train.n_windows == 0) {
+            moe_errf(e, "data.blend[%d].store %s: no training window", d, dc->blend[d].store);
             goto fail;
         }
     }
+    if (dc->n_blend) {
+        if (!(ds->blend = malloc(sizeof *ds->blend)) ||
+            blend_build(ds->blend, ds->parts, ds->n_parts, e) < 0)
+            goto fail;
+    }
     ds->val_entropy = val_entropy(ds);
+    if (ds->io_failed) {
+        *e = ds->io_err;
+        goto fail;
+    }
     ds->fingerprint = fingerprint(ds);
     *out = ds;
     return 0;
@@ -198,23 +183,24 @@ void dataset_close(moe_dataset *ds)
 {
     if (!ds)
         return;
-    free(ds->tokens);
-    split_free(&ds->train);
-    split_free(&ds->val);
-    free(ds->perm);
+    parts_close(ds);
+    free(ds->blend);
     free(ds->scratch);
     free(ds);
 }
 
 void dataset_stats(const moe_dataset *ds, moe_data_stats *st)
 {
-    st->n_files = ds->n_files;
-    st->n_records = ds->n_records;
-    st->bases = ds->bases;
-    st->train_windows = ds->train.n_windows;
-    st->val_windows = ds->val.n_windows;
-    st->train_tokens = ds->train.n_tokens;
-    st->val_tokens = ds->val.n_tokens;
+    memset(st, 0, sizeof *st);
+    for (int d = 0; d < ds->n_parts; d++) {
+        st->n_files += (int)ds->parts[d].n_files;
+        st->n_records += (int)ds->parts[d].n_records;
+        st->bases += ds->parts[d].n_bases;
+    }
+    st->train_windows = ds->train_windows;
+    st->val_windows = ds->val_windows;
+    st->train_tokens = ds->train_tokens;
+    st->val_tokens = ds->val_tokens;
 }
 
 double dataset_val_unigram_entropy(const moe_dataset *ds)

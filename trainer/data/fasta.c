@@ -1,6 +1,8 @@
 /* FASTA reader: plain or gzip (zlib reads both through gzread), in 1 MiB
- * chunks, one table lookup per byte. A genome's sequence is gathered in one
- * growing buffer and handed to the caller record by record. */
+ * chunks, one table lookup per byte. fasta_read gathers a record's sequence
+ * in one growing buffer and hands over whole records; fasta_stream hands the
+ * bases over chunk by chunk, so its memory stays bounded whatever the record
+ * length. Both run the same parser. */
 #include "data.h"
 
 #include <errno.h>
@@ -9,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #define FASTA_CHUNK (1u << 20)
@@ -30,6 +34,7 @@ enum {
 typedef struct {
     const char *path;
     moe_fasta_record_fn fn;
+    const moe_fasta_stream *stream; /* NULL: whole records through fn */
     void *ctx;
     unsigned char cls[256];
     unsigned char upper[256];
@@ -44,6 +49,7 @@ typedef struct {
     size_t header_len;
     uint8_t *seq;
     size_t len, cap;
+    uint64_t streamed; /* bases of the current record already handed to stream->bases */
 } fasta_reader;
 
 static void build_tables(fasta_reader *r)
@@ -107,20 +113,44 @@ static int reserve(fasta_reader *r, size_t need, moe_err *e)
     return 0;
 }
 
+static moe_fasta_record current_record(const fasta_reader *r, const uint8_t *seq, uint64_t len)
+{
+    moe_fasta_record rec = {
+        .path = r->path, .header = r->header, .index = r->n_records, .line = r->rec_line,
+        .seq = seq, .len = (size_t)len,
+    };
+    return rec;
+}
+
+/* Streaming: hand the bases parsed so far to the caller and reuse the buffer. */
+static int flush_bases(fasta_reader *r, moe_err *e)
+{
+    if (!r->stream || r->len == 0)
+        return 0;
+    moe_fasta_record rec = current_record(r, NULL, r->streamed + r->len);
+    uint64_t n = r->len;
+    r->len = 0;
+    r->streamed += n;
+    return r->stream->bases(&rec, r->seq, (size_t)n, r->ctx, e);
+}
+
 static int finish_record(fasta_reader *r, moe_err *e)
 {
     if (!r->in_record)
         return 0;
     r->in_record = 0;
-    if (r->len == 0)
+    if (flush_bases(r, e) < 0)
+        return -1;
+    uint64_t total = r->stream ? r->streamed : r->len;
+    if (total == 0)
         return moe_errf(e, "%s:%" PRIu64 ": record '%s' has no sequence (a header must be followed by "
                         "at least one base)", r->path, r->rec_line, r->header);
-    moe_fasta_record rec = {
-        .path = r->path, .header = r->header, .index = r->n_records, .line = r->rec_line,
-        .seq = r->seq, .len = r->len,
-    };
+    moe_fasta_record rec = current_record(r, r->stream ? NULL : r->seq, total);
     r->n_records++;
     r->len = 0;
+    r->streamed = 0;
+    if (r->stream)
+        return r->stream->record_end(&rec, r->ctx, e);
     if (r->fn && r->fn(&rec, r->ctx, e) < 0)
         return -1;
     return 0;
@@ -264,32 +294,59 @@ static int read_all(fasta_reader *r, gzFile gz, unsigned char *buf, moe_err *e)
         if (parse_chunk(r, buf + skip, (size_t)n - skip, e) < 0)
             return -1;
         r->offset += (uint64_t)n - skip;
+        if (r->stream && (flush_bases(r, e) < 0 ||
+                          (r->stream->progress &&
+                           r->stream->progress((uint64_t)gzoffset(gz), r->offset, r->ctx, e) < 0)))
+            return -1;
     }
 }
 
-int fasta_read(const char *path, moe_fasta_record_fn fn, void *ctx, moe_err *e)
+/* Only regular files: a FIFO or a device would block or never end, and a
+ * directory is not a FASTA file. */
+static int check_regular_file(const char *path, moe_err *e)
 {
     struct stat st;
     if (stat(path, &st) != 0)
         return moe_err_errno(e, errno, "%s: cannot open FASTA file", path);
     if (S_ISDIR(st.st_mode))
         return moe_errf(e, "%s: is a directory, not a FASTA file", path);
+    if (S_ISFIFO(st.st_mode))
+        return moe_errf(e, "%s: is a FIFO (named pipe), not a regular file: write the FASTA to a "
+                        "file first (moekit reads its inputs more than once)", path);
+    if (!S_ISREG(st.st_mode))
+        return moe_errf(e, "%s: is not a regular file (a device or socket?), not a FASTA file", path);
+    return 0;
+}
 
+static int read_file(const char *path, moe_fasta_record_fn fn, const moe_fasta_stream *stream,
+                     void *ctx, moe_err *e)
+{
+    if (check_regular_file(path, e) < 0)
+        return -1;
     fasta_reader *r = calloc(1, sizeof *r);
     unsigned char *buf = malloc(FASTA_CHUNK);
     gzFile gz = NULL;
-    int rc = -1;
+    int rc = -1, fd = -1;
     if (!r || !buf) {
         moe_errf(e, "%s: out of memory for the read buffers", path);
         goto out;
     }
     r->path = path;
     r->fn = fn;
+    r->stream = stream;
     r->ctx = ctx;
     r->line = 1;
     build_tables(r);
 
-    gz = gzopen(path, "rb");
+    /* read once, front to back: tell the kernel, and drop the pages after
+     * (a corpus larger than memory must not push out what training maps) */
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        moe_err_errno(e, errno, "%s: cannot open FASTA file", path);
+        goto out;
+    }
+    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    gz = gzdopen(dup(fd), "rb");
     if (!gz) {
         moe_err_errno(e, errno ? errno : ENOMEM, "%s: cannot open FASTA file", path);
         goto out;
@@ -314,9 +371,23 @@ int fasta_read(const char *path, moe_fasta_record_fn fn, void *ctx, moe_err *e)
 out:
     if (gz)
         gzclose(gz);
+    if (fd >= 0) {
+        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        close(fd);
+    }
     if (r)
         free(r->seq);
     free(r);
     free(buf);
     return rc;
+}
+
+int fasta_read(const char *path, moe_fasta_record_fn fn, void *ctx, moe_err *e)
+{
+    return read_file(path, fn, NULL, ctx, e);
+}
+
+int fasta_stream(const char *path, const moe_fasta_stream *stream, void *ctx, moe_err *e)
+{
+    return read_file(path, NULL, stream, ctx, e);
 }

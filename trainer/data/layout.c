@@ -1,5 +1,6 @@
 /* Where windows start: per region, every stride tokens, plus one padded
- * window for the end; and how much of each record is held out. */
+ * window for the end; how much of each record is held out; and finding a
+ * window from its id without a table per window or per record. */
 #include "data_internal.h"
 
 #include <math.h>
@@ -33,48 +34,76 @@ uint64_t layout_val_windows(uint64_t len, int seq_length, double val_fraction)
     return n < most ? n : most;
 }
 
-int split_add_region(data_split *s, uint64_t tok_start, uint64_t len, int seq_length, moe_err *e)
+void split_region(const data_split *s, uint64_t r, uint64_t *tok_start, uint64_t *len)
 {
-    if (s->n_regions == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 64;
-        data_region *p = realloc(s->regions, cap * sizeof *p);
-        if (!p)
-            return moe_errf(e, "out of memory for %zu data regions", cap);
-        s->regions = p;
-        s->cap = cap;
+    const data_part *p = s->part;
+    uint64_t start = p->records[r].offset, n = p->records[r].length;
+    uint64_t n_val = layout_val_windows(n, p->seq_length, p->val_fraction);
+    uint64_t val_len = n_val ? n_val * (uint64_t)p->seq_length + 1 : 0;
+    if (s->is_val) {
+        *tok_start = start + n - val_len;
+        *len = val_len;
+    } else {
+        *tok_start = start;
+        *len = n - val_len;
     }
-    data_region *r = &s->regions[s->n_regions++];
-    r->tok_start = tok_start;
-    r->len = len;
-    r->first_window = s->n_windows;
-    r->n_windows = layout_window_count(len, seq_length, s->stride);
-    s->n_windows += r->n_windows;
-    s->n_tokens += len;
+}
+
+static uint64_t region_windows(const data_split *s, uint64_t r, uint64_t *tok_start, uint64_t *len)
+{
+    split_region(s, r, tok_start, len);
+    return layout_window_count(*len, s->part->seq_length, s->stride);
+}
+
+int split_build(data_split *s, const data_part *part, int is_val, int stride, moe_err *e)
+{
+    s->part = part;
+    s->is_val = is_val;
+    s->stride = stride;
+    s->n_windows = s->n_tokens = 0;
+    s->n_blocks = (size_t)((part->n_records + LAYOUT_BLOCK - 1) / LAYOUT_BLOCK);
+    s->block_first = malloc((s->n_blocks ? s->n_blocks : 1) * sizeof *s->block_first);
+    if (!s->block_first)
+        return moe_errf(e, "out of memory for the window layout of %llu records",
+                        (unsigned long long)part->n_records);
+    for (uint64_t r = 0; r < part->n_records; r++) {
+        uint64_t start, len;
+        if (r % LAYOUT_BLOCK == 0)
+            s->block_first[r / LAYOUT_BLOCK] = s->n_windows;
+        s->n_windows += region_windows(s, r, &start, &len);
+        s->n_tokens += len;
+    }
     return 0;
 }
 
 void split_window(const data_split *s, uint64_t id, int seq_length, uint64_t *tok_start,
                   uint64_t *n_real)
 {
-    /* the last region whose first window is <= id */
-    size_t lo = 0, hi = s->n_regions;
+    /* the last block whose first window is <= id */
+    size_t lo = 0, hi = s->n_blocks;
     while (hi - lo > 1) {
         size_t mid = lo + (hi - lo) / 2;
-        if (s->regions[mid].first_window <= id)
+        if (s->block_first[mid] <= id)
             lo = mid;
         else
             hi = mid;
     }
-    const data_region *r = &s->regions[lo];
-    uint64_t offset = (id - r->first_window) * (uint64_t)s->stride;
-    uint64_t rest = r->len - offset, W = (uint64_t)seq_length + 1;
-    *tok_start = r->tok_start + offset;
+    uint64_t first = s->block_first[lo], r = (uint64_t)lo * LAYOUT_BLOCK, start = 0, len = 0, n;
+    for (;; r++) {
+        n = region_windows(s, r, &start, &len);
+        if (id < first + n)
+            break;
+        first += n;
+    }
+    uint64_t offset = (id - first) * (uint64_t)s->stride;
+    uint64_t rest = len - offset, W = (uint64_t)seq_length + 1;
+    *tok_start = start + offset;
     *n_real = rest < W ? rest : W;
 }
 
 void split_free(data_split *s)
 {
-    free(s->regions);
-    s->regions = NULL;
-    s->n_regions = s->cap = 0;
+    free(s->block_first);
+    s->block_first = NULL;
+    s->n_blocks = 0;
 }

@@ -11,6 +11,12 @@ int tok_encode_byte(unsigned char c)
     return c;
 }
 
+void tok_encode(const uint8_t *in, uint8_t *out, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = (uint8_t)tok_encode_byte(in[i]);
+}
+
 int tok_decode(int id)
 {
     if (id < MOE_TOK_N_SPECIAL || id >= MOE_TOK_VOCAB)

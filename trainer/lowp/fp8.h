@@ -1,5 +1,5 @@
 /* moekit low precision: the reference quantisers (ground truth for the CUDA
- * kernels in lowp_cuda.cu, which must match them byte for byte).
+ * kernels in trainer/backend/cuda/lowp/, which must match them byte for byte).
  *
  * Matrices are row-major [rows, cols]; the high-precision input is fp32 or
  * bf16 (uint16 bit patterns). Scalar arithmetic: fp8_scalar.h.
@@ -151,6 +151,10 @@ void lowp_mx_swizzle_colwise(const uint8_t *scales, size_t rows, size_t cols, ui
  * x itself, outer = rows, K = cols): codes [rows, cols]. */
 size_t lowp_fp8blk_1x128_ld(size_t outer);
 size_t lowp_fp8blk_1x128_scales(size_t outer, size_t k); /* floats */
+/* fp8_block's saved SwiGLU input of rows x I for the backward: the E4M3
+ * codes (rounded up to 256 bytes), then the 1x128 scales. */
+size_t lowp_fp8blk_saved_codes_bytes(size_t rows, size_t I);
+size_t lowp_fp8blk_saved_bytes(size_t rows, size_t I);
 void lowp_fp8blk_1x128(const void *x, lowp_dtype t, size_t rows, size_t cols, uint8_t *codes,
                        float *scales);
 /* Blocks of 128 down the columns of x, written transposed: the operand x^T

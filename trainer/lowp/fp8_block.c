@@ -12,6 +12,13 @@ size_t lowp_fp8blk_1x128_scales(size_t outer, size_t k)
     return lowp_ceil_div(k, LOWP_FP8BLK) * lowp_fp8blk_1x128_ld(outer);
 }
 
+size_t lowp_fp8blk_saved_codes_bytes(size_t rows, size_t I) { return (rows * I + 255) & ~(size_t)255; }
+
+size_t lowp_fp8blk_saved_bytes(size_t rows, size_t I)
+{
+    return lowp_fp8blk_saved_codes_bytes(rows, I) + 4 * lowp_fp8blk_1x128_scales(rows, I);
+}
+
 size_t lowp_fp8blk_128x128_ld(size_t k) { return lowp_round_up(lowp_ceil_div(k, LOWP_FP8BLK), 4); }
 
 size_t lowp_fp8blk_128x128_scales(size_t outer, size_t k)

@@ -32,6 +32,24 @@ struct moe_dispatcher {
     int (*dispatch_bwd)(moe_dispatcher *d, moe_backend *be, act *dx, real *dtopk_w,
                         const act *dx_perm, const real *dp_perm, const moe_route_plan *plan,
                         int C, moe_err *e);
+    /* Rows beyond max_rows (expert buffers sized by capacity) run in further
+     * passes, no token dropped. NULL: always one pass. passes() says how
+     * many passes the layer of `plan` takes since its last dispatch (the
+     * same number on every rank) and fills layer_count[E_local] (when not
+     * NULL) with the rows of each local expert over all passes. dispatch
+     * fills pass 0; dispatch_pass fills plan, x_perm and p_perm with pass
+     * `pass` from the layer's input x and topk_w as dispatch got them.
+     * combine, combine_bwd and dispatch_bwd work on the pass dispatched
+     * last; combine's and dispatch_bwd's outputs are complete once every
+     * pass went through them. */
+    int (*passes)(moe_dispatcher *d, const moe_route_plan *plan, int64_t *layer_count);
+    int (*dispatch_pass)(moe_dispatcher *d, moe_backend *be, moe_route_plan *plan, int pass,
+                         act *x_perm, real *p_perm, const act *x, const real *topk_w, int C,
+                         moe_err *e);
+    /* Allocate now what dispatching N tokens of K slots and C columns over
+     * n_layers layers needs (so the memory plan sees it). NULL: nothing. */
+    int (*reserve)(moe_dispatcher *d, moe_backend *be, int N, int K, int C, int n_layers,
+                   moe_err *e);
     void (*destroy)(moe_dispatcher *d);
 };
 

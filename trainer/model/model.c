@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "model.h"
+
+#include "../ckpt/half.h"
 #include "params.h"
 
 struct moe_layer_acts {
@@ -18,6 +20,7 @@ struct moe_layer_acts {
     real *probs, *topk_w, *prob_sum;
     int32_t *topk_idx;
     moe_route_plan plan;
+    int resident_pass;    /* the pass of the expert rows x_perm, h1, h3 hold */
     int64_t *route_count; /* [E] host */
     act *x_perm, *h1, *h3, *a, *y_perm, *moe_out;
     real *p_perm;
@@ -41,6 +44,9 @@ static void *plan_bytes(planner *pl, size_t bytes)
     return p;
 }
 
+/* the kind of the buffers planned next (backend.h) */
+static void plan_kind(planner *pl, moe_mem_kind k) { pl->be->mem_kind = k; }
+
 static act *plan_act(planner *pl, size_t n) { return plan_bytes(pl, pl->be->act_bytes(pl->be, n)); }
 static real *plan_real(planner *pl, size_t n) { return plan_bytes(pl, sizeof(real) * n); }
 static int32_t *plan_i32(planner *pl, size_t n) { return plan_bytes(pl, sizeof(int32_t) * n); }
@@ -55,6 +61,66 @@ static void *host_calloc(planner *pl, size_t n, size_t sz)
         pl->failed = 1;
     }
     return p;
+}
+
+/* Layer l's buffers. Layer 0 owns the buffers that layers share. Always
+ * shared: what only the forward reads (the SwiGLU output, the experts'
+ * output rows, the combined MoE output, each consumed before the next layer
+ * writes it). With recompute, every layer keeps only its input and router
+ * statistics; the rest is one layer's worth, rebuilt per layer in the
+ * backward. rows: the expert rows of one pass. */
+static void plan_layer(planner *pl, moe_model *m, int l, size_t rows)
+{
+    moe_backend *be = pl->be;
+    const moe_dims *d = &m->d;
+    size_t N = (size_t)m->B * m->T, C = d->C, E = d->E, K = d->K, I = d->I;
+    size_t QD = (size_t)d->NH * d->HD, KVD = (size_t)d->NKV * d->HD;
+    moe_layer_acts *a = &m->layers[l];
+    const moe_layer_acts *s0 = l > 0 ? &m->layers[0] : NULL;
+    plan_kind(pl, MOE_MEM_ACTIVATIONS);
+    a->resid_in = l == 0 ? m->embed_out : plan_act(pl, N * C);
+    plan_kind(pl, MOE_MEM_WORKSPACE);
+    a->prob_sum = plan_real(pl, E);
+    a->route_count = host_calloc(pl, E, sizeof(int64_t));
+    a->moe_out = s0 ? s0->moe_out : plan_act(pl, N * C);
+    plan_kind(pl, MOE_MEM_CAPACITY);
+    a->a = s0 ? s0->a : plan_act(pl, rows * I);
+    a->y_perm = s0 ? s0->y_perm : plan_act(pl, rows * C);
+    if (s0 && m->recompute) {
+        int64_t *rc = a->route_count;
+        real *ps = a->prob_sum;
+        act *in = a->resid_in;
+        *a = *s0;
+        a->resid_in = in, a->prob_sum = ps, a->route_count = rc;
+        return;
+    }
+    plan_kind(pl, MOE_MEM_ACTIVATIONS);
+    a->ln1 = plan_act(pl, N * C);
+    a->rstd1 = plan_real(pl, N);
+    a->q = plan_act(pl, N * QD);
+    a->k = plan_act(pl, N * KVD);
+    a->v = plan_act(pl, N * KVD);
+    a->att = plan_act(pl, N * QD);
+    a->lse = plan_real(pl, (size_t)m->B * d->NH * m->T);
+    a->resid_mid = plan_act(pl, N * C);
+    a->ln2 = plan_act(pl, N * C);
+    a->rstd2 = plan_real(pl, N);
+    a->probs = plan_real(pl, N * E);
+    a->topk_idx = plan_i32(pl, N * K);
+    a->topk_w = plan_real(pl, N * K);
+    a->plan.slot_row = plan_i32(pl, N * K);
+    a->plan.expert_offset_dev = plan_i32(pl, (size_t)m->E_local + 1);
+    plan_kind(pl, MOE_MEM_CAPACITY);
+    a->plan.row_token = plan_i32(pl, rows);
+    a->plan.expert_count = host_calloc(pl, (size_t)m->E_local, sizeof(int64_t));
+    a->plan.expert_offset = host_calloc(pl, (size_t)m->E_local + 1, sizeof(int64_t));
+    a->x_perm = plan_act(pl, rows * C);
+    a->p_perm = plan_real(pl, rows);
+    /* the SwiGLU inputs as the backend keeps them (fp8_block: E4M3) */
+    size_t saved = be->expert_saved_bytes ? be->expert_saved_bytes(be, rows, I)
+                                          : be->act_bytes(be, rows * I);
+    a->h1 = plan_bytes(pl, saved);
+    a->h3 = plan_bytes(pl, saved);
 }
 
 int model_create(moe_model **out, const moe_dims *d, moe_backend *be, moe_dispatcher *disp, int B,
@@ -92,20 +158,27 @@ int model_create_parallel(moe_model **out, const moe_dims *d, moe_backend *be,
         return -1;
     }
     planner pl = {be, e, 0};
-    size_t P = m->n_elems, N = (size_t)B * T, C = d->C, E = d->E, K = d->K, I = d->I;
+    size_t P = m->n_elems, N = (size_t)B * T, C = d->C, E = d->E, K = d->K;
     size_t QD = (size_t)d->NH * d->HD, KVD = (size_t)d->NKV * d->HD;
     size_t rows = (size_t)disp->max_rows(disp, (int)N, (int)K);
     /* split masters where the backend offers them: the compute copy is the high half */
     m->split_master = be->masters_upload && be->masters_download && be->adamw_split;
-    m->master = plan_bytes(&pl, (m->split_master ? sizeof(uint16_t) : sizeof(real)) * P);
+    plan_kind(&pl, MOE_MEM_MASTER);
+    if (with_moments)
+        m->master = plan_bytes(&pl, (m->split_master ? sizeof(uint16_t) : sizeof(real)) * P);
+    plan_kind(&pl, MOE_MEM_GRADS);
     m->grad = plan_real(&pl, P);
+    plan_kind(&pl, MOE_MEM_OPTIMIZER);
     if (with_moments) {
         m->m = plan_real(&pl, P);
         m->v = plan_real(&pl, P);
     }
+    plan_kind(&pl, MOE_MEM_WEIGHTS);
     m->wc = plan_act(&pl, P);
+    plan_kind(&pl, MOE_MEM_WORKSPACE);
     m->tokens = plan_i32(&pl, N);
     m->targets = plan_i32(&pl, N);
+    plan_kind(&pl, MOE_MEM_ACTIVATIONS);
     m->embed_out = plan_act(&pl, N * C);
     m->layers = host_calloc(&pl, (size_t)d->L, sizeof *m->layers);
     m->expert_dw_fresh = host_calloc(&pl, (size_t)d->L, 1);
@@ -113,74 +186,37 @@ int model_create_parallel(moe_model **out, const moe_dims *d, moe_backend *be,
     /* at most one range per expert weight tensor, and one more between them */
     m->grad_ranges_cap = 3 * d->L * m->E_local + 1;
     m->grad_ranges = host_calloc(&pl, (size_t)m->grad_ranges_cap, sizeof(moe_range));
-    /* Layer 0 owns the buffers that layers share. Always shared: what only
-     * the forward reads (the SwiGLU output, the experts' output rows, the
-     * combined MoE output, each consumed before the next layer writes it).
-     * With recompute, every layer keeps only its input and router statistics;
-     * the rest is one layer's worth, rebuilt per layer in the backward. */
-    for (int l = 0; l < d->L && !pl.failed; l++) {
-        moe_layer_acts *a = &m->layers[l];
-        const moe_layer_acts *s0 = l > 0 ? &m->layers[0] : NULL;
-        a->resid_in = l == 0 ? m->embed_out : plan_act(&pl, N * C);
-        a->prob_sum = plan_real(&pl, E);
-        a->route_count = host_calloc(&pl, E, sizeof(int64_t));
-        a->a = s0 ? s0->a : plan_act(&pl, rows * I);
-        a->y_perm = s0 ? s0->y_perm : plan_act(&pl, rows * C);
-        a->moe_out = s0 ? s0->moe_out : plan_act(&pl, N * C);
-        if (s0 && m->recompute) {
-            int64_t *rc = a->route_count;
-            real *ps = a->prob_sum;
-            act *in = a->resid_in;
-            *a = *s0;
-            a->resid_in = in, a->prob_sum = ps, a->route_count = rc;
-            continue;
-        }
-        a->ln1 = plan_act(&pl, N * C);
-        a->rstd1 = plan_real(&pl, N);
-        a->q = plan_act(&pl, N * QD);
-        a->k = plan_act(&pl, N * KVD);
-        a->v = plan_act(&pl, N * KVD);
-        a->att = plan_act(&pl, N * QD);
-        a->lse = plan_real(&pl, (size_t)B * d->NH * T);
-        a->resid_mid = plan_act(&pl, N * C);
-        a->ln2 = plan_act(&pl, N * C);
-        a->rstd2 = plan_real(&pl, N);
-        a->probs = plan_real(&pl, N * E);
-        a->topk_idx = plan_i32(&pl, N * K);
-        a->topk_w = plan_real(&pl, N * K);
-        a->plan.row_token = plan_i32(&pl, rows);
-        a->plan.slot_row = plan_i32(&pl, N * K);
-        a->plan.expert_offset_dev = plan_i32(&pl, (size_t)m->E_local + 1);
-        a->plan.expert_count = host_calloc(&pl, (size_t)m->E_local, sizeof(int64_t));
-        a->plan.expert_offset = host_calloc(&pl, (size_t)m->E_local + 1, sizeof(int64_t));
-        a->x_perm = plan_act(&pl, rows * C);
-        a->p_perm = plan_real(&pl, rows);
-        /* the SwiGLU inputs as the backend keeps them (fp8_block: E4M3) */
-        size_t saved = be->expert_saved_bytes ? be->expert_saved_bytes(be, rows, I)
-                                              : be->act_bytes(be, rows * I);
-        a->h1 = plan_bytes(&pl, saved);
-        a->h3 = plan_bytes(&pl, saved);
-    }
+    for (int l = 0; l < d->L && !pl.failed; l++)
+        plan_layer(&pl, m, l, rows);
+    plan_kind(&pl, MOE_MEM_WORKSPACE);
     if (m->recompute) {
         m->prob_sum_scratch = plan_real(&pl, E);
         m->route_count_scratch = host_calloc(&pl, E, sizeof(int64_t));
     }
+    plan_kind(&pl, MOE_MEM_ACTIVATIONS);
     m->resid_final = plan_act(&pl, N * C);
     m->lnf = plan_act(&pl, N * C);
     m->rstdf = plan_real(&pl, N);
+    plan_kind(&pl, MOE_MEM_WORKSPACE);
     m->d_resid = plan_act(&pl, N * C);
     m->d_a = plan_act(&pl, N * C);
     m->d_b = plan_act(&pl, N * QD);
     m->d_q = plan_act(&pl, N * QD);
     m->d_k = plan_act(&pl, N * KVD);
     m->d_v = plan_act(&pl, N * KVD);
+    plan_kind(&pl, MOE_MEM_CAPACITY);
     m->d_rows_a = plan_act(&pl, rows * C);
     m->d_rows_b = plan_act(&pl, rows * C);
     m->d_prows = plan_real(&pl, rows);
+    plan_kind(&pl, MOE_MEM_WORKSPACE);
     m->d_topk = plan_real(&pl, N * K);
     m->aux_dprob_dev = plan_real(&pl, E);
     m->tmp_c = plan_act(&pl, N * C);
     m->route_frac = host_calloc(&pl, E, sizeof(double));
+    m->layer_count = host_calloc(&pl, (size_t)m->E_local, sizeof(int64_t));
+    /* the dispatcher's buffers too, now, so the memory plan counts them */
+    if (!pl.failed && disp->reserve && disp->reserve(disp, be, (int)N, (int)K, (int)C, d->L, e))
+        pl.failed = 1;
     if (pl.failed) {
         moe_err_prefix(e, "model memory plan (%d x %d tokens, %zu parameters)", B, T, P);
         model_destroy(m);
@@ -191,7 +227,8 @@ int model_create_parallel(moe_model **out, const moe_dims *d, moe_backend *be,
         be->memset0(be, m->m, sizeof(real) * P);
         be->memset0(be, m->v, sizeof(real) * P);
     }
-    be->memset0(be, m->master, (m->split_master ? sizeof(uint16_t) : sizeof(real)) * P);
+    if (with_moments)
+        be->memset0(be, m->master, (m->split_master ? sizeof(uint16_t) : sizeof(real)) * P);
     *out = m;
     return 0;
 }
@@ -233,6 +270,7 @@ void model_destroy(moe_model *m)
     FREE(m->aux_dprob_dev); FREE(m->tmp_c);
 #undef FREE
     free(m->route_frac);
+    free(m->layer_count);
     free(m->expert_dw_fresh);
     free(m->expert_dw_valid);
     free(m->grad_ranges);
@@ -326,6 +364,20 @@ static int expert_dw_mode(moe_model *m, int l, const moe_route_plan *plan)
     return MOE_DW_ACCUMULATE;
 }
 
+/* The same for a layer whose rows run in several passes: every pass
+ * accumulates, so the experts with rows in any pass start from zeros here
+ * (as MOE_DW_OVERWRITE would: zeros, then the same sums). */
+static int expert_dw_start(moe_model *m, int l)
+{
+    unsigned char *valid = m->expert_dw_valid + (size_t)l * m->E_local;
+    int fresh = m->expert_dw_fresh[l];
+    for (int x = 0; x < m->E_local; x++)
+        if ((fresh && (!m->lazy_expert_grads || m->layer_count[x] > 0)) ||
+            (!fresh && !valid[x] && m->layer_count[x] > 0))
+            zero_expert_dw(m, l, x);
+    return MOE_DW_ACCUMULATE;
+}
+
 const int64_t *model_route_counts(const moe_model *m, int layer)
 {
     return m->layers[layer].plan.expert_count;
@@ -411,6 +463,10 @@ int model_set_host(moe_model *m, real *dev, const real *host, moe_err *e)
 int model_get_masters(moe_model *m, real *host, moe_err *e)
 {
     moe_backend *be = m->be;
+    if (!m->master && m->masters_io)
+        return m->masters_io(m->masters_ctx, host, 1, e);
+    if (!m->master) /* the compute copy is the master */
+        return be->act_to_real(be, host, m->wc, m->n_elems, e);
     if (m->split_master)
         return be->masters_download(be, host, m->master, m->wc, m->n_elems, e);
     return be->download(be, host, m->master, sizeof(real) * m->n_elems, e);
@@ -419,6 +475,13 @@ int model_get_masters(moe_model *m, real *host, moe_err *e)
 int model_set_masters(moe_model *m, const real *host, moe_err *e)
 {
     moe_backend *be = m->be;
+    if (!m->master && m->masters_io)
+        return m->masters_io(m->masters_ctx, (real *)host, 0, e); /* read only */
+    if (!m->master) {
+        if (m->split_master)
+            return moe_errf(e, "internal: split masters without their low halves");
+        return be->act_from_real(be, m->wc, host, m->n_elems, e);
+    }
     if (m->split_master)
         return be->masters_upload(be, m->master, m->wc, host, m->n_elems, e);
     if (be->upload(be, m->master, host, sizeof(real) * m->n_elems, e))
@@ -427,10 +490,65 @@ int model_set_masters(moe_model *m, const real *host, moe_err *e)
     return 0;
 }
 
+/* one moment buffer (n elements) between the host's reals and its storage */
+static int moment_move(moe_model *m, void *dev, real *host, int to_host, moe_err *e)
+{
+    moe_backend *be = m->be;
+    size_t n = m->n_elems;
+    if (!m->moments_bf16)
+        return to_host ? be->download(be, host, dev, sizeof(real) * n, e)
+                       : be->upload(be, dev, host, sizeof(real) * n, e);
+    uint16_t *tmp = malloc(sizeof(uint16_t) * n + 1);
+    if (!tmp)
+        return moe_errf(e, "out of memory for %zu bf16 moments", n);
+    int rc = 0;
+    if (to_host) {
+        rc = be->download(be, tmp, dev, sizeof(uint16_t) * n, e);
+        for (size_t i = 0; !rc && i < n; i++)
+            host[i] = (real)bf16_to_f32(tmp[i]);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            tmp[i] = f32_to_bf16((float)host[i]);
+        rc = be->upload(be, dev, tmp, sizeof(uint16_t) * n, e);
+    }
+    free(tmp);
+    return rc;
+}
+
+int model_get_moments(moe_model *m, real *m_host, real *v_host, moe_err *e)
+{
+    return moment_move(m, m->m, m_host, 1, e) || moment_move(m, m->v, v_host, 1, e) ? -1 : 0;
+}
+
+int model_set_moments(moe_model *m, const real *m_host, const real *v_host, moe_err *e)
+{
+    return moment_move(m, m->m, (real *)m_host, 0, e) || moment_move(m, m->v, (real *)v_host, 0, e)
+               ? -1 : 0; /* read only */
+}
+
+int model_set_moments_bf16(moe_model *m, int on, moe_err *e)
+{
+    moe_backend *be = m->be;
+    m->moments_bf16 = on != 0;
+    if (!m->m)
+        return 0; /* an optimizer elsewhere keeps them */
+    be->free(be, m->m);
+    be->free(be, m->v);
+    size_t bytes = (on ? sizeof(uint16_t) : sizeof(real)) * m->n_elems + 1;
+    m->m = be->alloc(be, bytes, e);
+    m->v = m->m ? be->alloc(be, bytes, e) : NULL;
+    if (!m->v)
+        return moe_err_prefix(e, "AdamW moments of %zu parameters", m->n_elems);
+    be->memset0(be, m->m, bytes);
+    be->memset0(be, m->v, bytes);
+    return 0;
+}
+
 void model_adamw(moe_model *m, const moe_adamw_hyper *hyper)
 {
     moe_backend *be = m->be;
     moe_adamw_hyper hz = *hyper, *h = &hz;
+    hz.moments_bf16 = m->moments_bf16;
     hz.n_zero_grads = m->lazy_expert_grads ? grad_zero_ranges(m) : 0;
     hz.zero_grads = hz.n_zero_grads ? m->grad_ranges : NULL;
     if (m->split_master)
@@ -450,6 +568,33 @@ static int check_tokens(const moe_model *m, const int32_t *tokens, moe_err *e)
                             tokens[i], i, m->d.V - 1);
     return 0;
 }
+
+/* Passes of layer l's expert rows since its last dispatch (fills
+ * m->layer_count with the rows of each local expert). */
+static int layer_passes(moe_model *m, int l)
+{
+    if (!m->disp->passes)
+        return 1;
+    return m->disp->passes(m->disp, &m->layers[l].plan, m->layer_count);
+}
+
+/* Pass p of layer l's expert rows into its buffers, and its experts' forward
+ * (h1, h3 for the backward). */
+static int expert_pass(moe_model *m, int l, int p, moe_err *e)
+{
+    moe_backend *be = m->be;
+    moe_layer_acts *a = &m->layers[l];
+    int C = m->d.C;
+    if (m->disp->dispatch_pass(m->disp, be, &a->plan, p, a->x_perm, a->p_perm, a->ln2, a->topk_w,
+                               C, e))
+        return moe_err_prefix(e, "layer %d expert pass %d", l, p + 1);
+    be->experts_fwd(be, a->y_perm, a->h1, a->h3, a->a, a->x_perm, a->p_perm, W(m, MOE_P_W1, l),
+                    W(m, MOE_P_W3, l), W(m, MOE_P_W2, l), &a->plan, C, m->d.I);
+    a->resident_pass = p;
+    return 0;
+}
+
+int model_expert_passes(moe_model *m, int layer) { return layer_passes(m, layer); }
 
 /* Everything up to the final norm; computes the aux loss of the batch. */
 /* Decoder layer l forward. recomputing: the backward rebuilding layer l's
@@ -487,10 +632,20 @@ static int layer_forward(moe_model *m, int l, int recomputing, moe_err *e)
                           a->x_perm, a->p_perm, a->ln2, a->topk_idx, a->topk_w, N, C, d->E, d->K,
                           e))
         return moe_err_prefix(e, "layer %d dispatch%s", l, recomputing ? " (recompute)" : "");
-    be->experts_fwd(be, a->y_perm, a->h1, a->h3, a->a, a->x_perm, a->p_perm, W(m, MOE_P_W1, l),
-                    W(m, MOE_P_W3, l), W(m, MOE_P_W2, l), &a->plan, C, d->I);
-    if (!recomputing && m->disp->combine(m->disp, be, a->moe_out, a->y_perm, &a->plan, C, e))
-        return moe_err_prefix(e, "layer %d combine", l);
+    /* rows beyond the expert buffers' capacity run in further passes; a
+     * recompute only needs pass 0 (the backward redoes the others) */
+    int passes = layer_passes(m, l);
+    for (int p = 0; p < (recomputing ? 1 : passes); p++) {
+        if (p > 0 && expert_pass(m, l, p, e))
+            return -1;
+        a->resident_pass = p;
+        if (p == 0)
+            be->experts_fwd(be, a->y_perm, a->h1, a->h3, a->a, a->x_perm, a->p_perm,
+                            W(m, MOE_P_W1, l), W(m, MOE_P_W3, l), W(m, MOE_P_W2, l), &a->plan, C,
+                            d->I);
+        if (!recomputing && m->disp->combine(m->disp, be, a->moe_out, a->y_perm, &a->plan, C, e))
+            return moe_err_prefix(e, "layer %d combine", l);
+    }
     return 0;
 }
 
@@ -603,6 +758,34 @@ int model_forward(moe_model *m, const int32_t *tokens, const int32_t *targets, d
 
 /* ---- backward ---- */
 
+/* Layer l's MoE backward, d_resid into d_a and d_topk, pass by pass in row
+ * order (the expert gradients then sum their rows in one order, whatever
+ * the passes). */
+static int moe_branch_bwd(moe_model *m, int l, moe_err *e)
+{
+    moe_backend *be = m->be;
+    moe_layer_acts *a = &m->layers[l];
+    int C = m->d.C;
+    int passes = layer_passes(m, l);
+    int dw_mode = passes == 1 ? expert_dw_mode(m, l, &a->plan) : expert_dw_start(m, l);
+    for (int p = 0; p < passes; p++) {
+        if (a->resident_pass != p && expert_pass(m, l, p, e))
+            return -1;
+        /* d_resid flows into moe_out */
+        if (m->disp->combine_bwd(m->disp, be, m->d_rows_a, m->d_resid, &a->plan, C, e))
+            return moe_err_prefix(e, "layer %d combine backward", l);
+        be->experts_bwd(be, m->d_rows_b, m->d_prows, G(m, MOE_P_W1, l), G(m, MOE_P_W3, l),
+                        G(m, MOE_P_W2, l), m->d_rows_a, a->x_perm, a->h1, a->h3, a->p_perm,
+                        W(m, MOE_P_W1, l), W(m, MOE_P_W3, l), W(m, MOE_P_W2, l), &a->plan, C,
+                        m->d.I, dw_mode);
+        if (m->disp->dispatch_bwd(m->disp, be, m->d_a, m->d_topk, m->d_rows_b, m->d_prows,
+                                  &a->plan, C, e))
+            return moe_err_prefix(e, "layer %d dispatch backward", l);
+    }
+    m->expert_dw_fresh[l] = 0;
+    return 0;
+}
+
 int model_forward_backward(moe_model *m, const int32_t *tokens, const int32_t *targets,
                            double dloss, double aux_scale, double *loss_sum, int64_t *n_valid,
                            moe_err *e)
@@ -640,18 +823,8 @@ int model_forward_backward(moe_model *m, const int32_t *tokens, const int32_t *t
         /* the last layer's activations are still in place after the forward */
         if (m->recompute && l < d->L - 1 && layer_forward(m, l, 1, e))
             return -1;
-        /* MoE branch: d_resid flows into moe_out */
-        if (m->disp->combine_bwd(m->disp, be, m->d_rows_a, m->d_resid, &a->plan, C, e))
-            return moe_err_prefix(e, "layer %d combine backward", l);
-        int dw_mode = expert_dw_mode(m, l, &a->plan);
-        be->experts_bwd(be, m->d_rows_b, m->d_prows, G(m, MOE_P_W1, l), G(m, MOE_P_W3, l),
-                        G(m, MOE_P_W2, l), m->d_rows_a, a->x_perm, a->h1, a->h3, a->p_perm,
-                        W(m, MOE_P_W1, l), W(m, MOE_P_W3, l), W(m, MOE_P_W2, l), &a->plan, C,
-                        d->I, dw_mode);
-        m->expert_dw_fresh[l] = 0;
-        if (m->disp->dispatch_bwd(m->disp, be, m->d_a, m->d_topk, m->d_rows_b, m->d_prows,
-                                  &a->plan, C, e))
-            return moe_err_prefix(e, "layer %d dispatch backward", l);
+        if (moe_branch_bwd(m, l, e))
+            return -1;
         be->router_bwd(be, m->d_a, G(m, MOE_P_GATE, l), m->d_topk, aux_dprob, a->ln2,
                        W(m, MOE_P_GATE, l), a->probs, a->topk_idx, a->topk_w, N, C, d->E, d->K);
         be->rmsnorm_bwd(be, m->d_resid, G(m, MOE_P_LN2, l), m->d_a, a->resid_mid,

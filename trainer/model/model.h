@@ -65,7 +65,14 @@ typedef struct {
      * through model_get_masters / model_set_masters. */
     void *master;
     int split_master;
-    real *grad, *m, *v;
+    real *grad;
+    void *m, *v;              /* AdamW moments, fp32 or bf16 (moments_bf16) */
+    int moments_bf16;
+    /* A sharded optimizer that keeps the master's remainder (the low halves
+     * of split masters) sets this: model_get_masters (collective then) and
+     * model_set_masters go through it, m->master is NULL. */
+    int (*masters_io)(void *ctx, real *host, int to_host, moe_err *e);
+    void *masters_ctx;
     act *wc;                  /* compute copy */
     /* per layer: its expert weight gradients hold stale values that the next
      * backward overwrites (model_zero_grad leaves them alone) */
@@ -74,6 +81,9 @@ typedef struct {
      * expert no token reached this step is neither zeroed nor read, only
      * marked; expert_dw_valid[l * E_local + x] says whose dW holds a value. */
     int lazy_expert_grads;
+    /* model_init_random fills the masters on the host even where the backend
+     * could (runtime.init_on=host: the same bits, for comparison) */
+    int init_on_host;
     unsigned char *expert_dw_valid;
     moe_range *grad_ranges; /* scratch of the zero / non-zero range lists */
     int grad_ranges_cap;
@@ -101,6 +111,7 @@ typedef struct {
     int64_t n_valid;
     double aux_loss;          /* HF definition over all layers of the micro-batch */
     double *route_frac;       /* [E] F_e of the last forward (host) */
+    int64_t *layer_count;     /* [E_local] scratch: a layer's rows per local expert, all passes */
     double aux_tokens;        /* token-layer count F and P are shares of (global with stats_sum) */
     int have_forward;
 
@@ -119,8 +130,10 @@ int model_create(moe_model **out, const moe_dims *d, moe_backend *be, moe_dispat
                  int T, moe_err *e);
 /* The same for one rank of an expert-parallel group of ep_size ranks: it
  * holds experts [ep_rank E / ep_size, ...) (disp must be an EP dispatcher
- * over the group). with_moments = 0 leaves m->m and m->v NULL for an
- * optimizer that keeps its own (sharded) moments. recompute = 1 keeps only
+ * over the group). with_moments = 0 leaves m->m, m->v and (split masters)
+ * the masters' low halves to an optimizer that keeps them sharded (zero.h):
+ * m->master is then NULL, and on backends without split masters the
+ * compute copy is the master. recompute = 1 keeps only
  * each layer's input and recomputes the layer in the backward (the same
  * gradients, one layer's activations instead of all of them, one more
  * forward of every layer but the last). */
@@ -161,6 +174,9 @@ void model_zero_grad(moe_model *m);
  * it on only where those are the gradients' readers (the trainer without
  * ZeRO). */
 void model_set_lazy_expert_grads(moe_model *m, int on);
+/* Passes the expert rows of `layer` took in the last forward (1 unless
+ * they were more than the expert buffers hold: dispatch.h). */
+int model_expert_passes(moe_model *m, int layer);
 /* Rows each local expert of `layer` got in the last forward ([E_local]). */
 const int64_t *model_route_counts(const moe_model *m, int layer);
 /* Zeros into the gradients that only count as zeros. */
@@ -176,6 +192,12 @@ int model_set_host(moe_model *m, real *dev, const real *host, moe_err *e);
  * them refreshes the compute copy. */
 int model_get_masters(moe_model *m, real *host, moe_err *e);
 int model_set_masters(moe_model *m, const real *host, moe_err *e);
+/* The moments (the model's own, m->m) to and from host reals, whatever
+ * their storage. */
+int model_get_moments(moe_model *m, real *m_host, real *v_host, moe_err *e);
+int model_set_moments(moe_model *m, const real *m_host, const real *v_host, moe_err *e);
+/* optimizer.moments_dtype: the moments in bf16 (on) or fp32; zeroes them. */
+int model_set_moments_bf16(moe_model *m, int on, moe_err *e);
 /* One AdamW step over every parameter from the accumulated gradients. */
 void model_adamw(moe_model *m, const moe_adamw_hyper *h);
 

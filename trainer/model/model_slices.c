@@ -32,6 +32,40 @@ static int masters_put(const ckpt_slice *s, uint64_t first, uint64_t n, const vo
     return 0;
 }
 
+/* Split masters of a sharded optimizer: the low halves in a shard buffer
+ * (base, from at), the high halves the compute copy (base2, the slice's
+ * first element). */
+static int split_get(const ckpt_slice *s, uint64_t first, uint64_t n, void *host, moe_err *e)
+{
+    moe_backend *be = s->owner;
+    return be->masters_download(be, host, (const uint16_t *)s->base + s->at + first,
+                                (const char *)s->base2 + be->act_bytes(be, (size_t)first),
+                                (size_t)n, e);
+}
+
+static int split_put(const ckpt_slice *s, uint64_t first, uint64_t n, const void *host,
+                     moe_err *e)
+{
+    moe_backend *be = s->owner;
+    return be->masters_upload(be, (uint16_t *)s->base + s->at + first,
+                              (char *)s->base2 + be->act_bytes(be, (size_t)first), host,
+                              (size_t)n, e);
+}
+
+static int bf16_get(const ckpt_slice *s, uint64_t first, uint64_t n, void *host, moe_err *e)
+{
+    moe_backend *be = s->owner;
+    return be->download(be, host, (const uint16_t *)s->base + s->at + first,
+                        sizeof(uint16_t) * (size_t)n, e);
+}
+
+static int bf16_put(const ckpt_slice *s, uint64_t first, uint64_t n, const void *host, moe_err *e)
+{
+    moe_backend *be = s->owner;
+    return be->upload(be, (uint16_t *)s->base + s->at + first, host, sizeof(uint16_t) * (size_t)n,
+                      e);
+}
+
 static int real_get(const ckpt_slice *s, uint64_t first, uint64_t n, void *host, moe_err *e)
 {
     moe_backend *be = s->owner;
@@ -54,10 +88,50 @@ size_t model_packed_elems(const moe_model *m, int experts)
     return n;
 }
 
-/* Local elements [a, b) of tensor p (packed from pos0), one slice per expert. */
-static int tensor_slices(moe_model *m, const moe_param *p, size_t a, size_t b, size_t pos0,
-                         size_t lo, const char *prefix, slice_src src, real *base,
-                         ckpt_slice_list *out, moe_err *e)
+/* Where a slice's data is: the source, its buffer, and the buffer index of
+ * the tensor's local element a. */
+typedef struct {
+    slice_src src;
+    void *base;
+    size_t at_a;
+} slice_data;
+
+static void slice_bind(moe_model *m, const moe_param *p, size_t a, const slice_data *d,
+                       ckpt_slice *s)
+{
+    moe_backend *be = m->be;
+    s->dtype = ST_F32;
+    s->owner = be;
+    s->base = d->base;
+    s->at = d->at_a;
+    switch (d->src) {
+    case SLICE_SRC_MASTERS:
+        s->owner = m;
+        s->get = masters_get;
+        s->put = masters_put;
+        s->at = p->offset + a;
+        break;
+    case SLICE_SRC_SPLIT_SHARD:
+        s->base2 = (char *)m->wc + be->act_bytes(be, p->offset + a);
+        s->get = split_get;
+        s->put = split_put;
+        break;
+    case SLICE_SRC_FLAT_BF16:
+    case SLICE_SRC_SHARD_BF16:
+        s->dtype = ST_BF16;
+        s->get = bf16_get;
+        s->put = bf16_put;
+        break;
+    default:
+        s->get = real_get;
+        s->put = real_put;
+    }
+}
+
+/* Local elements [a, b) of tensor p, one slice per expert; d->at_a is the
+ * buffer index of element a. */
+static int tensor_slices(moe_model *m, const moe_param *p, size_t a, size_t b, const char *prefix,
+                         slice_data d, ckpt_slice_list *out, moe_err *e)
 {
     size_t per = p->n_experts > 0 ? params_matrix_elems(p) : p->n;
     while (a < b) {
@@ -67,33 +141,45 @@ static int tensor_slices(moe_model *m, const moe_param *p, size_t a, size_t b, s
         model_param_name(m, p, (int)x, name, sizeof name);
         if (snprintf(s.name, sizeof s.name, "%s%s", prefix, name) >= (int)sizeof s.name)
             return moe_errf(e, "tensor name %s%s too long", prefix, name);
-        s.dtype = ST_F32;
         s.ndim = p->ndim;
-        for (int d = 0; d < p->ndim; d++)
-            s.shape[d] = p->shape[d];
+        for (int dd = 0; dd < p->ndim; dd++)
+            s.shape[dd] = p->shape[dd];
         s.start = in;
         s.count = k;
-        if (src == SLICE_SRC_MASTERS) {
-            s.owner = m;
-            s.get = masters_get;
-            s.put = masters_put;
-            s.at = p->offset + a;
-        } else {
-            s.owner = m->be;
-            s.base = base;
-            s.get = real_get;
-            s.put = real_put;
-            s.at = src == SLICE_SRC_FLAT ? p->offset + a : pos0 + a - lo;
-        }
+        slice_bind(m, p, a, &d, &s);
         if (ckpt_slices_add(out, &s, e))
             return -1;
         a += k;
+        d.at_a += k;
+    }
+    return 0;
+}
+
+static int is_flat(slice_src src)
+{
+    return src == SLICE_SRC_MASTERS || src == SLICE_SRC_FLAT || src == SLICE_SRC_FLAT_BF16;
+}
+
+int model_flat_slices(moe_model *m, size_t flat, size_t n, const char *prefix, slice_src src,
+                      void *base, size_t base_at, ckpt_slice_list *out, moe_err *e)
+{
+    _Static_assert(sizeof(real) == 4, "slices store reals as F32");
+    size_t hi = flat + n;
+    for (int i = 0; i < m->n_params; i++) {
+        const moe_param *p = &m->params[i];
+        size_t a = flat > p->offset ? flat : p->offset;
+        size_t b = hi < p->offset + p->n ? hi : p->offset + p->n;
+        if (a >= b)
+            continue;
+        slice_data d = {src, base, is_flat(src) ? a : base_at + (a - flat)};
+        if (tensor_slices(m, p, a - p->offset, b - p->offset, prefix, d, out, e))
+            return -1;
     }
     return 0;
 }
 
 int model_packed_slices(moe_model *m, int experts, size_t lo, size_t n, const char *prefix,
-                        slice_src src, real *base, ckpt_slice_list *out, moe_err *e)
+                        slice_src src, void *base, ckpt_slice_list *out, moe_err *e)
 {
     _Static_assert(sizeof(real) == 4, "slices store reals as F32");
     size_t pos = 0, hi = lo + n;
@@ -102,14 +188,15 @@ int model_packed_slices(moe_model *m, int experts, size_t lo, size_t n, const ch
         if ((p->n_experts > 0) != experts)
             continue;
         size_t a = lo > pos ? lo : pos, b = hi < pos + p->n ? hi : pos + p->n;
-        if (a < b && tensor_slices(m, p, a - pos, b - pos, pos, lo, prefix, src, base, out, e))
+        slice_data d = {src, base, is_flat(src) ? p->offset + (a - pos) : a - lo};
+        if (a < b && tensor_slices(m, p, a - pos, b - pos, prefix, d, out, e))
             return -1;
         pos += p->n;
     }
     return 0;
 }
 
-int model_all_slices(moe_model *m, const char *prefix, slice_src src, real *base,
+int model_all_slices(moe_model *m, const char *prefix, slice_src src, void *base,
                      ckpt_slice_list *out, moe_err *e)
 {
     for (int experts = 0; experts < 2; experts++)

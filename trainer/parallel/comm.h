@@ -6,7 +6,8 @@
  *   nccl    GPU memory (the CUDA backend), bootstrapped over MPI or
  *           NCCL_COMM_ID; see comm_nccl.h.
  * Counts and displacements of the v-collectives are in BYTES for the byte
- * collectives and in ELEMENTS for the typed ones, as MPI does.
+ * collectives and in ELEMENTS for the typed ones, as MPI does; they are
+ * size_t on every transport (MPI's int counts are carried in pieces).
  *
  * Every call goes through the wrappers below, which time the call: a
  * collective that waits longer than the watchdog's timeout (a peer died or
@@ -30,7 +31,8 @@ typedef struct {
     int (*allreduce_sum)(moe_comm *c, void *buf, size_t n, moe_dtype t, moe_err *e);
     /* recv[size * n] = every rank's send[n], rank order */
     int (*allgather)(moe_comm *c, const void *send, void *recv, size_t n, moe_dtype t, moe_err *e);
-    /* recv[displs[r] ..] = rank r's send of counts[r] elements */
+    /* recv[displs[r] ..] = rank r's send of counts[r] elements; in place
+     * where send is recv + displs[rank] */
     int (*allgatherv)(moe_comm *c, const void *send, size_t n, void *recv, const size_t *counts,
                       const size_t *displs, moe_dtype t, moe_err *e);
     /* byte all-to-all: send[sdispls[r]..+scounts[r]) goes to rank r */
@@ -39,7 +41,8 @@ typedef struct {
     int (*broadcast)(moe_comm *c, void *buf, size_t bytes, int root, moe_err *e);
     int (*barrier)(moe_comm *c, moe_err *e);
     /* sum of every rank's send[sum counts], rank r receives the block
-     * [sum counts[<r], + counts[r]) in recv */
+     * [sum counts[<r], + counts[r]) in recv; in place where recv is send +
+     * sum counts[<rank] (the other blocks of send are then left undefined) */
     int (*reduce_scatter_sum)(moe_comm *c, const void *send, void *recv, const size_t *counts,
                               moe_dtype t, moe_err *e);
     /* A sub-communicator of the ranks that pass the same color, ordered by key. */
@@ -72,6 +75,10 @@ int comm_mpi_launched(void);
 /* MPI_Init and the world communicator; fails with a reason when MPI is not
  * built in. */
 int comm_mpi_create(moe_comm **out, moe_err *e);
+/* The most elements one MPI call carries (default and ceiling INT_MAX);
+ * larger messages go in pieces. MOE_MPI_MAX_COUNT sets it at
+ * comm_mpi_create, so tests cover the pieces with small messages. */
+void comm_mpi_set_max_count(size_t n);
 
 /* Set up a communicator's shared fields (implementations call this). */
 int comm_init_fields(moe_comm *c, const char *impl, const char *name, int rank, int size,

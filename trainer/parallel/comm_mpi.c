@@ -22,6 +22,8 @@ int comm_mpi_launched(void)
 
 int comm_mpi_built(void) { return 0; }
 
+void comm_mpi_set_max_count(size_t n) { (void)n; }
+
 int comm_mpi_create(moe_comm **out, moe_err *e)
 {
     return moe_errf(e, "this moe-train was built without MPI, which CPU ranks need to talk: "
@@ -70,83 +72,83 @@ static int mpi_fail(moe_err *e, int rc, const char *call)
             return mpi_fail(e, rc_, #call);                                                        \
     } while (0)
 
-static int to_int(size_t v, int *out, const char *what, moe_err *e)
-{
-    if (v > INT_MAX)
-        return moe_errf(e, "%s of %zu elements is more than MPI's int counts carry", what, v);
-    *out = (int)v;
-    return 0;
-}
+/* The most elements one MPI call carries: MPI's counts are ints, so
+ * larger messages go in pieces (MOE_MPI_MAX_COUNT lowers it, for tests). */
+static size_t max_count = INT_MAX;
 
-/* size_t counts/displacements -> MPI's ints, in one scratch array */
-static int *int_arrays(moe_comm *c, const size_t *a, const size_t *b, moe_err *e)
-{
-    int *v = malloc(sizeof(int) * 2 * (size_t)c->size);
-    if (!v) {
-        moe_errf(e, "out of memory");
-        return NULL;
-    }
-    for (int r = 0; r < c->size; r++)
-        if (to_int(a[r], &v[r], "a message", e) || to_int(b ? b[r] : 0, &v[c->size + r],
-                                                          "a displacement", e)) {
-            free(v);
-            return NULL;
-        }
-    return v;
-}
+void comm_mpi_set_max_count(size_t n) { max_count = n > 0 && n < INT_MAX ? n : INT_MAX; }
+
+static size_t piece_of(size_t left) { return left < max_count ? left : max_count; }
 
 static int m_allreduce(moe_comm *c, void *buf, size_t n, moe_dtype t, moe_err *e)
 {
-    int cn = 0;
-    if (to_int(n, &cn, "allreduce", e))
-        return -1;
-    MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, buf, cn, mpi_type(t), MPI_SUM, CM(c)));
+    size_t es = moe_dtype_size(t);
+    for (size_t o = 0; o < n; o += piece_of(n - o))
+        MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, (char *)buf + o * es, (int)piece_of(n - o),
+                              mpi_type(t), MPI_SUM, CM(c)));
+    return 0;
+}
+
+static int m_broadcast(moe_comm *c, void *buf, size_t bytes, int root, moe_err *e)
+{
+    for (size_t o = 0; o < bytes; o += piece_of(bytes - o))
+        MPI_TRY(MPI_Bcast((char *)buf + o, (int)piece_of(bytes - o), MPI_BYTE, root, CM(c)));
+    return 0;
+}
+
+/* one broadcast per rank, from its block into everyone's (in place where
+ * send is the rank's own block of recv) */
+static int m_allgatherv(moe_comm *c, const void *send, size_t n, void *recv, const size_t *counts,
+                        const size_t *displs, moe_dtype t, moe_err *e)
+{
+    size_t es = moe_dtype_size(t);
+    char *mine = (char *)recv + displs[c->rank] * es;
+    if (mine != send && n)
+        memmove(mine, send, n * es);
+    for (int r = 0; r < c->size; r++)
+        if (m_broadcast(c, (char *)recv + displs[r] * es, counts[r] * es, r, e))
+            return -1;
     return 0;
 }
 
 static int m_allgather(moe_comm *c, const void *send, void *recv, size_t n, moe_dtype t, moe_err *e)
 {
-    int cn = 0;
-    if (to_int(n, &cn, "allgather", e))
-        return -1;
-    MPI_TRY(MPI_Allgather(send, cn, mpi_type(t), recv, cn, mpi_type(t), CM(c)));
-    return 0;
+    if (n * (size_t)c->size <= max_count) { /* the common small case in one call */
+        MPI_TRY(MPI_Allgather(send, (int)n, mpi_type(t), recv, (int)n, mpi_type(t), CM(c)));
+        return 0;
+    }
+    size_t S = (size_t)c->size, counts[S], displs[S];
+    for (size_t r = 0; r < S; r++) {
+        counts[r] = n;
+        displs[r] = r * n;
+    }
+    return m_allgatherv(c, send, n, recv, counts, displs, t, e);
 }
 
-static int m_allgatherv(moe_comm *c, const void *send, size_t n, void *recv, const size_t *counts,
-                        const size_t *displs, moe_dtype t, moe_err *e)
-{
-    int *v = int_arrays(c, counts, displs, e);
-    if (!v)
-        return -1;
-    int rc = MPI_Allgatherv(send, v[c->rank], mpi_type(t), recv, v, v + c->size, mpi_type(t),
-                            CM(c));
-    free(v);
-    return rc == MPI_SUCCESS ? 0 : mpi_fail(e, rc, "MPI_Allgatherv");
-}
-
+/* point to point in pieces: no int count or displacement to outgrow */
 static int m_alltoallv(moe_comm *c, const void *send, const size_t *scounts, const size_t *sdispls,
                        void *recv, const size_t *rcounts, const size_t *rdispls, moe_err *e)
 {
-    int *s = int_arrays(c, scounts, sdispls, e), *r = s ? int_arrays(c, rcounts, rdispls, e) : NULL;
+    size_t n_req = 0;
+    for (int r = 0; r < c->size; r++)
+        n_req += (scounts[r] + max_count - 1) / max_count + (rcounts[r] + max_count - 1) / max_count;
+    MPI_Request *req = malloc(sizeof *req * (n_req ? n_req : 1));
+    if (!req)
+        return moe_errf(e, "out of memory");
+    size_t k = 0;
     int rc = MPI_SUCCESS;
-    if (s && r)
-        rc = MPI_Alltoallv(send, s, s + c->size, MPI_BYTE, recv, r, r + c->size, MPI_BYTE, CM(c));
-    int ok = s && r;
-    free(s);
-    free(r);
-    if (!ok)
-        return -1;
-    return rc == MPI_SUCCESS ? 0 : mpi_fail(e, rc, "MPI_Alltoallv");
-}
-
-static int m_broadcast(moe_comm *c, void *buf, size_t bytes, int root, moe_err *e)
-{
-    int cn = 0;
-    if (to_int(bytes, &cn, "broadcast", e))
-        return -1;
-    MPI_TRY(MPI_Bcast(buf, cn, MPI_BYTE, root, CM(c)));
-    return 0;
+    for (int r = 0; r < c->size && rc == MPI_SUCCESS; r++) {
+        for (size_t o = 0; o < rcounts[r] && rc == MPI_SUCCESS; o += piece_of(rcounts[r] - o))
+            rc = MPI_Irecv((char *)recv + rdispls[r] + o, (int)piece_of(rcounts[r] - o), MPI_BYTE,
+                           r, 0, CM(c), &req[k++]);
+        for (size_t o = 0; o < scounts[r] && rc == MPI_SUCCESS; o += piece_of(scounts[r] - o))
+            rc = MPI_Isend((const char *)send + sdispls[r] + o, (int)piece_of(scounts[r] - o),
+                           MPI_BYTE, r, 0, CM(c), &req[k++]);
+    }
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Waitall((int)k, req, MPI_STATUSES_IGNORE);
+    free(req);
+    return rc == MPI_SUCCESS ? 0 : mpi_fail(e, rc, "MPI_Isend/MPI_Irecv of an all-to-all");
 }
 
 static int m_barrier(moe_comm *c, moe_err *e)
@@ -155,15 +157,24 @@ static int m_barrier(moe_comm *c, moe_err *e)
     return 0;
 }
 
+/* one reduce per block to its owner, in pieces; in place where recv is the
+ * rank's own block of send */
 static int m_reduce_scatter(moe_comm *c, const void *send, void *recv, const size_t *counts,
                             moe_dtype t, moe_err *e)
 {
-    int *v = int_arrays(c, counts, NULL, e);
-    if (!v)
-        return -1;
-    int rc = MPI_Reduce_scatter(send, recv, v, mpi_type(t), MPI_SUM, CM(c));
-    free(v);
-    return rc == MPI_SUCCESS ? 0 : mpi_fail(e, rc, "MPI_Reduce_scatter");
+    size_t es = moe_dtype_size(t), off = 0;
+    for (int r = 0; r < c->size; r++) {
+        const char *blk = (const char *)send + off * es;
+        int in_place = r == c->rank && blk == recv;
+        for (size_t o = 0; o < counts[r]; o += piece_of(counts[r] - o)) {
+            const void *sb = in_place ? MPI_IN_PLACE : blk + o * es;
+            void *rb = r == c->rank ? (char *)recv + o * es : NULL;
+            MPI_TRY(MPI_Reduce(sb, rb, (int)piece_of(counts[r] - o), mpi_type(t), MPI_SUM, r,
+                               CM(c)));
+        }
+        off += counts[r];
+    }
+    return 0;
 }
 
 static const moe_comm_ops MPI_OPS;
@@ -247,6 +258,13 @@ int comm_mpi_create(moe_comm **out, moe_err *e)
         int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
         if (rc != MPI_SUCCESS)
             return mpi_fail(e, rc, "MPI_Init_thread");
+    }
+    const char *mc = getenv("MOE_MPI_MAX_COUNT");
+    if (mc && *mc) {
+        comm_mpi_set_max_count((size_t)strtoull(mc, NULL, 10));
+        if (max_count < INT_MAX)
+            fprintf(stderr, "moe-train: note: MPI messages go in pieces of at most %zu elements "
+                            "(MOE_MPI_MAX_COUNT)\n", max_count);
     }
     MPI_Comm world;
     MPI_TRY(MPI_Comm_dup(MPI_COMM_WORLD, &world));

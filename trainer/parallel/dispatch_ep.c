@@ -4,43 +4,75 @@
  *   send plan  this rank's N tokens x K slots in send order (by global
  *              expert, so by owner rank): permute/combine over it move rows
  *              between token order and the all-to-all's send buffer;
- *   recv plan  the rows that arrived (source-rank-major) as "tokens" with
- *              one slot each, whose slot_row is their expert-major row.
- * The model's plan gets the expert-major counts, offsets and row sources;
- * the experts never see the difference. */
+ *   recv plan  the rows of one pass that arrived (source-rank-major) as
+ *              "tokens" with one slot each, whose slot_row is their row in
+ *              the pass's expert-major order.
+ * The model's plan gets the pass's expert-major counts, offsets and row
+ * sources; the experts never see the difference.
+ *
+ * Capacity: the expert-side buffers hold `cap` rows (N K x
+ * parallel.expert_capacity_factor, at most P N K). A rank's expert-major rows
+ * [0, n_recv) run in passes of cap rows: pass p is rows [p cap, (p+1) cap).
+ * Every rank knows every rank's counts (an all-gather), so all agree on the
+ * number of passes and on which of its rows each pass sends where: the rows
+ * a pass takes from one sender for one receiver are contiguous in the
+ * sender's send order (expert-major order is expert, then sender, then
+ * token order). Expert outputs and input gradients come back into a_back
+ * at their send positions, and are summed per token once every pass is in,
+ * so the result is the one-pass result, whatever the number of passes. */
 #include "dispatch_ep.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+typedef struct {
+    size_t *s_cnt, *s_off;         /* [P] rows to each rank and where they start in send order */
+    size_t *r_cnt, *r_off;         /* [P] rows from each rank, arrival offsets */
+    size_t n_rows;                 /* rows of this pass here */
+} ep_pass;
 
 typedef struct {
     const moe_route_plan *key;     /* the model's plan of this layer */
     moe_route_plan send, recv;     /* backend arrays, host counts */
     int32_t *send_pos_h, *send_tok_h, *recv_slot_h, *recv_src_h; /* host copies */
-    int64_t *recv_cnt;             /* [P * E_local] rows from rank q for local expert x */
-    size_t *s_rows, *r_rows;       /* [P] rows sent to / received from each rank */
-    int n_recv;
+    int64_t *all_cnt;              /* [P * E]: rows of rank q for global expert g */
+    int64_t *layer_cnt;            /* [E_local]: rows of each local expert, all passes */
+    int64_t n_recv;                /* rows for the local experts, all passes */
+    int n_pass, cur_pass, returned, returned_bwd;
+    ep_pass pass;                  /* the pass dispatched last */
 } ep_layer;
 
 typedef struct {
     moe_comm *c;
     int E, E_local, P;
+    double capacity_factor;        /* 0: no capacity (P N K rows) */
     int N, K, C;                   /* the shape the buffers are sized for */
+    size_t cap;                    /* expert-side rows per pass */
     size_t row_bytes;              /* act bytes of one row of C */
     ep_layer *layers;
     int n_layers, cap_layers;
     /* transient buffers shared by all layers (backend memory) */
-    act *a_send, *a_recv;          /* [N K, C], [P N K, C] */
-    real *p_send, *p_recv;         /* [N K], [P N K] */
+    act *a_send, *a_back, *a_recv; /* [N K, C], [N K, C], [cap, C] */
+    real *p_send, *p_back, *p_recv; /* [N K], [N K], [cap] */
     /* host staging for communicators that carry host memory only */
     char *h_send, *h_recv;
     moe_backend *be;
 } ep_ctx;
 
+static size_t cap_rows(const ep_ctx *x, int N, int K)
+{
+    size_t all = (size_t)x->P * N * K, nk = (size_t)N * K;
+    if (x->capacity_factor <= 0)
+        return all;
+    double want = ceil((double)nk * x->capacity_factor);
+    size_t cap = want < 1 ? 1 : want > (double)all ? all : (size_t)want;
+    return cap;
+}
+
 static int ep_max_rows(moe_dispatcher *d, int N, int K)
 {
-    ep_ctx *x = d->ctx;
-    return x->P * N * K; /* skewed routing: every token of the group may choose our experts */
+    return (int)cap_rows(d->ctx, N, K);
 }
 
 static void free_plan(moe_backend *be, moe_route_plan *p)
@@ -64,9 +96,12 @@ static void free_layer(ep_ctx *x, ep_layer *l)
     free(l->send_tok_h);
     free(l->recv_slot_h);
     free(l->recv_src_h);
-    free(l->recv_cnt);
-    free(l->s_rows);
-    free(l->r_rows);
+    free(l->all_cnt);
+    free(l->layer_cnt);
+    free(l->pass.s_cnt);
+    free(l->pass.s_off);
+    free(l->pass.r_cnt);
+    free(l->pass.r_off);
 }
 
 static void free_buffers(ep_ctx *x)
@@ -77,14 +112,12 @@ static void free_buffers(ep_ctx *x)
     free(x->layers);
     x->layers = NULL;
     x->n_layers = x->cap_layers = 0;
-    if (be) {
-        if (x->a_send) be->free(be, x->a_send);
-        if (x->a_recv) be->free(be, x->a_recv);
-        if (x->p_send) be->free(be, x->p_send);
-        if (x->p_recv) be->free(be, x->p_recv);
-    }
-    x->a_send = x->a_recv = NULL;
-    x->p_send = x->p_recv = NULL;
+    void *dev[] = {x->a_send, x->a_back, x->a_recv, x->p_send, x->p_back, x->p_recv};
+    for (size_t i = 0; be && i < sizeof dev / sizeof *dev; i++)
+        if (dev[i])
+            be->free(be, dev[i]);
+    x->a_send = x->a_back = x->a_recv = NULL;
+    x->p_send = x->p_back = x->p_recv = NULL;
     free(x->h_send);
     free(x->h_recv);
     x->h_send = x->h_recv = NULL;
@@ -100,19 +133,27 @@ static int ensure_buffers(ep_ctx *x, moe_backend *be, int N, int K, int C, moe_e
     x->N = N;
     x->K = K;
     x->C = C;
+    x->cap = cap_rows(x, N, K);
     x->row_bytes = be->act_bytes(be, (size_t)C);
-    size_t ns = (size_t)N * K, nr = (size_t)x->P * N * K;
+    size_t ns = (size_t)N * K, nr = x->cap;
     size_t big = x->row_bytes > sizeof(real) ? x->row_bytes : sizeof(real);
+    int kind = be->mem_kind;
+    be->mem_kind = MOE_MEM_COMM;
     x->a_send = be->alloc(be, ns * x->row_bytes + 1, e);
-    x->a_recv = x->a_send ? be->alloc(be, nr * x->row_bytes + 1, e) : NULL;
-    x->p_send = x->a_recv ? be->alloc(be, sizeof(real) * ns + 1, e) : NULL;
-    x->p_recv = x->p_send ? be->alloc(be, sizeof(real) * nr + 1, e) : NULL;
+    x->a_back = x->a_send ? be->alloc(be, ns * x->row_bytes + 1, e) : NULL;
+    x->p_send = x->a_back ? be->alloc(be, sizeof(real) * ns + 1, e) : NULL;
+    x->p_back = x->p_send ? be->alloc(be, sizeof(real) * ns + 1, e) : NULL;
+    be->mem_kind = MOE_MEM_CAPACITY;
+    x->a_recv = x->p_back ? be->alloc(be, nr * x->row_bytes + 1, e) : NULL;
+    x->p_recv = x->a_recv ? be->alloc(be, sizeof(real) * nr + 1, e) : NULL;
+    be->mem_kind = kind;
     if (!x->p_recv)
         return moe_err_prefix(e, "expert-parallel dispatch buffers");
     if (!x->c->device_memory) {
-        /* either direction may carry every row of the group */
-        x->h_send = malloc(nr * big + 1);
-        x->h_recv = malloc(nr * big + 1);
+        /* either side of an exchange, laid out as the backend buffers are */
+        size_t rows = ns > nr ? ns : nr;
+        x->h_send = malloc(rows * big + 1);
+        x->h_recv = malloc(rows * big + 1);
         if (!x->h_send || !x->h_recv)
             return moe_errf(e, "out of host memory for the expert-parallel staging buffers");
     }
@@ -133,12 +174,47 @@ static int alloc_plan(moe_backend *be, moe_route_plan *p, size_t rows, size_t sl
     return 0;
 }
 
-/* The state of the layer whose model plan is `key` (made on first use). */
+static int layer_init(ep_ctx *x, ep_layer *l, moe_err *e)
+{
+    memset(l, 0, sizeof *l);
+    size_t ns = (size_t)x->N * x->K, nr = (size_t)x->P * ns;
+    int P = x->P;
+    l->send_pos_h = malloc(sizeof(int32_t) * ns + 1);
+    l->send_tok_h = malloc(sizeof(int32_t) * ns + 1);
+    l->recv_slot_h = malloc(sizeof(int32_t) * nr + 1);
+    l->recv_src_h = malloc(sizeof(int32_t) * nr + 1);
+    l->all_cnt = calloc((size_t)P * x->E, sizeof(int64_t));
+    l->layer_cnt = calloc((size_t)x->E_local + 1, sizeof(int64_t));
+    l->pass.s_cnt = calloc((size_t)P, sizeof(size_t));
+    l->pass.s_off = calloc((size_t)P, sizeof(size_t));
+    l->pass.r_cnt = calloc((size_t)P, sizeof(size_t));
+    l->pass.r_off = calloc((size_t)P, sizeof(size_t));
+    int kind = x->be->mem_kind;
+    x->be->mem_kind = MOE_MEM_COMM;
+    int rc = (!l->send_pos_h || !l->send_tok_h || !l->recv_slot_h || !l->recv_src_h ||
+              !l->all_cnt || !l->layer_cnt || !l->pass.s_cnt || !l->pass.s_off ||
+              !l->pass.r_cnt || !l->pass.r_off)
+                 ? moe_errf(e, "out of memory for the expert-parallel plan of a layer")
+             : alloc_plan(x->be, &l->send, ns, ns, x->E, e) ||
+                     alloc_plan(x->be, &l->recv, x->cap, x->cap, x->E_local, e)
+                 ? -1
+                 : 0;
+    x->be->mem_kind = kind;
+    return rc;
+}
+
+/* The state of the layer whose model plan is `key`: the one made for it, a
+ * reserved one not yet taken, or a new one. */
 static ep_layer *layer_of(ep_ctx *x, const moe_route_plan *key, moe_err *e)
 {
     for (int i = 0; i < x->n_layers; i++)
         if (x->layers[i].key == key)
             return &x->layers[i];
+    for (int i = 0; i < x->n_layers; i++)
+        if (!x->layers[i].key) {
+            x->layers[i].key = key;
+            return &x->layers[i];
+        }
     if (x->n_layers == x->cap_layers) {
         int cap = x->cap_layers ? 2 * x->cap_layers : 8;
         ep_layer *nl = realloc(x->layers, sizeof *nl * (size_t)cap);
@@ -150,55 +226,170 @@ static ep_layer *layer_of(ep_ctx *x, const moe_route_plan *key, moe_err *e)
         x->cap_layers = cap;
     }
     ep_layer *l = &x->layers[x->n_layers++];
-    memset(l, 0, sizeof *l);
-    l->key = key;
-    size_t ns = (size_t)x->N * x->K, nr = (size_t)x->P * ns;
-    int P = x->P;
-    l->send_pos_h = malloc(sizeof(int32_t) * ns + 1);
-    l->send_tok_h = malloc(sizeof(int32_t) * ns + 1);
-    l->recv_slot_h = malloc(sizeof(int32_t) * nr + 1);
-    l->recv_src_h = malloc(sizeof(int32_t) * nr + 1);
-    l->recv_cnt = calloc((size_t)P * x->E_local, sizeof(int64_t));
-    l->s_rows = calloc((size_t)P, sizeof(size_t));
-    l->r_rows = calloc((size_t)P, sizeof(size_t));
-    if (!l->send_pos_h || !l->send_tok_h || !l->recv_slot_h || !l->recv_src_h || !l->recv_cnt ||
-        !l->s_rows || !l->r_rows || alloc_plan(x->be, &l->send, ns, ns, x->E, e) ||
-        alloc_plan(x->be, &l->recv, nr, nr, x->E_local, e)) {
-        if (!e->msg[0])
-            moe_errf(e, "out of memory for the expert-parallel plan of a layer");
+    if (layer_init(x, l, e))
         return NULL;
-    }
+    l->key = key;
     return l;
 }
 
-/* Byte all-to-all of rows of `unit` bytes, `fwd` = 1 from send order to
- * recv order (tokens to experts), 0 back. Stages through host memory when
- * the communicator carries host memory only. */
+/* Byte all-to-all of rows of `unit` bytes between the send-order buffer
+ * (N K rows; to and from each rank at pass.s_off) and the pass's arrival
+ * buffer (pass.r_off): `fwd` = 1 tokens to experts, 0 back. Stages through
+ * host memory, laid out as the backend buffers, when the communicator
+ * carries host memory only. */
 static int exchange(ep_ctx *x, const ep_layer *l, int fwd, const void *src, void *dst, size_t unit,
-                    size_t src_rows, size_t dst_rows, moe_err *e)
+                    moe_err *e)
 {
     moe_backend *be = x->be;
-    const size_t *out_rows = fwd ? l->s_rows : l->r_rows, *in_rows = fwd ? l->r_rows : l->s_rows;
-    size_t so = 0, ro = 0;
-    size_t sc[x->P], sd[x->P], rc[x->P], rd[x->P];
-    for (int q = 0; q < x->P; q++) {
-        sc[q] = out_rows[q] * unit;
-        sd[q] = so;
-        so += sc[q];
-        rc[q] = in_rows[q] * unit;
-        rd[q] = ro;
-        ro += rc[q];
+    const ep_pass *ps = &l->pass;
+    int P = x->P;
+    size_t sc[P], sd[P], rc[P], rd[P];
+    memset(sc, 0, sizeof sc), memset(sd, 0, sizeof sd);
+    memset(rc, 0, sizeof rc), memset(rd, 0, sizeof rd);
+    for (int q = 0; q < P; q++) {
+        sc[q] = (fwd ? ps->s_cnt[q] : ps->r_cnt[q]) * unit;
+        sd[q] = (fwd ? ps->s_off[q] : ps->r_off[q]) * unit;
+        rc[q] = (fwd ? ps->r_cnt[q] : ps->s_cnt[q]) * unit;
+        rd[q] = (fwd ? ps->r_off[q] : ps->s_off[q]) * unit;
     }
-    if (so != src_rows * unit || ro != dst_rows * unit)
-        return moe_errf(e, "internal: all-to-all of %zu/%zu bytes for %zu/%zu rows", so, ro,
-                        src_rows, dst_rows);
     if (x->c->device_memory)
         return comm_alltoallv(x->c, src, sc, sd, dst, rc, rd, e);
-    if (so && be->download(be, x->h_send, src, so, e))
-        return -1;
+    for (int q = 0; q < P; q++)
+        if (sc[q] && be->download(be, x->h_send + sd[q], (const char *)src + sd[q], sc[q], e))
+            return -1;
     if (comm_alltoallv(x->c, x->h_send, sc, sd, x->h_recv, rc, rd, e))
         return -1;
-    return ro ? be->upload(be, dst, x->h_recv, ro, e) : 0;
+    for (int q = 0; q < P; q++)
+        if (rc[q] && be->upload(be, (char *)dst + rd[q], x->h_recv + rd[q], rc[q], e))
+            return -1;
+    return 0;
+}
+
+/* Rows [lo, hi) of receiver d's expert-major order that come from rank q
+ * for local expert k, as [*from, *from + return) of that block. */
+static size_t block_part(const ep_ctx *x, const ep_layer *l, int d, int k, int q, size_t lo,
+                         size_t hi, size_t *from)
+{
+    const int64_t *cnt = l->all_cnt;
+    int E = x->E, EL = x->E_local, g = d * EL + k;
+    size_t off = 0;
+    for (int kk = 0; kk < k; kk++)
+        for (int qq = 0; qq < x->P; qq++)
+            off += (size_t)cnt[(size_t)qq * E + d * EL + kk];
+    for (int qq = 0; qq < q; qq++)
+        off += (size_t)cnt[(size_t)qq * E + g];
+    size_t n = (size_t)cnt[(size_t)q * E + g];
+    size_t a = lo > off ? lo : off, b = hi < off + n ? hi : off + n;
+    *from = a - off;
+    return b > a ? b - a : 0;
+}
+
+static size_t rows_of(const ep_ctx *x, const ep_layer *l, int d)
+{
+    size_t n = 0;
+    for (int q = 0; q < x->P; q++)
+        for (int k = 0; k < x->E_local; k++)
+            n += (size_t)l->all_cnt[(size_t)q * x->E + d * x->E_local + k];
+    return n;
+}
+
+/* Pass p's traffic (this rank as sender and as receiver), its recv plan and
+ * the model's plan, on the host and uploaded. */
+static int plan_pass(ep_ctx *x, ep_layer *l, moe_route_plan *plan, int p, moe_err *e)
+{
+    moe_backend *be = x->be;
+    int P = x->P, EL = x->E_local, E = x->E, me = x->c->rank;
+    ep_pass *ps = &l->pass;
+    /* as sender: for each receiver, one contiguous range of send order */
+    for (int d = 0; d < P; d++) {
+        size_t lo = (size_t)p * x->cap, hi = lo + x->cap, soff = 0, start = 0, n = 0;
+        for (int g = 0; g < d * EL; g++)
+            soff += (size_t)l->all_cnt[(size_t)me * E + g];
+        for (int k = 0; k < EL; k++) {
+            size_t from, part = block_part(x, l, d, k, me, lo, hi, &from);
+            if (part && n && soff + from != start + n)
+                return moe_errf(e, "internal: pass %d's rows for rank %d are not contiguous", p,
+                                d);
+            if (part && !n)
+                start = soff + from;
+            n += part;
+            soff += (size_t)l->all_cnt[(size_t)me * E + d * EL + k];
+        }
+        ps->s_cnt[d] = n;
+        ps->s_off[d] = start;
+    }
+    /* as receiver: arrivals source-major, rows in the pass's expert-major order */
+    size_t lo = (size_t)p * x->cap, hi = lo + x->cap, i = 0;
+    moe_route_plan *rp = &l->recv;
+    int64_t *cnt = rp->expert_count, *eoff = rp->expert_offset;
+    for (int q = 0; q < P; q++) {
+        ps->r_off[q] = i;
+        for (int k = 0; k < EL; k++) {
+            size_t from, part = block_part(x, l, me, k, q, lo, hi, &from);
+            size_t off = 0;
+            for (int kk = 0; kk < k; kk++)
+                off += (size_t)l->layer_cnt[kk];
+            for (int qq = 0; qq < q; qq++)
+                off += (size_t)l->all_cnt[(size_t)qq * E + me * EL + k];
+            for (size_t r = 0; r < part; r++, i++) {
+                int32_t row = (int32_t)(off + from + r - lo);
+                l->recv_slot_h[i] = row;
+                l->recv_src_h[row] = (int32_t)i;
+            }
+        }
+        ps->r_cnt[q] = i - ps->r_off[q];
+    }
+    ps->n_rows = i;
+    eoff[0] = 0;
+    for (int k = 0; k < EL; k++) {
+        size_t a = (size_t)(eoff[k] + 0), k0 = 0;
+        for (int kk = 0; kk < k; kk++)
+            k0 += (size_t)l->layer_cnt[kk];
+        size_t k1 = k0 + (size_t)l->layer_cnt[k];
+        size_t b0 = k0 > lo ? k0 : lo, b1 = k1 < hi ? k1 : hi;
+        cnt[k] = b1 > b0 ? (int64_t)(b1 - b0) : 0;
+        eoff[k + 1] = (int64_t)a + cnt[k];
+    }
+    rp->n_tokens = (int)i;
+    rp->top_k = 1;
+    rp->n_experts = EL;
+    rp->n_rows = (int)i;
+    int32_t off32[EL + 1];
+    for (int k = 0; k <= EL; k++)
+        off32[k] = (int32_t)eoff[k];
+    size_t nrb = sizeof(int32_t) * i;
+    if ((nrb && (be->upload(be, rp->slot_row, l->recv_slot_h, nrb, e) ||
+                 be->upload(be, rp->row_token, l->recv_src_h, nrb, e))) ||
+        be->upload(be, rp->expert_offset_dev, off32, sizeof off32, e))
+        return -1;
+    /* the model's plan: what the grouped expert ops read */
+    plan->n_tokens = x->N;
+    plan->top_k = x->K;
+    plan->n_experts = EL;
+    plan->n_rows = (int)i;
+    memcpy(plan->expert_count, cnt, sizeof(int64_t) * (size_t)EL);
+    memcpy(plan->expert_offset, eoff, sizeof(int64_t) * ((size_t)EL + 1));
+    if ((nrb && be->upload(be, plan->row_token, l->recv_src_h, nrb, e)) ||
+        be->upload(be, plan->expert_offset_dev, off32, sizeof off32, e))
+        return -1;
+    l->cur_pass = p;
+    return 0;
+}
+
+/* Rows and router weights of pass p to the experts' owners, then expert-major. */
+static int send_pass(ep_ctx *x, ep_layer *l, moe_route_plan *plan, int p, act *x_perm,
+                     real *p_perm, const act *xin, const real *topk_w, int C, moe_err *e)
+{
+    moe_backend *be = x->be;
+    if (plan_pass(x, l, plan, p, e))
+        return -1;
+    be->permute(be, x->a_send, x->p_send, xin, topk_w, &l->send, C);
+    if (exchange(x, l, 1, x->a_send, x->a_recv, x->row_bytes, e) ||
+        exchange(x, l, 1, x->p_send, x->p_recv, sizeof(real), e))
+        return moe_err_prefix(e, "sending tokens to their experts (pass %d of %d)", p + 1,
+                              l->n_pass);
+    be->permute(be, x_perm, p_perm, x->a_recv, x->p_recv, &l->recv, C);
+    return 0;
 }
 
 static int ep_dispatch(moe_dispatcher *d, moe_backend *be, moe_route_plan *plan,
@@ -214,7 +405,7 @@ static int ep_dispatch(moe_dispatcher *d, moe_backend *be, moe_route_plan *plan,
     ep_layer *l = layer_of(x, plan, e);
     if (!l)
         return -1;
-    int P = x->P, EL = x->E_local, NK = N * K;
+    int P = x->P, EL = x->E_local, NK = N * K, me = x->c->rank;
     /* 1. this rank's pairs per global expert, and their send order */
     if (be->download(be, l->send_tok_h, topk_idx, sizeof(int32_t) * (size_t)NK, e))
         return -1;
@@ -234,34 +425,30 @@ static int ep_dispatch(moe_dispatcher *d, moe_backend *be, moe_route_plan *plan,
         l->send_pos_h[i] = (int32_t)off[l->send_tok_h[i]]++;
     for (int i = 0; i < NK; i++)
         l->send_tok_h[l->send_pos_h[i]] = i / K; /* send row -> its token */
-    for (int q = 0; q < P; q++) {
-        l->s_rows[q] = 0;
-        for (int k = 0; k < EL; k++)
-            l->s_rows[q] += (size_t)route_count[q * EL + k];
-    }
-    /* 2. counts per (rank, expert): every rank learns what it will receive */
-    size_t cnt_b[P], cnt_d[P];
-    for (int q = 0; q < P; q++) {
-        cnt_b[q] = sizeof(int64_t) * (size_t)EL;
-        cnt_d[q] = cnt_b[q] * (size_t)q;
-    }
-    if (comm_alltoallv(x->c, route_count, cnt_b, cnt_d, l->recv_cnt, cnt_b, cnt_d, e))
+    /* 2. every rank's counts: each learns what every rank receives, so all
+     * agree on the passes */
+    if (comm_allgather(x->c, route_count, l->all_cnt, (size_t)E, MOE_DT_INT64, e))
         return moe_err_prefix(e, "exchanging expert counts");
-    int64_t n_recv = 0;
-    for (int q = 0; q < P; q++) {
-        l->r_rows[q] = 0;
-        for (int k = 0; k < EL; k++) {
-            if (l->recv_cnt[q * EL + k] < 0)
-                return moe_errf(e, "rank %d announced %lld rows for expert %d", q,
-                                (long long)l->recv_cnt[q * EL + k], k);
-            l->r_rows[q] += (size_t)l->recv_cnt[q * EL + k];
-        }
-        n_recv += (int64_t)l->r_rows[q];
+    size_t most = 0;
+    for (int q = 0; q < P * E; q++)
+        if (l->all_cnt[q] < 0)
+            return moe_errf(e, "rank %d announced %lld rows for expert %d", q / E,
+                            (long long)l->all_cnt[q], q % E);
+    for (int r = 0; r < P; r++) {
+        size_t n = rows_of(x, l, r);
+        most = n > most ? n : most;
     }
-    if (n_recv > (int64_t)P * NK)
-        return moe_errf(e, "the EP group sends %lld rows, more than the %d the plan holds",
-                        (long long)n_recv, P * NK);
-    l->n_recv = (int)n_recv;
+    l->n_recv = (int64_t)rows_of(x, l, me);
+    if (most > (size_t)P * NK)
+        return moe_errf(e, "a rank of the EP group receives %zu rows, more than the %d its "
+                           "tokens can send", most, P * NK);
+    for (int k = 0; k < EL; k++) {
+        l->layer_cnt[k] = 0;
+        for (int q = 0; q < P; q++)
+            l->layer_cnt[k] += l->all_cnt[(size_t)q * E + me * EL + k];
+    }
+    l->n_pass = most ? (int)((most + x->cap - 1) / x->cap) : 1;
+    l->returned = l->returned_bwd = 0;
     /* 3. the send plan: rows in send order, K slots per token */
     moe_route_plan *sp = &l->send;
     sp->n_tokens = N;
@@ -271,56 +458,8 @@ static int ep_dispatch(moe_dispatcher *d, moe_backend *be, moe_route_plan *plan,
     if (be->upload(be, sp->slot_row, l->send_pos_h, sizeof(int32_t) * (size_t)NK, e) ||
         be->upload(be, sp->row_token, l->send_tok_h, sizeof(int32_t) * (size_t)NK, e))
         return -1;
-    /* 4. the recv plan: arrival index -> expert-major row (expert, source rank, order) */
-    moe_route_plan *rp = &l->recv;
-    int64_t *cnt = rp->expert_count, *eoff = rp->expert_offset;
-    eoff[0] = 0;
-    for (int k = 0; k < EL; k++) {
-        cnt[k] = 0;
-        for (int q = 0; q < P; q++)
-            cnt[k] += l->recv_cnt[q * EL + k];
-        eoff[k + 1] = eoff[k] + cnt[k];
-    }
-    int64_t next[EL > 0 ? EL : 1];
-    for (int k = 0; k < EL; k++)
-        next[k] = eoff[k];
-    int i = 0;
-    for (int q = 0; q < P; q++)
-        for (int k = 0; k < EL; k++)
-            for (int64_t r = 0; r < l->recv_cnt[q * EL + k]; r++, i++) {
-                int32_t row = (int32_t)next[k]++;
-                l->recv_slot_h[i] = row;
-                l->recv_src_h[row] = i;
-            }
-    rp->n_tokens = l->n_recv;
-    rp->top_k = 1;
-    rp->n_experts = EL;
-    rp->n_rows = l->n_recv;
-    int32_t off32[EL + 1];
-    for (int k = 0; k <= EL; k++)
-        off32[k] = (int32_t)eoff[k];
-    size_t nrb = sizeof(int32_t) * (size_t)l->n_recv;
-    if ((nrb && (be->upload(be, rp->slot_row, l->recv_slot_h, nrb, e) ||
-                 be->upload(be, rp->row_token, l->recv_src_h, nrb, e))) ||
-        be->upload(be, rp->expert_offset_dev, off32, sizeof off32, e))
-        return -1;
-    /* the model's plan: what the grouped expert ops read */
-    plan->n_tokens = N;
-    plan->top_k = K;
-    plan->n_experts = EL;
-    plan->n_rows = l->n_recv;
-    memcpy(plan->expert_count, cnt, sizeof(int64_t) * (size_t)EL);
-    memcpy(plan->expert_offset, eoff, sizeof(int64_t) * ((size_t)EL + 1));
-    if ((nrb && be->upload(be, plan->row_token, l->recv_src_h, nrb, e)) ||
-        be->upload(be, plan->expert_offset_dev, off32, sizeof off32, e))
-        return -1;
-    /* 5. rows and router weights to the experts' owners, then expert-major */
-    be->permute(be, x->a_send, x->p_send, xin, topk_w, sp, C);
-    if (exchange(x, l, 1, x->a_send, x->a_recv, x->row_bytes, (size_t)NK, (size_t)l->n_recv, e) ||
-        exchange(x, l, 1, x->p_send, x->p_recv, sizeof(real), (size_t)NK, (size_t)l->n_recv, e))
-        return moe_err_prefix(e, "sending tokens to their experts");
-    be->permute(be, x_perm, p_perm, x->a_recv, x->p_recv, rp, C);
-    return 0;
+    /* 4. pass 0 */
+    return send_pass(x, l, plan, 0, x_perm, p_perm, xin, topk_w, C, e);
 }
 
 static ep_layer *known_layer(ep_ctx *x, const moe_route_plan *plan, const char *what, moe_err *e)
@@ -332,6 +471,32 @@ static ep_layer *known_layer(ep_ctx *x, const moe_route_plan *plan, const char *
     return NULL;
 }
 
+static int ep_passes(moe_dispatcher *d, const moe_route_plan *plan, int64_t *layer_count)
+{
+    ep_ctx *x = d->ctx;
+    for (int i = 0; i < x->n_layers; i++)
+        if (x->layers[i].key == plan) {
+            if (layer_count)
+                memcpy(layer_count, x->layers[i].layer_cnt, sizeof(int64_t) * (size_t)x->E_local);
+            return x->layers[i].n_pass;
+        }
+    return 1;
+}
+
+static int ep_dispatch_pass(moe_dispatcher *d, moe_backend *be, moe_route_plan *plan, int pass,
+                            act *x_perm, real *p_perm, const act *xin, const real *topk_w, int C,
+                            moe_err *e)
+{
+    ep_ctx *x = d->ctx;
+    ep_layer *l = known_layer(x, plan, "pass", e);
+    if (!l)
+        return -1;
+    if (pass < 0 || pass >= l->n_pass)
+        return moe_errf(e, "internal: pass %d of a layer of %d passes", pass, l->n_pass);
+    (void)be;
+    return send_pass(x, l, plan, pass, x_perm, p_perm, xin, topk_w, C, e);
+}
+
 static int ep_combine(moe_dispatcher *d, moe_backend *be, act *out, const act *y_perm,
                       const moe_route_plan *plan, int C, moe_err *e)
 {
@@ -340,10 +505,10 @@ static int ep_combine(moe_dispatcher *d, moe_backend *be, act *out, const act *y
     if (!l)
         return -1;
     be->combine(be, x->a_recv, y_perm, &l->recv, C); /* expert-major -> arrival order */
-    if (exchange(x, l, 0, x->a_recv, x->a_send, x->row_bytes, (size_t)l->n_recv,
-                 (size_t)x->N * x->K, e))
+    if (exchange(x, l, 0, x->a_recv, x->a_back, x->row_bytes, e))
         return moe_err_prefix(e, "returning expert outputs");
-    be->combine(be, out, x->a_send, &l->send, C); /* sum each token's slots */
+    if (++l->returned == l->n_pass)
+        be->combine(be, out, x->a_back, &l->send, C); /* sum each token's slots */
     return 0;
 }
 
@@ -355,8 +520,7 @@ static int ep_combine_bwd(moe_dispatcher *d, moe_backend *be, act *dy_perm, cons
     if (!l)
         return -1;
     be->combine_bwd(be, x->a_send, dout, &l->send, C); /* each slot's copy of dout */
-    if (exchange(x, l, 1, x->a_send, x->a_recv, x->row_bytes, (size_t)x->N * x->K,
-                 (size_t)l->n_recv, e))
+    if (exchange(x, l, 1, x->a_send, x->a_recv, x->row_bytes, e))
         return moe_err_prefix(e, "sending output gradients to the experts");
     be->combine_bwd(be, dy_perm, x->a_recv, &l->recv, C);
     return 0;
@@ -370,12 +534,31 @@ static int ep_dispatch_bwd(moe_dispatcher *d, moe_backend *be, act *dx, real *dt
     ep_layer *l = known_layer(x, plan, "dispatch backward", e);
     if (!l)
         return -1;
-    size_t ns = (size_t)x->N * x->K;
     be->permute_bwd(be, x->a_recv, x->p_recv, dx_perm, dp_perm, &l->recv, C);
-    if (exchange(x, l, 0, x->a_recv, x->a_send, x->row_bytes, (size_t)l->n_recv, ns, e) ||
-        exchange(x, l, 0, x->p_recv, x->p_send, sizeof(real), (size_t)l->n_recv, ns, e))
+    if (exchange(x, l, 0, x->a_recv, x->a_back, x->row_bytes, e) ||
+        exchange(x, l, 0, x->p_recv, x->p_back, sizeof(real), e))
         return moe_err_prefix(e, "returning input gradients from the experts");
-    be->permute_bwd(be, dx, dtopk_w, x->a_send, x->p_send, &l->send, C);
+    if (++l->returned_bwd == l->n_pass)
+        be->permute_bwd(be, dx, dtopk_w, x->a_back, x->p_back, &l->send, C);
+    return 0;
+}
+
+static int ep_reserve(moe_dispatcher *d, moe_backend *be, int N, int K, int C, int n_layers,
+                      moe_err *e)
+{
+    ep_ctx *x = d->ctx;
+    if (ensure_buffers(x, be, N, K, C, e))
+        return -1;
+    if (n_layers > x->cap_layers) {
+        ep_layer *nl = realloc(x->layers, sizeof *nl * (size_t)n_layers);
+        if (!nl)
+            return moe_errf(e, "out of memory");
+        x->layers = nl;
+        x->cap_layers = n_layers;
+    }
+    while (x->n_layers < n_layers)
+        if (layer_init(x, &x->layers[x->n_layers++], e))
+            return moe_err_prefix(e, "the expert-parallel plans of %d layers", n_layers);
     return 0;
 }
 
@@ -385,6 +568,12 @@ static void ep_destroy(moe_dispatcher *d)
     free_buffers(x);
     free(x);
     free(d);
+}
+
+void dispatcher_ep_set_capacity(moe_dispatcher *d, double factor)
+{
+    ep_ctx *x = d->ctx;
+    x->capacity_factor = factor > 0 ? factor : 0;
 }
 
 int dispatcher_ep_create(moe_dispatcher **out, moe_comm *ep, int E, moe_err *e)
@@ -410,6 +599,9 @@ int dispatcher_ep_create(moe_dispatcher **out, moe_comm *ep, int E, moe_err *e)
     d->combine = ep_combine;
     d->combine_bwd = ep_combine_bwd;
     d->dispatch_bwd = ep_dispatch_bwd;
+    d->passes = ep_passes;
+    d->dispatch_pass = ep_dispatch_pass;
+    d->reserve = ep_reserve;
     d->destroy = ep_destroy;
     *out = d;
     return 0;

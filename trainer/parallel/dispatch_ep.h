@@ -20,5 +20,10 @@
 
 /* ep: the EP group (its size divides E); E: global experts. */
 int dispatcher_ep_create(moe_dispatcher **out, moe_comm *ep, int E, moe_err *e);
+/* Expert buffers of N K x factor rows (parallel.expert_capacity_factor; at
+ * most every row of the group, P N K), the rows beyond them in further
+ * passes. factor 0 (the default): P N K rows, one pass. Set before the
+ * model is made (max_rows). */
+void dispatcher_ep_set_capacity(moe_dispatcher *d, double factor);
 
 #endif

@@ -10,7 +10,9 @@
  * --mpi=pmix); the sizes are checked against what the launcher promised
  * (MOE_WORLD_SIZE from the plugin, OMPI_COMM_WORLD_SIZE, SLURM_NTASKS),
  * because an MPI started under the wrong launcher silently gives N
- * single-rank worlds. Without a launcher the world is one rank. */
+ * single-rank worlds. GPU ranks started without MPI (plain srun, torchrun)
+ * take the world from the launcher's variables and meet over NCCL
+ * (par_launch_from_env). Without a launcher the world is one rank. */
 #ifndef MOE_PARALLEL_H
 #define MOE_PARALLEL_H
 
@@ -35,11 +37,24 @@ int par_open(moe_par *p, int ep, int dp, double timeout_s, moe_err *e);
  * environment. */
 int par_open_world(moe_par *p, moe_comm *world, int local_rank, int ep, int dp, double timeout_s,
                    moe_err *e);
-/* A launch without MPI, over NCCL alone: NCCL_COMM_ID=host:port with
- * MOE_WORLD_SIZE > 1 and MOE_RANK (MOE_LOCAL_RANK, default the rank), and no
- * MPI launcher. Returns 1 with the three filled, 0 when this is not such a
- * launch, -1 when it is one with a bad or missing rank. */
-int par_launch_from_env(int *rank, int *size, int *local_rank, moe_err *e);
+/* A launch without MPI (launch_env.c): the world as a launcher's variables
+ * give it, for ranks that meet over NCCL alone. */
+typedef struct {
+    int rank, size, local_rank;
+    char source[96];     /* "torchrun (WORLD_SIZE, RANK)": for messages */
+    char meet[300];      /* host:port the ranks meet at (NCCL_COMM_ID) */
+    char meet_from[64];  /* where that came from: "NCCL_COMM_ID", "MOE_MASTER_ADDR:MOE_MASTER_PORT" */
+} moe_launch;
+/* The world from the moekit plugin's MOE_WORLD_SIZE / MOE_RANK /
+ * MOE_LOCAL_RANK / MOE_MASTER_ADDR / MOE_MASTER_PORT, torchrun's WORLD_SIZE
+ * / RANK / LOCAL_RANK / MASTER_ADDR / MASTER_PORT (NCCL meets at
+ * MASTER_PORT+1, beside torchrun's store), or an srun step's SLURM_NTASKS /
+ * SLURM_PROCID / SLURM_LOCALID (meeting at MOE_MASTER_*), in that order;
+ * NCCL_COMM_ID, when set, is where the ranks meet. An MPI launch is never
+ * one (MPI wins). Returns 1 with l filled for a world of more than one rank,
+ * 0 when this is not such a launch, -1 naming what is missing or conflicting
+ * (half of a set, two sets that disagree, no meeting point). */
+int par_launch_from_env(moe_launch *l, moe_err *e);
 void par_close(moe_par *p);
 
 /* Pure layout arithmetic, for tests and messages: fills ep_rank/dp_rank and

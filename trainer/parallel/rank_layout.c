@@ -4,19 +4,19 @@
 
 #include "parallel.h"
 
+#include "../../common/layout.h"
+
 int par_layout(moe_par *p, int rank, int size, int ep, int dp, moe_err *e)
 {
-    if (ep < 1)
+    moe_layout_code code = layout_rule(size, ep, dp, 0, &dp);
+    if (code == MOE_LAYOUT_NOT_POSITIVE && ep < 1)
         return moe_errf(e, "parallel.ep = %d: must be at least 1", ep);
-    if (dp == 0) {
-        if (size % ep)
-            return moe_errf(e, "parallel.ep = %d does not divide the %d ranks of this job, so "
-                               "DP (ranks / EP) has no whole value: start a multiple of %d ranks "
-                               "or change parallel.ep",
-                            ep, size, ep);
-        dp = size / ep;
-    }
-    if ((long long)ep * dp != size)
+    if (code == MOE_LAYOUT_EP_SPLITS_RANKS || (code == MOE_LAYOUT_EP_OVER_RANKS && dp == 0))
+        return moe_errf(e, "parallel.ep = %d does not divide the %d ranks of this job, so "
+                           "DP (ranks / EP) has no whole value: start a multiple of %d ranks "
+                           "or change parallel.ep",
+                        ep, size, ep);
+    if (code != MOE_LAYOUT_OK)
         return moe_errf(e, "parallel.ep = %d x parallel.dp = %d = %lld rank%s, but this job has %d "
                            "rank%s: start EP x DP ranks, or set parallel.dp = 0 (ranks / EP)",
                         ep, dp, (long long)ep * dp, (long long)ep * dp == 1 ? "" : "s", size,

@@ -51,26 +51,6 @@ static int check_size(const moe_par *p, moe_err *e)
 
 static int par_groups(moe_par *p, int local_rank, int ep, int dp, double timeout_s, moe_err *e);
 
-int par_launch_from_env(int *rank, int *size, int *local_rank, moe_err *e)
-{
-    *rank = *size = *local_rank = -1;
-    if (comm_mpi_launched() || !getenv("NCCL_COMM_ID"))
-        return 0;
-    int n = env_count("MOE_WORLD_SIZE"), r = env_count("MOE_RANK"), lr = env_count("MOE_LOCAL_RANK");
-    if (n < 2)
-        return n == -2 ? moe_errf(e, "MOE_WORLD_SIZE='%s' is not a rank count",
-                                  getenv("MOE_WORLD_SIZE"))
-                       : 0;
-    if (r < 0 || r >= n)
-        return moe_errf(e, "NCCL_COMM_ID and MOE_WORLD_SIZE=%d are set, so this task needs its "
-                           "rank in MOE_RANK (0..%d), not '%s'",
-                        n, n - 1, getenv("MOE_RANK") ? getenv("MOE_RANK") : "");
-    if (lr == -2)
-        return moe_errf(e, "MOE_LOCAL_RANK='%s' is not a rank", getenv("MOE_LOCAL_RANK"));
-    *rank = r, *size = n, *local_rank = lr >= 0 ? lr : r;
-    return 1;
-}
-
 int par_open(moe_par *p, int ep, int dp, double timeout_s, moe_err *e)
 {
     return par_open_world(p, NULL, -1, ep, dp, timeout_s, e);

@@ -1,4 +1,4 @@
-/* moekit: sharded AdamW across data-parallel ranks (see zero.h). */
+/* moekit: the distributed optimizer on the backend's memory (see zero.h). */
 #include "zero.h"
 
 #include "../model/model_slices.h"
@@ -7,254 +7,488 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ckpt/half.h"
+
 typedef struct {
-    moe_comm *c;          /* the ranks that replicate this group */
-    size_t n;             /* packed elements */
-    int n_seg;
-    size_t *seg_off, *seg_n; /* flat segments, packed in order */
-    size_t *counts, *displs; /* shard of each member */
-    size_t s0, sn;        /* this rank's shard */
-    moe_param_span *spans; /* decay spans inside the shard */
-    int n_spans;
-    real *master, *grad, *m, *v; /* backend memory, sn each */
-    act *wc;              /* scratch compute copy the adamw op writes */
-} group;
+    size_t flat, n;          /* [flat, flat + n) of the model's flat buffers */
+    int group;               /* 0 dense (over the world), 1 experts (over DP) */
+    size_t *counts, *displs; /* each member's slice, elements from flat */
+    size_t state;            /* where this rank's slice lives in the shard's state */
+} bucket;
 
 struct moe_zero {
     moe_model *model;
-    moe_par *par;
-    group g[2];           /* 0: dense over the world, 1: experts over DP */
-    real *flat_g, *flat_w, *pack; /* host, n_elems */
+    moe_comm *world, *comm[2];
+    int n_buckets;
+    bucket *b;
+    moe_shard_piece *pieces; /* the slices cut where weight decay changes */
+    int n_pieces;
+    moe_range *ranges;       /* the slices' gradient ranges, for the norm */
+    int n_ranges;
+    size_t n_group[2], sn_group[2], sn; /* elements: per group, this rank's per group, shard */
+    size_t msz;              /* bytes of one moment element */
+    uint16_t *lo;            /* [sn] masters' low halves (split-master backends) */
+    void *m, *v;             /* [sn] moments */
 };
 
-static int group_init(moe_zero *z, group *g, int experts, moe_comm *c, moe_err *e)
+static size_t act_es(const moe_model *m) { return m->be->act_bytes(m->be, 1); }
+
+/* ---- the layout: buckets, slices, pieces ---- */
+
+static int add_bucket(moe_zero *z, size_t *cap, size_t flat, size_t n, int group, moe_err *e)
 {
-    moe_model *m = z->model;
-    moe_backend *be = m->be;
-    g->c = c;
-    g->seg_off = calloc((size_t)m->n_params, sizeof(size_t));
-    g->seg_n = calloc((size_t)m->n_params, sizeof(size_t));
-    g->counts = calloc((size_t)c->size, sizeof(size_t));
-    g->displs = calloc((size_t)c->size, sizeof(size_t));
-    g->spans = calloc((size_t)m->n_params, sizeof(moe_param_span));
-    if (!g->seg_off || !g->seg_n || !g->counts || !g->displs || !g->spans)
-        return moe_errf(e, "out of memory for the optimizer shards");
-    size_t packed[m->n_params];
-    for (int i = 0; i < m->n_params; i++) {
-        const moe_param *p = &m->params[i];
-        if ((p->n_experts > 0) != experts)
-            continue;
-        packed[i] = g->n;
-        /* adjacent tensors of one group form one segment */
-        if (g->n_seg && g->seg_off[g->n_seg - 1] + g->seg_n[g->n_seg - 1] == p->offset)
-            g->seg_n[g->n_seg - 1] += p->n;
-        else {
-            g->seg_off[g->n_seg] = p->offset;
-            g->seg_n[g->n_seg++] = p->n;
-        }
-        g->n += p->n;
+    if ((size_t)z->n_buckets == *cap) {
+        size_t nc = *cap ? 2 * *cap : 64;
+        bucket *nb = realloc(z->b, sizeof *nb * nc);
+        if (!nb)
+            return moe_errf(e, "out of memory for the gradient buckets");
+        z->b = nb;
+        *cap = nc;
     }
-    size_t S = (size_t)c->size, base = g->n / S, extra = g->n % S, o = 0;
+    moe_comm *c = z->comm[group];
+    size_t S = (size_t)c->size;
+    bucket *b = &z->b[z->n_buckets++];
+    *b = (bucket){flat, n, group, calloc(S, sizeof(size_t)), calloc(S, sizeof(size_t)), 0};
+    if (!b->counts || !b->displs)
+        return moe_errf(e, "out of memory for the gradient buckets");
+    size_t base = n / S, extra = n % S, o = 0;
     for (size_t r = 0; r < S; r++) {
-        g->counts[r] = base + (r < extra);
-        g->displs[r] = o;
-        o += g->counts[r];
+        b->counts[r] = base + (r < extra);
+        b->displs[r] = o;
+        o += b->counts[r];
     }
-    g->s0 = g->displs[c->rank];
-    g->sn = g->counts[c->rank];
-    for (int i = 0; i < m->n_params; i++) {
-        const moe_param *p = &m->params[i];
-        if ((p->n_experts > 0) != experts)
-            continue;
-        size_t a = packed[i], b = packed[i] + p->n;
-        size_t lo = a > g->s0 ? a : g->s0, hi = b < g->s0 + g->sn ? b : g->s0 + g->sn;
-        if (lo >= hi)
-            continue;
-        g->spans[g->n_spans++] = (moe_param_span){lo - g->s0, hi - lo, m->spans[i].decay};
-    }
-    size_t bytes = sizeof(real) * g->sn + 1;
-    g->master = be->alloc(be, bytes, e);
-    g->grad = g->master ? be->alloc(be, bytes, e) : NULL;
-    g->m = g->grad ? be->alloc(be, bytes, e) : NULL;
-    g->v = g->m ? be->alloc(be, bytes, e) : NULL;
-    g->wc = g->v ? be->alloc(be, be->act_bytes(be, g->sn) + 1, e) : NULL;
-    if (!g->wc)
-        return moe_err_prefix(e, "optimizer shard of %zu elements", g->sn);
-    be->memset0(be, g->m, bytes);
-    be->memset0(be, g->v, bytes);
     return 0;
 }
 
-static void group_free(moe_backend *be, group *g)
+/* Contiguous runs of one group's tensors, cut into buckets of at most
+ * bucket_elems (a multiple of the group's size, so every bucket but a run's
+ * last splits evenly: NCCL's reduce-scatter and all-gather in place). */
+static int make_buckets(moe_zero *z, size_t bucket_elems, moe_err *e)
 {
-    if (g->master) be->free(be, g->master);
-    if (g->grad) be->free(be, g->grad);
-    if (g->m) be->free(be, g->m);
-    if (g->v) be->free(be, g->v);
-    if (g->wc) be->free(be, g->wc);
-    free(g->seg_off);
-    free(g->seg_n);
-    free(g->counts);
-    free(g->displs);
-    free(g->spans);
+    const moe_model *m = z->model;
+    size_t cap = 0, run0 = 0, run_n = 0;
+    int run_g = -1;
+    for (int i = 0; i <= m->n_params; i++) {
+        const moe_param *p = i < m->n_params ? &m->params[i] : NULL;
+        int g = p ? p->n_experts > 0 : -1;
+        if (p && g == run_g && run0 + run_n == p->offset) {
+            run_n += p->n;
+            continue;
+        }
+        if (run_n) { /* close the run */
+            size_t S = (size_t)z->comm[run_g]->size, per = bucket_elems / S * S;
+            if (per < S)
+                per = S;
+            for (size_t o = 0; o < run_n; o += per)
+                if (add_bucket(z, &cap, run0 + o, run_n - o < per ? run_n - o : per, run_g, e))
+                    return -1;
+        }
+        if (p) {
+            run_g = g;
+            run0 = p->offset;
+            run_n = p->n;
+        }
+    }
+    return 0;
 }
 
-int zero_create(moe_zero **out, moe_model *m, moe_par *p, moe_err *e)
+/* This rank's slice of every bucket, cut at the tensors' decay spans. */
+static int make_pieces(moe_zero *z, moe_err *e)
 {
+    const moe_model *m = z->model;
+    size_t cap = (size_t)z->n_buckets + (size_t)m->n_params + 1;
+    z->pieces = calloc(cap, sizeof *z->pieces);
+    z->ranges = calloc((size_t)z->n_buckets + 1, sizeof *z->ranges);
+    if (!z->pieces || !z->ranges)
+        return moe_errf(e, "out of memory for the optimizer's shard table");
+    size_t state = 0;
+    for (int k = 0; k < z->n_buckets; k++) {
+        bucket *b = &z->b[k];
+        int me = z->comm[b->group]->rank;
+        size_t lo = b->flat + b->displs[me], hi = lo + b->counts[me];
+        b->state = state;
+        z->sn_group[b->group] += hi - lo;
+        z->n_group[b->group] += b->n;
+        if (hi > lo)
+            z->ranges[z->n_ranges++] = (moe_range){lo, hi - lo};
+        for (int i = 0; i < m->n_params && lo < hi; i++) {
+            const moe_param_span *sp = &m->spans[i];
+            size_t a = sp->offset > lo ? sp->offset : lo;
+            size_t c = sp->offset + sp->n < hi ? sp->offset + sp->n : hi;
+            if (a >= c)
+                continue;
+            moe_shard_piece *last = z->n_pieces ? &z->pieces[z->n_pieces - 1] : NULL;
+            size_t st = state + (a - lo);
+            if (last && last->decay == sp->decay && last->flat + last->n == a &&
+                last->state + last->n == st) {
+                last->n += c - a;
+                continue;
+            }
+            if ((size_t)z->n_pieces == cap) {
+                cap *= 2;
+                moe_shard_piece *np = realloc(z->pieces, sizeof *np * cap);
+                if (!np)
+                    return moe_errf(e, "out of memory for the optimizer's shard table");
+                z->pieces = np;
+            }
+            z->pieces[z->n_pieces++] = (moe_shard_piece){a, st, c - a, sp->decay};
+        }
+        state += hi - lo;
+    }
+    z->sn = state;
+    return 0;
+}
+
+/* ---- masters through the shard (split-master backends) ---- */
+
+static size_t max_bucket(const moe_zero *z)
+{
+    size_t n = 1;
+    for (int k = 0; k < z->n_buckets; k++)
+        if (z->b[k].n > n)
+            n = z->b[k].n;
+    return n;
+}
+
+/* In place on `buf` (device): every member's slice of bucket b, of es bytes
+ * an element, gathered from where each member wrote its own. */
+static int gather_bucket(moe_zero *z, const bucket *b, void *buf, size_t es, moe_err *e)
+{
+    moe_comm *c = z->comm[b->group];
+    if (c->size == 1)
+        return 0;
+    size_t S = (size_t)c->size, cb[S], db[S];
+    for (size_t r = 0; r < S; r++) {
+        cb[r] = b->counts[r] * es;
+        db[r] = b->displs[r] * es;
+    }
+    char *base = buf;
+    return comm_allgatherv(c, base + db[c->rank], cb[c->rank], base, cb, db, MOE_DT_BYTE, e);
+}
+
+/* model_get_masters / model_set_masters of a model whose low halves are
+ * sharded here: bucket by bucket through one bucket of scratch. */
+static int masters_io(void *ctx, real *host, int to_host, moe_err *e)
+{
+    moe_zero *z = ctx;
+    moe_model *m = z->model;
+    moe_backend *be = m->be;
+    size_t es = act_es(m);
+    uint16_t *tmp = be->alloc(be, sizeof(uint16_t) * max_bucket(z), e);
+    if (!tmp)
+        return moe_err_prefix(e, "the masters' staging bucket");
+    int rc = 0;
+    for (int k = 0; k < z->n_buckets && !rc; k++) {
+        const bucket *b = &z->b[k];
+        int me = z->comm[b->group]->rank;
+        act *wc = (char *)m->wc + es * b->flat;
+        size_t own = sizeof(uint16_t) * b->counts[me];
+        if (to_host) {
+            rc = be->copy(be, tmp + b->displs[me], z->lo + b->state, own, e) ||
+                 gather_bucket(z, b, tmp, sizeof(uint16_t), e) ||
+                 be->masters_download(be, host + b->flat, tmp, wc, b->n, e);
+        } else {
+            rc = be->masters_upload(be, tmp, wc, host + b->flat, b->n, e) ||
+                 be->copy(be, z->lo + b->state, tmp + b->displs[me], own, e);
+        }
+    }
+    if (!rc)
+        rc = be->sync(be, e);
+    be->free(be, tmp);
+    return rc ? moe_err_prefix(e, "%s the sharded master weights", to_host ? "gathering" : "setting")
+              : 0;
+}
+
+/* ---- create / destroy ---- */
+
+int zero_create(moe_zero **out, moe_model *m, moe_par *p, const moe_zero_opts *o, moe_err *e)
+{
+    moe_backend *be = m->be;
+    if (m->master || m->m)
+        return moe_errf(e, "internal: the distributed optimizer needs a model without its own "
+                           "optimizer state (model_create_parallel with_moments = 0)");
+    int host_be = !strcmp(be->name, "cpu");
+    moe_comm *groups[3] = {p->world, p->dp, p->world};
+    for (int i = 0; i < 3; i++)
+        if (groups[i]->size > 1 && !host_be && !groups[i]->device_memory)
+            return moe_errf(e, "the optimizer's collectives on the %s group run over %s, which "
+                               "takes host memory, but the %s backend's buffers are on the device "
+                               "(a GPU build needs NCCL for more than one rank)",
+                            groups[i]->name, groups[i]->impl, be->name);
+    if (m->split_master && !be->copy)
+        return moe_errf(e, "the %s backend has no copy operation for the optimizer", be->name);
     moe_zero *z = calloc(1, sizeof *z);
     if (!z)
         return moe_errf(e, "out of memory");
     z->model = m;
-    z->par = p;
-    size_t P = m->n_elems;
-    z->flat_g = malloc(sizeof(real) * P);
-    z->flat_w = malloc(sizeof(real) * P);
-    z->pack = malloc(sizeof(real) * P);
-    if (!z->flat_g || !z->flat_w || !z->pack) {
-        moe_errf(e, "out of host memory for the optimizer's staging (%zu parameters)", P);
-        zero_destroy(z);
-        return -1;
+    z->world = p->world;
+    z->comm[0] = p->world;
+    z->comm[1] = p->dp;
+    z->msz = o->moments_bf16 ? sizeof(uint16_t) : sizeof(real);
+    m->moments_bf16 = o->moments_bf16 != 0;
+    size_t bucket_elems = o->bucket_bytes / sizeof(real);
+    if (make_buckets(z, bucket_elems ? bucket_elems : 1, e) || make_pieces(z, e))
+        goto fail;
+    z->m = be->alloc(be, z->msz * z->sn + 1, e);
+    z->v = z->m ? be->alloc(be, z->msz * z->sn + 1, e) : NULL;
+    if (z->v && m->split_master)
+        z->lo = be->alloc(be, sizeof(uint16_t) * z->sn + 1, e);
+    if (!z->v || (m->split_master && !z->lo)) {
+        moe_err_prefix(e, "optimizer shard of %zu elements", z->sn);
+        goto fail;
     }
-    if (group_init(z, &z->g[0], 0, p->world, e) || group_init(z, &z->g[1], 1, p->dp, e)) {
-        zero_destroy(z);
-        return -1;
+    be->memset0(be, z->m, z->msz * z->sn);
+    be->memset0(be, z->v, z->msz * z->sn);
+    if (z->lo)
+        be->memset0(be, z->lo, sizeof(uint16_t) * z->sn);
+    if (m->split_master) {
+        m->masters_io = masters_io;
+        m->masters_ctx = z;
     }
     *out = z;
     return 0;
+fail:
+    zero_destroy(z);
+    return -1;
 }
 
 void zero_destroy(moe_zero *z)
 {
     if (!z)
         return;
-    for (int i = 0; i < 2; i++)
-        group_free(z->model->be, &z->g[i]);
-    free(z->flat_g);
-    free(z->flat_w);
-    free(z->pack);
+    moe_backend *be = z->model->be;
+    if (z->model->masters_ctx == z) {
+        z->model->masters_io = NULL;
+        z->model->masters_ctx = NULL;
+    }
+    if (z->lo) be->free(be, z->lo);
+    if (z->m) be->free(be, z->m);
+    if (z->v) be->free(be, z->v);
+    for (int k = 0; k < z->n_buckets; k++) {
+        free(z->b[k].counts);
+        free(z->b[k].displs);
+    }
+    free(z->b);
+    free(z->pieces);
+    free(z->ranges);
     free(z);
 }
 
-static void pack(const group *g, const real *flat, real *packed)
-{
-    size_t o = 0;
-    for (int s = 0; s < g->n_seg; s++) {
-        memcpy(packed + o, flat + g->seg_off[s], sizeof(real) * g->seg_n[s]);
-        o += g->seg_n[s];
-    }
-}
+/* ---- the step ---- */
 
-static void unpack(const group *g, const real *packed, real *flat)
+static double shard_sum_squares(moe_zero *z)
 {
-    size_t o = 0;
-    for (int s = 0; s < g->n_seg; s++) {
-        memcpy(flat + g->seg_off[s], packed + o, sizeof(real) * g->seg_n[s]);
-        o += g->seg_n[s];
-    }
+    moe_backend *be = z->model->be;
+    const real *g = z->model->grad;
+    if (be->sum_squares_ranges)
+        return be->sum_squares_ranges(be, g, z->ranges, z->n_ranges);
+    double s = 0;
+    for (int i = 0; i < z->n_ranges; i++)
+        s += be->sum_squares(be, g + z->ranges[i].offset, z->ranges[i].n);
+    return s;
 }
 
 int zero_step(moe_zero *z, moe_adamw_hyper h, double clip, double *norm_out, moe_err *e)
 {
     moe_model *m = z->model;
     moe_backend *be = m->be;
-    if (model_get_host(m, m->grad, z->flat_g, e) || model_get_masters(m, z->flat_w, e))
-        return -1;
-    /* 1. each rank ends with the reduced gradient of its shards */
-    double sq = 0;
-    for (int i = 0; i < 2; i++) {
-        group *g = &z->g[i];
-        pack(g, z->flat_g, z->pack);
-        real *shard = z->flat_g; /* flat_g is packed already: reuse it for the shard */
-        if (comm_reduce_scatter_sum(g->c, z->pack, shard, g->counts, MOE_DT_REAL, e))
-            return moe_err_prefix(e, "reducing %s gradients", i ? "expert" : "dense");
-        if (be->upload(be, g->grad, shard, sizeof(real) * g->sn, e))
-            return -1;
-        sq += be->sum_squares(be, g->grad, g->sn);
-        if (i == 0 && model_get_host(m, m->grad, z->flat_g, e))
-            return -1; /* the expert group packs from the flat gradients again */
+    /* the collectives may run on another stream: the backward first */
+    if (be->sync(be, e))
+        return moe_err_prefix(e, "the backward before the gradient reduction");
+    /* 1. reduce-scatter each bucket in place */
+    for (int k = 0; k < z->n_buckets; k++) {
+        const bucket *b = &z->b[k];
+        moe_comm *c = z->comm[b->group];
+        if (c->size == 1)
+            continue;
+        real *g = m->grad + b->flat;
+        if (comm_reduce_scatter_sum(c, g, g + b->displs[c->rank], b->counts, MOE_DT_REAL, e))
+            return moe_err_prefix(e, "reducing %s gradients", b->group ? "expert" : "dense");
     }
-    /* 2. the global norm: every element lives in exactly one shard */
-    if (comm_allreduce_sum(z->par->world, &sq, 1, MOE_DT_DOUBLE, e))
+    /* 2. the global norm from the shards */
+    double sq = shard_sum_squares(z);
+    if (comm_allreduce_sum(z->world, &sq, 1, MOE_DT_DOUBLE, e))
         return moe_err_prefix(e, "gradient norm");
     double norm = sqrt(sq);
     *norm_out = norm;
     if (!isfinite(norm))
-        return 0; /* every rank sees the same norm: the caller stops them all */
-    double scale = 1;
-    if (clip > 0 && norm > clip)
-        scale = clip / (norm + 1e-6);
-    h.grad_scale = (real)scale;
-    /* 3. update the shards, 4. gather the new weights */
-    for (int i = 0; i < 2; i++) {
-        group *g = &z->g[i];
-        pack(g, z->flat_w, z->pack);
-        if (be->upload(be, g->master, z->pack + g->s0, sizeof(real) * g->sn, e))
-            return -1;
-        be->adamw(be, g->master, g->wc, g->grad, g->m, g->v, g->spans, g->n_spans, &h);
-        if (be->download(be, z->flat_g, g->master, sizeof(real) * g->sn, e))
-            return -1;
-        if (comm_allgatherv(g->c, z->flat_g, g->sn, z->pack, g->counts, g->displs, MOE_DT_REAL,
-                            e))
-            return moe_err_prefix(e, "gathering updated %s weights", i ? "expert" : "dense");
-        unpack(g, z->pack, z->flat_w);
+        return 0;
+    h.grad_scale = clip > 0 && norm > clip ? (real)(clip / (norm + 1e-6)) : 1;
+    h.moments_bf16 = m->moments_bf16;
+    h.zero_grads = NULL;
+    h.n_zero_grads = 0;
+    /* 3. AdamW on the shard */
+    be->adamw_shard(be, m->grad, m->wc, z->lo, z->m, z->v, z->pieces, z->n_pieces, &h);
+    if (be->sync(be, e))
+        return moe_err_prefix(e, "the optimizer's update");
+    /* 4. gather the updated compute copy */
+    size_t es = act_es(m);
+    for (int k = 0; k < z->n_buckets; k++) {
+        const bucket *b = &z->b[k];
+        if (gather_bucket(z, b, (char *)m->wc + es * b->flat, es, e))
+            return moe_err_prefix(e, "gathering updated %s weights", b->group ? "expert" : "dense");
     }
-    return model_set_masters(m, z->flat_w, e);
+    return 0;
 }
 
-size_t zero_moment_bytes(const moe_zero *z)
-{
-    return 2 * sizeof(real) * (z->g[0].sn + z->g[1].sn);
-}
+/* ---- sizes ---- */
+
+size_t zero_moment_bytes(const moe_zero *z) { return 2 * z->msz * z->sn; }
 
 size_t zero_unsharded_moment_bytes(const moe_zero *z)
 {
-    return 2 * sizeof(real) * (z->g[0].n + z->g[1].n);
+    return 2 * z->msz * (z->n_group[0] + z->n_group[1]);
+}
+
+size_t zero_state_bytes(const moe_zero *z)
+{
+    return zero_moment_bytes(z) + (z->lo ? sizeof(uint16_t) * z->sn : 0);
+}
+
+void zero_step_traffic(const moe_zero *z, size_t rs_bytes[2], size_t ag_bytes[2])
+{
+    size_t es = act_es(z->model);
+    for (int g = 0; g < 2; g++) {
+        size_t S = (size_t)z->comm[g]->size;
+        /* a ring sends S - 1 of S slices of every bucket */
+        rs_bytes[g] = z->n_group[g] / S * (S - 1) * sizeof(real);
+        ag_bytes[g] = z->n_group[g] / S * (S - 1) * es;
+    }
+}
+
+int zero_n_buckets(const moe_zero *z) { return z->n_buckets; }
+
+/* ---- moments for checkpoints ---- */
+
+/* n moments of the state's storage (host) to reals, or back */
+static void moments_to_real(const moe_zero *z, real *dst, const void *src, size_t n)
+{
+    if (z->msz == sizeof(real)) {
+        memcpy(dst, src, sizeof(real) * n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        dst[i] = (real)bf16_to_f32(((const uint16_t *)src)[i]);
+}
+
+static void moments_from_real(const moe_zero *z, void *dst, const real *src, size_t n)
+{
+    if (z->msz == sizeof(real)) {
+        memcpy(dst, src, sizeof(real) * n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        ((uint16_t *)dst)[i] = f32_to_bf16((float)src[i]);
 }
 
 int zero_get_moments(moe_zero *z, real *m_host, real *v_host, moe_err *e)
 {
     moe_backend *be = z->model->be;
-    for (int k = 0; k < 2; k++) {
+    size_t nb = max_bucket(z);
+    char *tmp = be->alloc(be, z->msz * nb, e);
+    void *host = tmp ? malloc(z->msz * nb) : NULL;
+    int rc = tmp && host ? 0 : -1;
+    if (tmp && !host)
+        moe_errf(e, "out of memory");
+    for (int k = 0; k < 2 && !rc; k++) {
+        const char *state = k ? z->v : z->m;
         real *dst = k ? v_host : m_host;
-        for (int i = 0; i < 2; i++) {
-            group *g = &z->g[i];
-            if (be->download(be, z->flat_g, k ? g->v : g->m, sizeof(real) * g->sn, e) ||
-                comm_allgatherv(g->c, z->flat_g, g->sn, z->pack, g->counts, g->displs,
-                                MOE_DT_REAL, e))
-                return moe_err_prefix(e, "gathering optimizer moments");
-            unpack(g, z->pack, dst);
+        for (int i = 0; i < z->n_buckets && !rc; i++) {
+            const bucket *b = &z->b[i];
+            int me = z->comm[b->group]->rank;
+            rc = be->copy(be, tmp + z->msz * b->displs[me], state + z->msz * b->state,
+                          z->msz * b->counts[me], e) ||
+                 gather_bucket(z, b, tmp, z->msz, e) ||
+                 be->download(be, host, tmp, z->msz * b->n, e);
+            if (!rc)
+                moments_to_real(z, dst + b->flat, host, b->n);
         }
     }
-    return 0;
+    free(host);
+    if (tmp)
+        be->free(be, tmp);
+    return rc ? moe_err_prefix(e, "gathering optimizer moments") : 0;
 }
 
 int zero_set_moments(moe_zero *z, const real *m_host, const real *v_host, moe_err *e)
 {
     moe_backend *be = z->model->be;
-    for (int k = 0; k < 2; k++) {
-        for (int i = 0; i < 2; i++) {
-            group *g = &z->g[i];
-            pack(g, k ? v_host : m_host, z->pack);
-            if (be->upload(be, k ? g->v : g->m, z->pack + g->s0, sizeof(real) * g->sn, e))
-                return -1;
+    void *host = malloc(z->msz * max_bucket(z));
+    if (!host)
+        return moe_errf(e, "out of memory");
+    int rc = 0;
+    for (int k = 0; k < 2 && !rc; k++) {
+        char *state = k ? z->v : z->m;
+        const real *src = k ? v_host : m_host;
+        for (int i = 0; i < z->n_buckets && !rc; i++) {
+            const bucket *b = &z->b[i];
+            int me = z->comm[b->group]->rank;
+            size_t n = b->counts[me];
+            moments_from_real(z, host, src + b->flat + b->displs[me], n);
+            rc = be->upload(be, state + z->msz * b->state, host, z->msz * n, e);
         }
+    }
+    free(host);
+    return rc;
+}
+
+/* ---- the state as checkpoint slices ---- */
+
+/* This rank's slice of every bucket, as slices of one kind: the shard's
+ * state index of flat element x is b->state + (x - the slice's start). */
+static int shard_slices(moe_zero *z, const char *prefix, slice_src src, void *base,
+                        ckpt_slice_list *out, moe_err *e)
+{
+    for (int k = 0; k < z->n_buckets; k++) {
+        const bucket *b = &z->b[k];
+        int me = z->comm[b->group]->rank;
+        if (b->counts[me] &&
+            model_flat_slices(z->model, b->flat + b->displs[me], b->counts[me], prefix, src, base,
+                              b->state, out, e))
+            return -1;
     }
     return 0;
 }
 
-int zero_ckpt_slices(moe_zero *z, int for_save, ckpt_slice_list *out, moe_err *e)
+int zero_ckpt_master_slices(moe_zero *z, ckpt_slice_list *out, moe_err *e)
 {
     moe_model *m = z->model;
-    /* saving, each rank writes the masters of its shards (every element once
-     * over the job); loading, it needs every tensor it holds */
-    if (!for_save && model_all_slices(m, "", SLICE_SRC_MASTERS, NULL, out, e))
-        return -1;
-    for (int i = 0; i < 2; i++) {
-        group *g = &z->g[i];
-        if ((for_save && model_packed_slices(m, i, g->s0, g->sn, "", SLICE_SRC_MASTERS, NULL, out, e)) ||
-            model_packed_slices(m, i, g->s0, g->sn, "exp_avg.", SLICE_SRC_SHARD, g->m, out, e) ||
-            model_packed_slices(m, i, g->s0, g->sn, "exp_avg_sq.", SLICE_SRC_SHARD, g->v, out, e))
-            return -1;
+    moe_backend *be = m->be;
+    /* split masters: the low halves here and the compute copy; else the
+     * compute copy is the fp32 master (the cpu backend) */
+    if (m->split_master)
+        return shard_slices(z, "", SLICE_SRC_SPLIT_SHARD, z->lo, out, e);
+    if (be->act_bytes(be, 1) != sizeof(real))
+        return moe_errf(e, "the %s backend keeps no fp32 masters to checkpoint", be->name);
+    return shard_slices(z, "", SLICE_SRC_FLAT, m->wc, out, e);
+}
+
+int zero_ckpt_slices(moe_zero *z, int for_save, ckpt_slice_list *out, moe_err *e)
+{
+    /* Saving and loading alike, a rank's slices are its shard: every element
+     * once over the job, and a load at any EP/DP reads each rank's own part
+     * (zero_ckpt_loaded then gathers the compute copy). Moments are stored as
+     * the run keeps them; the reader converts stored F32 to bf16 slices and
+     * back, so for_save changes nothing here. */
+    (void)for_save;
+    slice_src src = z->msz == sizeof(real) ? SLICE_SRC_SHARD : SLICE_SRC_SHARD_BF16;
+    return zero_ckpt_master_slices(z, out, e) || shard_slices(z, "exp_avg.", src, z->m, out, e) ||
+                   shard_slices(z, "exp_avg_sq.", src, z->v, out, e)
+               ? -1
+               : 0;
+}
+
+int zero_ckpt_loaded(moe_zero *z, moe_err *e)
+{
+    moe_model *m = z->model;
+    moe_backend *be = m->be;
+    size_t es = act_es(m);
+    if (be->sync(be, e))
+        return moe_err_prefix(e, "loading the optimizer's shard");
+    for (int k = 0; k < z->n_buckets; k++) {
+        const bucket *b = &z->b[k];
+        if (gather_bucket(z, b, (char *)m->wc + es * b->flat, es, e))
+            return moe_err_prefix(e, "gathering loaded %s weights", b->group ? "expert" : "dense");
     }
     return 0;
 }

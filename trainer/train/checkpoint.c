@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,13 +104,15 @@ static int state_slices(moe_trainer *t, int for_save, int weights_only, ckpt_sli
                         moe_err *e)
 {
     moe_model *m = t->model;
+    if (t->zero)
+        return weights_only ? zero_ckpt_master_slices(t->zero, l, e)
+                            : zero_ckpt_slices(t->zero, for_save, l, e);
     if (weights_only)
         return model_all_slices(m, "", SLICE_SRC_MASTERS, NULL, l, e);
-    if (t->zero)
-        return zero_ckpt_slices(t->zero, for_save, l, e);
+    slice_src moments = m->moments_bf16 ? SLICE_SRC_FLAT_BF16 : SLICE_SRC_FLAT;
     return model_all_slices(m, "", SLICE_SRC_MASTERS, NULL, l, e) ||
-           model_all_slices(m, "exp_avg.", SLICE_SRC_FLAT, m->m, l, e) ||
-           model_all_slices(m, "exp_avg_sq.", SLICE_SRC_FLAT, m->v, l, e);
+           model_all_slices(m, "exp_avg.", moments, m->m, l, e) ||
+           model_all_slices(m, "exp_avg_sq.", moments, m->v, l, e);
 }
 
 /* This rank's file into dir; its index record into *record. */
@@ -299,6 +302,65 @@ int trainer_save_final_model(moe_trainer *t, moe_err *e)
 
 /* ---- loading -------------------------------------------------------------------- */
 
+/* config.json keys and the model.* key each one fills */
+typedef struct {
+    const char *json, *key;
+    size_t offset;
+    int is_int;
+} hf_field;
+#define HF_INT(json, field) {json, "model." #field, offsetof(moe_model_cfg, field), 1}
+#define HF_REAL(json, field) {json, "model." #field, offsetof(moe_model_cfg, field), 0}
+static const hf_field hf_fields[] = {
+    HF_INT("hidden_size", hidden_size),
+    HF_INT("num_hidden_layers", num_layers),
+    HF_INT("num_attention_heads", num_heads),
+    HF_INT("num_key_value_heads", num_kv_heads),
+    HF_INT("head_dim", head_dim),
+    HF_INT("num_local_experts", num_experts),
+    HF_INT("num_experts_per_tok", top_k),
+    HF_INT("intermediate_size", intermediate_size),
+    HF_INT("vocab_size", vocab_size),
+    HF_INT("max_position_embeddings", max_position_embeddings),
+    HF_REAL("rope_theta", rope_theta),
+    HF_REAL("rms_norm_eps", rms_norm_eps),
+    HF_REAL("router_aux_loss_coef", router_aux_loss_coef),
+    HF_REAL("initializer_range", init_std),
+};
+#undef HF_INT
+#undef HF_REAL
+
+static double hf_value(const moe_model_cfg *m, const hf_field *f)
+{
+    const char *p = (const char *)m + f->offset;
+    return f->is_int ? *(const int *)(const void *)p : *(const double *)(const void *)p;
+}
+
+int trainer_adopt_init_config(moe_config *c, moe_err *e)
+{
+    if (!c->checkpoint.init_from[0])
+        return 0;
+    char path[MOE_PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/config.json", c->checkpoint.init_from);
+    moe_model_cfg hf = c->model;
+    if (hf_config_read(path, &hf, e))
+        return moe_err_prefix(e, "checkpoint.init_from");
+    /* head_dim 0 means hidden_size / num_heads: compare the widths */
+    if (c->model.head_dim == 0 && c->model.num_heads > 0)
+        c->model.head_dim = c->model.hidden_size / c->model.num_heads;
+    for (size_t i = 0; i < sizeof hf_fields / sizeof hf_fields[0]; i++) {
+        const hf_field *f = &hf_fields[i];
+        double theirs = hf_value(&hf, f), ours = hf_value(&c->model, f);
+        if (config_model_key_explicit(c, f->key) && theirs != ours)
+            return moe_errf(e, "checkpoint.init_from: %s has %s = %.10g but the config sets "
+                               "%s = %.10g (leave %s out to take the checkpoint's)",
+                            path, f->json, theirs, f->key, ours, f->key);
+    }
+    c->model = hf;
+    if (config_validate(c, e))
+        return moe_err_prefix(e, "with the architecture of %s", path);
+    return 0;
+}
+
 typedef struct {
     int64_t step, tokens_seen;
     moe_data_cursor cursor;
@@ -362,6 +424,8 @@ int trainer_load_checkpoint(moe_trainer *t, const char *dir, int weights_only, m
     int failed = load_local(t, dir, weights_only, &st, &bytes, e);
     watchdog_allow(INFINITY);
     int rc = comm_agree(t->par.world, failed, "reading the checkpoint", e);
+    if (!rc && t->zero) /* each rank loaded its shard of the weights */
+        rc = zero_ckpt_loaded(t->zero, e);
     if (!rc && !weights_only) {
         t->step = (int)st.step;
         t->tokens_seen = (uint64_t)st.tokens_seen;

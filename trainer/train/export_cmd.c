@@ -6,9 +6,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../../common/exit_codes.h"
 #include "../ckpt/ckpt_dir.h"
 #include "../ckpt/fsio.h"
 #include "../ckpt/shard_read.h"
+#include "../cli.h"
 #include "hf_export.h"
 #include "weights_io.h"
 
@@ -68,48 +70,75 @@ typedef struct {
     int staging_mb;
 } export_args;
 
+typedef struct {
+    const char *checkpoint, *out, *dtype, *max_shard_size;
+    int staging_mb, help;
+} export_opts;
+
+#define EXPORT_USAGE                                                                               \
+    "moe-train export --checkpoint DIR --out DIR [--dtype bf16|fp32] [--max-shard-size 5GB] "     \
+    "[--staging-mb N]"
+
+#define OPT(name, kind, field, max, choices, metavar, help)                                         \
+    CLI_OPT(name, kind, export_opts, field, max, choices, metavar, help)
+static const cli_option export_options[] = {
+    OPT("checkpoint", CLI_STRING, checkpoint, 0, NULL, "DIR",
+        "a checkpoint step directory, or a checkpoint directory\n(its newest) (required)"),
+    OPT("out", CLI_STRING, out, 0, NULL, "DIR", "the Hugging Face directory to write (required)"),
+    OPT("dtype", CLI_CHOICE, dtype, 0, "bf16|fp32", NULL, "tensor dtype (default bf16)"),
+    OPT("max-shard-size", CLI_STRING, max_shard_size, 0, NULL, "SIZE",
+        "largest safetensors file, e.g. 5GB (default), 500MB, 2GiB"),
+    OPT("staging-mb", CLI_COUNT, staging_mb, 1048576, NULL, "N",
+        "staging buffer in MiB (default 1024)"),
+    OPT("help", CLI_FLAG, help, 0, NULL, NULL, "this text (also -h)"),
+};
+#undef OPT
+#define N_EXPORT_OPTIONS (sizeof export_options / sizeof export_options[0])
+
+void export_print_options(FILE *f)
+{
+    cli_print_options(f, export_options, N_EXPORT_OPTIONS);
+}
+
+/* Returns 0, -1 after --help, or MOE_EXIT_USAGE. */
 static int parse_args(int argc, char **argv, export_args *a)
 {
-    const char *dtype = "bf16", *shard = "5GB", *staging = "1024";
-    for (int i = 1; i < argc; i++) {
-        const char *k = argv[i];
-        const char **slot = !strcmp(k, "--checkpoint")       ? &a->ckpt
-                            : !strcmp(k, "--out")            ? &a->out
-                            : !strcmp(k, "--dtype")          ? &dtype
-                            : !strcmp(k, "--max-shard-size") ? &shard
-                            : !strcmp(k, "--staging-mb")     ? &staging
-                                                             : NULL;
-        if (!slot) {
-            fprintf(stderr, "moe-train export: unknown argument '%s'\n", k);
-            return 2;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "moe-train export: %s needs a value\n", k);
-            return 2;
-        }
-        *slot = argv[++i];
+    export_opts o = {.dtype = "bf16", .max_shard_size = "5GB", .staging_mb = 1024};
+    int first;
+    int rc = cli_parse("moe-train export", export_options, N_EXPORT_OPTIONS, &o, argc, argv, &first);
+    if (rc)
+        return rc;
+    if (o.help) {
+        printf("Usage: %s\n\n", EXPORT_USAGE);
+        export_print_options(stdout);
+        return -1;
     }
-    if (!a->ckpt || !a->out) {
-        fprintf(stderr, "usage: moe-train export --checkpoint DIR --out DIR [--dtype bf16|fp32] "
-                        "[--max-shard-size 5GB] [--staging-mb 1024]\n");
-        return 2;
+    if (first < argc) {
+        fprintf(stderr, "moe-train export: unexpected argument '%s' (see moe-train export --help)\n",
+                argv[first]);
+        return MOE_EXIT_USAGE;
     }
-    char *end;
-    long mb = strtol(staging, &end, 10);
-    if (strcmp(dtype, "bf16") && strcmp(dtype, "fp32")) {
-        fprintf(stderr, "moe-train export: --dtype '%s' is not bf16 or fp32\n", dtype);
-        return 2;
+    if (!o.checkpoint || !o.out) {
+        fprintf(stderr, "moe-train export: missing %s (usage: %s)\n",
+                !o.checkpoint && !o.out ? "--checkpoint DIR and --out DIR"
+                : !o.checkpoint         ? "--checkpoint DIR"
+                                        : "--out DIR",
+                EXPORT_USAGE);
+        return MOE_EXIT_USAGE;
     }
-    if (parse_size(shard, &a->o.max_shard_bytes)) {
-        fprintf(stderr, "moe-train export: --max-shard-size '%s' is not a size like 5GB\n", shard);
-        return 2;
+    if (parse_size(o.max_shard_size, &a->o.max_shard_bytes)) {
+        fprintf(stderr, "moe-train export: --max-shard-size '%s' is not a size like 5GB\n",
+                o.max_shard_size);
+        return MOE_EXIT_USAGE;
     }
-    if (*end || mb < 1 || mb > 1048576) {
-        fprintf(stderr, "moe-train export: --staging-mb '%s' is not 1..1048576\n", staging);
-        return 2;
+    if (o.staging_mb < 1) {
+        fprintf(stderr, "moe-train export: --staging-mb must be at least 1\n");
+        return MOE_EXIT_USAGE;
     }
-    a->o.dtype = strcmp(dtype, "bf16") ? ST_F32 : ST_BF16;
-    a->staging_mb = (int)mb;
+    a->ckpt = o.checkpoint;
+    a->out = o.out;
+    a->o.dtype = strcmp(o.dtype, "bf16") ? ST_F32 : ST_BF16;
+    a->staging_mb = o.staging_mb;
     return 0;
 }
 
@@ -172,11 +201,11 @@ int export_main(int argc, char **argv)
     memset(&a, 0, sizeof a);
     int u = parse_args(argc, argv, &a);
     if (u)
-        return u;
+        return u < 0 ? MOE_EXIT_OK : u;
     moe_err e = {{0}};
     if (run_export(&a, &e)) {
         fprintf(stderr, "moe-train export: %s\n", e.msg);
-        return 1;
+        return MOE_EXIT_FAILURE;
     }
-    return 0;
+    return MOE_EXIT_OK;
 }

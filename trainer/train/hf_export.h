@@ -15,6 +15,8 @@
 #ifndef MOE_HF_EXPORT_H
 #define MOE_HF_EXPORT_H
 
+#include <stdio.h>
+
 #include <stdint.h>
 
 #include "../ckpt/safetensors.h"
@@ -39,5 +41,8 @@ int hf_export_publish(const char *tmp, const char *final, moe_err *e);
 /* moe-train export --checkpoint DIR --out DIR [--dtype bf16|fp32] [--max-shard-size 5GB]
  * [--staging-mb N] */
 int export_main(int argc, char **argv);
+
+/* export's options as --help lines. */
+void export_print_options(FILE *f);
 
 #endif

@@ -1,11 +1,11 @@
-/* moekit: metrics.jsonl and loss.png. */
+/* moekit: metrics.jsonl and TensorBoard event files (see metrics.h). */
 #include "metrics.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 static int mkdir_p(const char *path, moe_err *e)
@@ -26,8 +26,7 @@ static int mkdir_p(const char *path, moe_err *e)
     return 0;
 }
 
-/* the value of "key": in a JSON line, as a number */
-static int field(const char *line, const char *key, double *out)
+int metrics_json_number(const char *line, const char *key, double *out)
 {
     char pat[64];
     snprintf(pat, sizeof pat, "\"%s\":", key);
@@ -57,7 +56,7 @@ static int truncate_after(const char *path, long resume_step, moe_err *e)
     size_t cap = 0;
     while (getline(&line, &cap, in) > 0) {
         double step;
-        if (field(line, "step", &step) && step > resume_step)
+        if (metrics_json_number(line, "step", &step) && step > resume_step)
             continue;
         fputs(line, out);
     }
@@ -68,7 +67,8 @@ static int truncate_after(const char *path, long resume_step, moe_err *e)
     return 0;
 }
 
-int metrics_open(moe_metrics *mx, const char *run_dir, long resume_step, moe_err *e)
+int metrics_open(moe_metrics *mx, const char *run_dir, long resume_step, int tensorboard,
+                 moe_err *e)
 {
     memset(mx, 0, sizeof *mx);
     if (!run_dir || !*run_dir)
@@ -86,15 +86,90 @@ int metrics_open(moe_metrics *mx, const char *run_dir, long resume_step, moe_err
     mx->f = fopen(mx->path, "a");
     if (!mx->f)
         return moe_err_errno(e, errno, "cannot open %s", mx->path);
+    if (tensorboard && tb_open(&mx->tb, run_dir, e)) {
+        metrics_close(mx);
+        return moe_err_prefix(e, "logger.tensorboard");
+    }
     return 0;
 }
 
-void metrics_write(moe_metrics *mx, const char *json_fields)
+/* ",\"key\":value" with JSON's null for an unknown (NaN) value */
+static void put_number(char *buf, size_t n, size_t *used, const char *key, const char *fmt,
+                       double v)
+{
+    if (*used >= n)
+        return;
+    int w = snprintf(buf + *used, n - *used, ",\"%s\":", key);
+    if (w > 0)
+        *used += (size_t)w;
+    if (*used >= n)
+        return;
+    w = isfinite(v) ? snprintf(buf + *used, n - *used, fmt, v)
+                    : snprintf(buf + *used, n - *used, "null");
+    if (w > 0)
+        *used += (size_t)w;
+}
+
+static int write_line(moe_metrics *mx, const char *fields, moe_err *e)
+{
+    if (fprintf(mx->f, "{%s}\n", fields) < 0 || fflush(mx->f))
+        return moe_err_errno(e, errno, "writing %s", mx->path);
+    return 0;
+}
+
+int metrics_log_step(moe_metrics *mx, const moe_step_metrics *m, moe_err *e)
 {
     if (!mx->f)
-        return;
-    fprintf(mx->f, "{%s}\n", json_fields);
-    fflush(mx->f);
+        return 0;
+    char buf[1024];
+    size_t used = (size_t)snprintf(buf, sizeof buf, "\"step\":%d", m->step);
+    put_number(buf, sizeof buf, &used, "loss", "%.6f", m->loss);
+    put_number(buf, sizeof buf, &used, "aux_loss", "%.6f", m->aux_loss);
+    put_number(buf, sizeof buf, &used, "lr", "%.6e", m->lr);
+    put_number(buf, sizeof buf, &used, "grad_norm", "%.6f", m->grad_norm);
+    put_number(buf, sizeof buf, &used, "tokens", "%.0f", (double)m->tokens);
+    put_number(buf, sizeof buf, &used, "time", "%.3f", m->wall_time);
+    put_number(buf, sizeof buf, &used, "elapsed_s", "%.3f", m->elapsed_s);
+    put_number(buf, sizeof buf, &used, "tokens_per_s", "%.1f", m->tokens_per_s);
+    put_number(buf, sizeof buf, &used, "tflops", "%.4g", m->tflops);
+    put_number(buf, sizeof buf, &used, "mfu", "%.4g", m->mfu);
+    put_number(buf, sizeof buf, &used, "mem_bytes", "%.0f", m->mem_bytes);
+    if (write_line(mx, buf, e))
+        return -1;
+    /* TensorBoard: the same numbers, those that are known */
+    static const char *const tags[] = {"train/loss",         "train/aux_loss", "train/lr",
+                                       "train/grad_norm",    "perf/tokens_per_s",
+                                       "perf/tflops",        "perf/mfu",
+                                       "perf/mem_gib"};
+    double vals[] = {m->loss,         m->aux_loss, m->lr,  m->grad_norm, m->tokens_per_s,
+                     m->tflops,       m->mfu,      m->mem_bytes / (1024.0 * 1024.0 * 1024.0)};
+    const char *known_tags[8];
+    double known[8];
+    int n = 0;
+    for (int i = 0; i < 8; i++)
+        if (isfinite(vals[i])) {
+            known_tags[n] = tags[i];
+            known[n++] = vals[i];
+        }
+    return tb_write_scalars(&mx->tb, m->step, m->wall_time, known_tags, known, n, e);
+}
+
+int metrics_log_eval(moe_metrics *mx, int step, double val_loss, uint64_t tokens,
+                     double wall_time, double elapsed_s, moe_err *e)
+{
+    if (!mx->f)
+        return 0;
+    char buf[256];
+    size_t used = (size_t)snprintf(buf, sizeof buf, "\"step\":%d", step);
+    put_number(buf, sizeof buf, &used, "val_loss", "%.6f", val_loss);
+    put_number(buf, sizeof buf, &used, "tokens", "%.0f", (double)tokens);
+    put_number(buf, sizeof buf, &used, "time", "%.3f", wall_time);
+    put_number(buf, sizeof buf, &used, "elapsed_s", "%.3f", elapsed_s);
+    if (write_line(mx, buf, e))
+        return -1;
+    const char *tag = "val/loss";
+    return isfinite(val_loss) ? tb_write_scalars(&mx->tb, step, wall_time, &tag, &val_loss, 1, e)
+                              : 0;
 }
 
 void metrics_close(moe_metrics *mx)
@@ -102,73 +177,13 @@ void metrics_close(moe_metrics *mx)
     if (mx->f)
         fclose(mx->f);
     mx->f = NULL;
+    tb_close(&mx->tb);
 }
 
-int metrics_plot(const moe_metrics *mx, const char *title, moe_err *e)
+double metrics_flops_per_token(const moe_dims *d, int T)
 {
-    if (!mx->path[0])
-        return 0;
-    char train_dat[4300], val_dat[4300], script[4300], png[4300];
-    snprintf(train_dat, sizeof train_dat, "%s/.loss_train.dat", mx->dir);
-    snprintf(val_dat, sizeof val_dat, "%s/.loss_val.dat", mx->dir);
-    snprintf(script, sizeof script, "%s/.loss.gp", mx->dir);
-    snprintf(png, sizeof png, "%s/loss.png", mx->dir);
-    FILE *in = fopen(mx->path, "r");
-    if (!in)
-        return moe_err_errno(e, errno, "cannot read %s", mx->path);
-    FILE *ft = fopen(train_dat, "w"), *fv = fopen(val_dat, "w");
-    if (!ft || !fv) {
-        fclose(in);
-        if (ft)
-            fclose(ft);
-        if (fv)
-            fclose(fv);
-        return moe_err_errno(e, errno, "cannot write plot data in %s", mx->dir);
-    }
-    char *line = NULL;
-    size_t cap = 0;
-    int n_val = 0;
-    while (getline(&line, &cap, in) > 0) {
-        double step, v;
-        if (!field(line, "step", &step))
-            continue;
-        if (field(line, "loss", &v))
-            fprintf(ft, "%.0f %.6g\n", step, v);
-        if (field(line, "val_loss", &v)) {
-            fprintf(fv, "%.0f %.6g\n", step, v);
-            n_val++;
-        }
-    }
-    free(line);
-    fclose(in);
-    fclose(ft);
-    fclose(fv);
-    FILE *gp = fopen(script, "w");
-    if (!gp)
-        return moe_err_errno(e, errno, "cannot write %s", script);
-    fprintf(gp,
-            "set terminal pngcairo size 900,540 noenhanced\n"
-            "set output '%s'\nset title '%s'\nset xlabel 'step'\n"
-            "set ylabel 'cross-entropy (nats/token)'\nset grid\nset key top right\n"
-            "plot '%s' using 1:2 with lines lw 1.5 title 'train'%s%s%s\n",
-            png, title, train_dat, n_val ? ", '" : "", n_val ? val_dat : "",
-            n_val ? "' using 1:2 with linespoints lw 2 pt 7 title 'held-out'" : "");
-    fclose(gp);
-    pid_t pid = fork();
-    if (pid < 0)
-        return moe_err_errno(e, errno, "fork for gnuplot");
-    if (pid == 0) {
-        execlp("gnuplot", "gnuplot", script, (char *)NULL);
-        _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    unlink(train_dat);
-    unlink(val_dat);
-    unlink(script);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        return moe_errf(e, "gnuplot %s (install gnuplot-nox for loss.png)",
-                        WIFEXITED(status) && WEXITSTATUS(status) == 127 ? "was not found"
-                                                                          : "failed");
-    return 0;
+    double C = d->C, attn = C * d->NH * d->HD * 2 + C * d->NKV * d->HD * 2; /* q, o; k, v */
+    double per_layer = attn + C * d->E + (double)d->K * 3 * C * d->I;       /* router, experts */
+    double weights = d->L * per_layer + (double)d->V * C;                   /* + LM head */
+    return 6 * weights + 12.0 * d->L * T * d->NH * d->HD;
 }

@@ -14,7 +14,10 @@
 #include "../backend/select.h"
 #include "../ckpt/ckpt_dir.h"
 #include "ckpt_io.h"
+#include "../model/dims_config.h"
+#include "../plan/plan.h"
 #include "../parallel/comm_nccl.h"
+#include "../parallel/dev_groups.h"
 #include "../parallel/dispatch_ep.h"
 #include "../parallel/watchdog.h"
 #include "schedule.h"
@@ -51,32 +54,19 @@ static void fmt_count(char *out, size_t n, double v)
         snprintf(out, n, "%.0f", v);
 }
 
-moe_dims trainer_model_dims(const moe_model_cfg *mc)
-{
-    moe_dims d = {.C = mc->hidden_size, .L = mc->num_layers, .NH = mc->num_heads,
-                  .NKV = mc->num_kv_heads,
-                  .HD = mc->head_dim ? mc->head_dim : mc->hidden_size / mc->num_heads,
-                  .E = mc->num_experts, .K = mc->top_k, .I = mc->intermediate_size,
-                  .V = mc->vocab_size, .eps = mc->rms_norm_eps, .theta = mc->rope_theta,
-                  .aux_coef = mc->router_aux_loss_coef};
-    return d;
-}
+moe_dims trainer_model_dims(const moe_model_cfg *mc) { return model_dims_from_config(mc); }
 
 /* precision.layers: the attention projections in the experts' recipe too
  * (all) or in bf16; t->precision names what runs where. On refusal the
  * projections are in bf16 and t->precision says so. */
-static int set_layers(moe_trainer *t, const char *name, int all, moe_err *e)
+static int set_layers(moe_trainer *t, moe_precision p, int all, moe_err *e)
 {
-    static const char *const labels[][2] = {
-        {"fp8_block (experts) + bf16", "fp8_block (experts, attention projections) + bf16"},
-        {"mxfp8 (experts) + bf16", "mxfp8 (experts, attention projections) + bf16"},
-        {"mxfp8_emulated (experts) + bf16",
-         "mxfp8_emulated (experts, attention projections) + bf16"}};
-    const int k = !strcmp(name, "fp8_block") ? 0 : !strcmp(name, "mxfp8") ? 1 : 2;
+    const char *name = precision_name(p);
     const moe_model_cfg *mc = &t->cfg.model;
     const moe_dims d = trainer_model_dims(mc);
     const int widths[3] = {d.C, d.NH * d.HD, d.NKV * d.HD};
-    t->precision = labels[k][0];
+    snprintf(t->precision_label, sizeof t->precision_label, "%s (experts) + bf16", name);
+    t->precision = t->precision_label;
     if (t->be->set_linear_lowp && t->be->set_linear_lowp(t->be, 0, NULL, 0, e))
         return -1;
     if (!all)
@@ -88,8 +78,24 @@ static int set_layers(moe_trainer *t, const char *name, int all, moe_err *e)
                         name, t->be->name);
     if (t->be->set_linear_lowp(t->be, 1, widths, 3, e))
         return -1;
-    t->precision = labels[k][1];
+    snprintf(t->precision_label, sizeof t->precision_label,
+             "%s (experts, attention projections) + bf16", name);
     return 0;
+}
+
+/* One recipe for the experts: bf16 needs nothing; a low precision is set if
+ * the backend can run it here (else -1 with its reason in e). */
+static int try_precision(moe_trainer *t, moe_precision p, moe_err *e)
+{
+    const moe_model_cfg *mc = &t->cfg.model;
+    if (p == MOE_PREC_BF16) {
+        t->precision = precision_name(MOE_PREC_BF16);
+        return 0;
+    }
+    if (!t->be->set_expert_precision)
+        return moe_errf(e, "precision.compute=%s: the %s backend has no low-precision experts",
+                        precision_name(p), t->be->name);
+    return t->be->set_expert_precision(t->be, p, mc->hidden_size, mc->intermediate_size, e);
 }
 
 static int resolve_precision(moe_trainer *t, moe_err *e)
@@ -101,64 +107,61 @@ static int resolve_precision(moe_trainer *t, moe_err *e)
                             "precision.compute=%s needs the cuda backend; the cpu backend "
                             "computes in fp32 (set precision.compute=auto or fp32)",
                             precision_name(p));
-        t->precision = sizeof(real) == 8 ? "fp64" : "fp32";
+        t->precision = sizeof(real) == 8 ? "fp64" : precision_name(MOE_PREC_FP32);
         return 0;
     }
-    /* cuda: bf16 runs everywhere; the expert FFN's GEMMs in E4M3 with
-     * fp8_block (1x128 / 128x128 block scales) on Hopper, mxfp8 on Blackwell;
-     * a precision the GPU cannot run is refused with the reason */
-    const moe_model_cfg *mc = &t->cfg.model;
+    if (p == MOE_PREC_FP32)
+        return moe_errf(e, "precision.compute=fp32 runs on the cpu backend only; on a GPU use "
+                           "bf16 (or auto)");
     if (t->be->set_fp8_saved_activations)
         t->be->set_fp8_saved_activations(t->be, t->cfg.precision.fp8_saved_activations);
     const int all = strcmp(t->cfg.precision.layers, "all") == 0;
-    switch (p) {
-    case MOE_PREC_AUTO:
-        /* mxfp8 on Blackwell, fp8_block on Hopper when allowed, else bf16;
-         * the backend refuses what this GPU cannot run, and auto moves on */
-        t->precision = "bf16";
-        if (t->be->set_expert_precision) {
-            moe_err why = {{0}};
-            const char *name = NULL;
-            if (t->be->set_expert_precision(t->be, "mxfp8", mc->hidden_size,
-                                            mc->intermediate_size, &why) == 0)
-                name = "mxfp8";
-            else if (t->cfg.precision.allow_fp8_block &&
-                     t->be->set_expert_precision(t->be, "fp8_block", mc->hidden_size,
-                                                 mc->intermediate_size, &why) == 0)
-                name = "fp8_block";
-            /* projections auto cannot block stay in bf16, with the reason */
-            if (name && set_layers(t, name, all, &why) && !t->quiet && t->rank == 0)
-                printf("moe-train: precision auto: the attention projections stay in bf16: %s\n",
-                       why.msg);
-        }
+    /* auto: the first recipe this GPU runs, in this order (fp8_block only
+     * when allowed); an explicit recipe is the only one tried, and refused
+     * with the backend's reason */
+    moe_precision order[3] = {MOE_PREC_MXFP8, MOE_PREC_FP8_BLOCK, MOE_PREC_BF16};
+    int n = 3;
+    if (p != MOE_PREC_AUTO)
+        order[0] = p, n = 1;
+    else if (!t->cfg.precision.allow_fp8_block)
+        order[1] = MOE_PREC_BF16, n = 2;
+    for (int i = 0; i < n; i++) {
+        moe_err why = {{0}};
+        if (try_precision(t, order[i], p == MOE_PREC_AUTO ? &why : e))
+            continue;
+        if (order[i] == MOE_PREC_BF16)
+            return 0;
+        if (p != MOE_PREC_AUTO)
+            return set_layers(t, order[i], all, e);
+        /* projections auto cannot block stay in bf16, with the reason */
+        if (set_layers(t, order[i], all, &why) && !t->quiet && t->rank == 0)
+            printf("moe-train: precision auto: the attention projections stay in bf16: %s\n",
+                   why.msg);
         return 0;
-    case MOE_PREC_BF16:
-        t->precision = "bf16";
-        return 0;
-    case MOE_PREC_FP8_BLOCK:
-    case MOE_PREC_MXFP8:
-    case MOE_PREC_MXFP8_EMULATED: {
-        /* mxfp8_emulated: the MXFP8 values through bf16 GEMMs, on any GPU, to
-         * measure what MXFP8 training costs in accuracy */
-        const char *name = precision_name(p);
-        if (!t->be->set_expert_precision)
-            return moe_errf(e, "precision.compute=%s: the %s backend has no low-precision experts",
-                            name, t->be->name);
-        if (t->be->set_expert_precision(t->be, name, mc->hidden_size, mc->intermediate_size, e))
-            return -1;
-        return set_layers(t, name, all, e);
     }
-    case MOE_PREC_FP32:
-        return moe_errf(e, "precision.compute=fp32 runs on the cpu backend only; on a GPU use "
-                           "bf16 (or auto)");
-    default:
-        return moe_errf(e,
-                        "precision.compute=%s is not available in this moe-train (it trains "
-                        "in bf16 or mxfp8_emulated on any GPU, fp8_block on Hopper, mxfp8 on "
-                        "Blackwell): set precision.compute=auto, bf16, fp8_block, mxfp8 or "
-                        "mxfp8_emulated",
-                        precision_name(p));
+    return -1; /* an explicit recipe refused: e says why */
+}
+
+/* The memory plan of this run (plan.h) beside what the backend allocated. */
+static void print_plan_vs_allocated(moe_trainer *t)
+{
+    moe_plan p;
+    moe_err pe = {{0}};
+    const double mib = 1024.0 * 1024.0;
+    if (plan_make(&p, &t->cfg, t->par.ep_size, t->par.dp_size, t->be, &pe)) {
+        printf("  plan      none: %s\n", pe.msg);
+        return;
     }
+    size_t got = 0;
+    for (int k = 0; k < MOE_MEM_KINDS; k++)
+        got += t->be->mem_bytes[k];
+    printf("  plan      %.2f MiB per rank planned, %.2f MiB allocated (%+.1f%%):", p.total / mib,
+           got / mib, p.total ? 100.0 * ((double)got - (double)p.total) / (double)p.total : 0);
+    for (int k = 0; k < MOE_MEM_KINDS; k++)
+        if (p.bytes[k] || t->be->mem_bytes[k])
+            printf("%s %s %.2f/%.2f", k ? "," : "", plan_kind_name(k), p.bytes[k] / mib,
+                   t->be->mem_bytes[k] / mib);
+    printf(" MiB\n");
 }
 
 static void print_summary(moe_trainer *t, const char *backend_why)
@@ -204,19 +207,34 @@ static void print_summary(moe_trainer *t, const char *backend_why)
     printf("  backend   %s, %d thread(s); precision %s compute, fp32 master weights%s\n",
            backend_why, threads, t->precision,
            t->model->split_master ? " (split: the bf16 compute copy + the low 16 bits)" : "");
-    printf("  parallel  %s\n", t->par.layout);
+    printf("  parallel  %s%s\n", t->par.layout, t->layout_note);
     {
-        double mib = 1024.0 * 1024.0, P = (double)t->model->n_elems * sizeof(real);
-        double mom = t->zero ? (double)zero_moment_bytes(t->zero) : 2 * P;
-        double mst = t->model->split_master ? P / 2 : P; /* the high halves are the compute copy */
-        printf("  memory    per rank: %.2f MiB fp32 masters + %.2f MiB grads, %.2f MiB AdamW "
-               "moments%s\n",
-               mst / mib, P / mib, mom / mib,
-               t->zero ? " (sharded over the ranks that replicate each parameter)" : "");
+        const moe_model *m = t->model;
+        double mib = 1024.0 * 1024.0, n = (double)m->n_elems, P = n * sizeof(real);
+        double wc = (double)t->be->act_bytes(t->be, m->n_elems);
+        if (t->zero) {
+            size_t rs[2], ag[2];
+            zero_step_traffic(t->zero, rs, ag);
+            printf("  memory    per rank: %.2f MiB compute weights + %.2f MiB fp32 grads + %.2f "
+                   "MiB optimizer shard (%s moments%s, over the ranks that replicate each "
+                   "parameter); a step sends %.2f MiB reduce-scatter + %.2f MiB all-gather in "
+                   "%d buckets\n",
+                   wc / mib, P / mib, (double)zero_state_bytes(t->zero) / mib,
+                   c->optimizer.moments_dtype, m->split_master ? " + master low halves" : "",
+                   (double)(rs[0] + rs[1]) / mib, (double)(ag[0] + ag[1]) / mib,
+                   zero_n_buckets(t->zero));
+        } else {
+            double mom = 2 * n * (m->moments_bf16 ? 2 : sizeof(real));
+            double mst = m->split_master ? n * 2 : P; /* the high halves are the compute copy */
+            printf("  memory    per rank: %.2f MiB fp32 masters + %.2f MiB grads, %.2f MiB AdamW "
+                   "moments (%s)\n",
+                   mst / mib, P / mib, mom / mib, c->optimizer.moments_dtype);
+        }
         if (t->model->recompute)
             printf("            activations: each layer's input kept, the layer recomputed in the "
                    "backward (train.activation_recompute)\n");
     }
+    print_plan_vs_allocated(t);
     printf("  start-up  %.2f s ranks and backend, %.2f s model buffers, %.2f s data, %.2f s "
            "weights\n", t->startup_s[0], t->startup_s[1], t->startup_s[2], t->startup_s[3]);
     if (c->checkpoint.ckpt_dir[0])
@@ -234,34 +252,61 @@ static int world_sum(void *ctx, double *v, int n, moe_err *e)
     return comm_allreduce_sum(p->world, v, (size_t)n, MOE_DT_DOUBLE, e);
 }
 
-/* NCCL for the EP all-to-all: on the cuda backend when this build has NCCL,
- * unless MOE_EP_COMM=mpi asks for host staging over MPI */
-static int use_nccl_for_ep(const moe_trainer *t)
+/* The groups a step's collectives use: over NCCL on GPU ranks. */
+static moe_par *step_par(moe_trainer *t) { return t->have_dev ? &t->dev : &t->par; }
+
+/* What a run's start-up says beyond the summary: a multi-rank layout run on
+ * one rank (in the summary's parallel line), a warmup clamped to the run, a
+ * model that will not be saved. Before the layout is replaced by the ranks'. */
+static void startup_notes(moe_trainer *t)
 {
-    const char *v = getenv("MOE_EP_COMM");
-    if (v && !strcmp(v, "mpi"))
-        return 0;
-    return !strcmp(t->be->name, "cuda") && comm_nccl_built();
+    moe_config *c = &t->cfg;
+    int dp = c->parallel.dp ? c->parallel.dp : 1;
+    /* one process computes the same thing as EP x DP ranks would on the same
+     * global batch, so a laptop or CI run of a multi-GPU config (L0_sanity's
+     * EP=2) is meaningful: the summary's parallel line says so, no warning */
+    t->layout_note[0] = '\0';
+    if (t->world == 1 && c->parallel.ep * dp != 1)
+        snprintf(t->layout_note, sizeof t->layout_note,
+                 " (the config's EP=%d x DP=%d layout on one rank: all %d experts here, same "
+                 "math)", c->parallel.ep, dp, c->model.num_experts);
+    if (c->scheduler.warmup_steps > c->train.steps) {
+        if (t->rank == 0)
+            fprintf(stderr, "moe-train: note: scheduler.warmup_steps = %d is longer than "
+                            "train.steps = %d: warming up over all %d steps\n",
+                    c->scheduler.warmup_steps, c->train.steps, c->train.steps);
+        c->scheduler.warmup_steps = c->train.steps;
+    }
+    if (!c->checkpoint.ckpt_dir[0] && t->rank == 0)
+        fprintf(stderr, "moe-train: note: no checkpoint.ckpt_dir: the trained model will not be "
+                        "saved (set checkpoint.ckpt_dir=DIR to keep it)\n");
 }
 
-int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, int quiet, moe_err *e)
+/* The ranks: launched by MPI, or by a launcher that set MOE_RANK and
+ * NCCL_COMM_ID (NCCL alone); cfg's EP x DP becomes the layout they found. */
+static int open_ranks(moe_trainer *t, const char *backend, moe_err *e)
 {
-    memset(t, 0, sizeof *t);
-    t->cfg = *cfg;
-    t->quiet = quiet;
     moe_config *c = &t->cfg;
-    double t0 = now_s();
-    int env_rank, env_size, env_local;
-    int from_env = par_launch_from_env(&env_rank, &env_size, &env_local, e);
+    const char *bname = backend && *backend ? backend : c->runtime.backend;
+    moe_launch launch;
+    int from_env = par_launch_from_env(&launch, e);
     if (from_env < 0)
         return -1;
     if (from_env) {
-        /* ranks started without MPI meet over NCCL alone (NCCL_COMM_ID) */
+        /* ranks started without MPI meet over NCCL, which only GPU ranks have */
+        if (!strcmp(bname, "cpu") || (!strcmp(bname, "auto") && !cuda_backend_available()))
+            return moe_errf(e,
+                            "%s starts %d ranks without MPI, but the cpu backend's ranks "
+                            "exchange over MPI (NCCL is for GPU ranks): launch them with srun "
+                            "--mpi=pmix or mpirun, with a moe-train built with MPI",
+                            launch.source, launch.size);
         moe_comm *world = NULL;
-        if (comm_nccl_world_on_device(&world, env_rank, env_size, env_local, e))
-            return moe_err_prefix(e, "joining %d ranks over NCCL at NCCL_COMM_ID=%s", env_size,
-                                  getenv("NCCL_COMM_ID"));
-        if (par_open_world(&t->par, world, env_local, c->parallel.ep, c->parallel.dp,
+        if (setenv("NCCL_COMM_ID", launch.meet, 1))
+            return moe_errf(e, "cannot set NCCL_COMM_ID=%s", launch.meet);
+        if (comm_nccl_world_on_device(&world, launch.rank, launch.size, launch.local_rank, e))
+            return moe_err_prefix(e, "joining %d ranks from %s over NCCL at %s (%s)", launch.size,
+                                  launch.source, launch.meet, launch.meet_from);
+        if (par_open_world(&t->par, world, launch.local_rank, c->parallel.ep, c->parallel.dp,
                            c->parallel.timeout_s, e))
             return -1;
     } else if (par_open(&t->par, c->parallel.ep, c->parallel.dp, c->parallel.timeout_s, e)) {
@@ -270,126 +315,224 @@ int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, i
     t->have_par = 1;
     t->world = t->par.size;
     t->rank = t->par.rank;
-    int dp = c->parallel.dp ? c->parallel.dp : 1;
-    if (t->world == 1 && c->parallel.ep * dp != 1) {
-        /* one process computes the same thing as EP x DP ranks would on the
-         * same global batch, so a laptop or CI run of a multi-GPU config is
-         * meaningful; say so rather than refuse */
-        fprintf(stderr,
-                "moe-train: note: config asks parallel.ep=%d x dp=%d but this is a "
-                "single-rank run: all %d experts run on this rank (same math)\n",
-                c->parallel.ep, dp, c->model.num_experts);
-    }
+    startup_notes(t);
     c->parallel.ep = t->par.ep_size;
     c->parallel.dp = t->par.dp_size;
-    if (ckpt_io_open(t, e)) /* the directories, before anything large is allocated */
-        goto fail;
+    return 0;
+}
+
+/* runtime.* as the backend takes them */
+static moe_backend_opts backend_opts_from_config(const moe_runtime_cfg *rt)
+{
+    moe_backend_opts o = backend_opts_default();
+    int mask = 0;
+    moe_err ignored;
+    if (config_fp8_gemms_mask(rt->fp8_gemms, &mask, &ignored) == 0) /* validated on load */
+        o.fp8_gemms = (mask & MOE_RT_FP8_FPROP ? MOE_FP8_FPROP : 0) |
+                      (mask & MOE_RT_FP8_DGRAD ? MOE_FP8_DGRAD : 0) |
+                      (mask & MOE_RT_FP8_WGRAD ? MOE_FP8_WGRAD : 0);
+    o.fp8_chunk_rows = rt->fp8_chunk_rows;
+    o.fp8_fused_save = rt->fp8_fused_save;
+    o.gemm = rt->gemm == MOE_RT_GEMM_CUBLAS ? MOE_GEMM_CUBLAS : MOE_GEMM_CUBLASLT;
+    o.attention = rt->attention == MOE_RT_ATTN_SIMT   ? MOE_ATTN_SIMT
+                  : rt->attention == MOE_RT_ATTN_WMMA ? MOE_ATTN_WMMA
+                                                      : MOE_ATTN_MMA;
+    return o;
+}
+
+/* The backend: --backend, else runtime.backend. */
+static int open_backend(moe_trainer *t, const char *backend, char *why, size_t why_len,
+                        moe_err *e)
+{
+    const moe_config *c = &t->cfg;
     const char *bname = backend && *backend ? backend : c->runtime.backend;
-    char why[128];
-    if (backend_open(bname, c->runtime.threads, t->par.local_rank, &t->be, why, sizeof why, e))
+    return backend_open(bname, c->runtime.threads, t->par.local_rank, &t->be, why, why_len, e);
+}
+
+/* The backend's run options (runtime.*) and the precision it computes in. */
+static int configure_backend(moe_trainer *t, moe_err *e)
+{
+    moe_backend_opts opts = backend_opts_from_config(&t->cfg.runtime);
+    if (t->be->set_run_opts && t->be->set_run_opts(t->be, &opts, e))
         return -1;
-    if (resolve_precision(t, e))
-        goto fail;
-    if (t->par.ep_size > 1 && !t->par.ep->device_memory && use_nccl_for_ep(t)) {
-        /* the experts' tokens go GPU to GPU (NVLink) instead of through host
-         * memory and MPI; the id is passed over the EP group's MPI ranks */
-        if (comm_nccl_create(&t->ep_gpu, t->par.ep_rank, t->par.ep_size, t->par.ep, e)) {
-            moe_err_prefix(e, "the expert-parallel group over NCCL (MOE_EP_COMM=mpi stages "
-                              "through host memory instead)");
-            goto fail;
-        }
+    return resolve_precision(t, e);
+}
+
+/* The token dispatcher: local, or over the EP group. GPU ranks that met over
+ * MPI first make the world, EP and DP groups again over NCCL (the id passes
+ * over the MPI world), so every collective of a step goes GPU to GPU. */
+static int open_dispatcher(moe_trainer *t, moe_err *e)
+{
+    if (t->world > 1 && !t->par.world->device_memory && strcmp(t->be->name, "cpu")) {
+        if (par_device_groups(&t->dev, &t->par, e))
+            return -1;
+        t->have_dev = 1;
     }
-    if (t->par.ep_size > 1 ? dispatcher_ep_create(&t->disp, t->ep_gpu ? t->ep_gpu : t->par.ep,
-                                                  c->model.num_experts, e)
-                           : dispatcher_local_create(&t->disp, e))
-        goto fail;
-    t->startup_s[0] = now_s() - t0;
-    t0 = now_s();
+    if (t->par.ep_size > 1) {
+        if (dispatcher_ep_create(&t->disp, step_par(t)->ep, t->cfg.model.num_experts, e))
+            return -1;
+        dispatcher_ep_set_capacity(t->disp, t->cfg.parallel.expert_capacity_factor);
+        return 0;
+    }
+    return dispatcher_local_create(&t->disp, e);
+}
+
+/* The model's memory, and who reads its gradients: the distributed optimizer
+ * over several ranks. */
+static int build_model(moe_trainer *t, moe_err *e)
+{
+    const moe_config *c = &t->cfg;
     moe_dims d = trainer_model_dims(&c->model);
     if (model_create_parallel(&t->model, &d, t->be, t->disp, c->train.micro_batch_size,
                               c->train.seq_length, t->par.ep_rank, t->par.ep_size,
                               t->world == 1, c->train.activation_recompute, e))
-        goto fail;
+        return -1;
+    t->model->init_on_host = c->runtime.init_on == MOE_RT_INIT_HOST;
     if (t->world > 1) {
         t->model->stats_sum = world_sum;
-        t->model->stats_ctx = &t->par;
-        if (zero_create(&t->zero, t->model, &t->par, e))
-            goto fail;
-    } else {
-        /* one rank: only model_grad_sum_squares and model_adamw read the
-         * gradients, so an expert no token reached costs no gradient bytes */
-        model_set_lazy_expert_grads(t->model, 1);
+        t->model->stats_ctx = step_par(t);
+        moe_zero_opts zo = {.bucket_bytes = (size_t)c->parallel.grad_bucket_mb << 20,
+                            .moments_bf16 = !strcmp(c->optimizer.moments_dtype, "bf16")};
+        t->be->mem_kind = MOE_MEM_OPTIMIZER;
+        int rc = zero_create(&t->zero, t->model, step_par(t), &zo, e);
+        t->be->mem_kind = MOE_MEM_WORKSPACE;
+        return rc;
     }
-    t->startup_s[1] = now_s() - t0;
-    t0 = now_s();
+    if (model_set_moments_bf16(t->model, !strcmp(c->optimizer.moments_dtype, "bf16"), e))
+        return -1;
+    /* one rank: only model_grad_sum_squares and model_adamw read the
+     * gradients, so an expert no token reached costs no gradient bytes */
+    model_set_lazy_expert_grads(t->model, 1);
+    return 0;
+}
+
+/* The data and the host staging of one step's tokens. */
+static int open_data(moe_trainer *t, moe_err *e)
+{
+    const moe_config *c = &t->cfg;
     /* every rank reads its own windows: shard = world rank, shards = world */
     if (dataset_open(&t->data, &c->data, c->train.seq_length, c->train.seed, t->rank, t->world,
                      NULL, e))
-        goto fail;
+        return -1;
     size_t staged = (size_t)c->train.grad_accum_steps * c->train.micro_batch_size *
                     c->train.seq_length;
     t->inputs = malloc(sizeof(int32_t) * staged);
     t->targets = malloc(sizeof(int32_t) * staged);
-    if (!t->inputs || !t->targets) {
-        moe_errf(e, "out of memory staging a batch of %zu tokens", staged);
-        goto fail;
-    }
+    if (!t->inputs || !t->targets)
+        return moe_errf(e, "out of memory staging a batch of %zu tokens", staged);
+    return 0;
+}
 
-    t->startup_s[2] = now_s() - t0;
-    t0 = now_s();
-    /* where the weights come from: the latest checkpoint, a Hub model, or the seed */
-    long resume_step = -1;
-    if (c->checkpoint.resume_from_checkpoint && c->checkpoint.ckpt_dir[0]) {
-        /* rank 0 looks (it writes the checkpoints); every rank learns the answer */
-        struct { int32_t found, failed; int64_t step; char dir[4096]; char warn[MOE_ERR_LEN]; } r;
-        memset(&r, 0, sizeof r);
-        if (t->rank == 0) {
-            e->msg[0] = 0;
-            r.found = ckpt_latest(c->checkpoint.ckpt_dir, r.dir, sizeof r.dir, &r.step, e);
-            if (r.found < 0) {
-                r.failed = 1;
-            } else if (r.found == 1 && e->msg[0]) {
-                /* checkpoints exist but none verifies: starting over silently
-                 * would throw the run away, so stop and say why */
-                moe_err_prefix(e, "checkpoint.resume_from_checkpoint: no checkpoint in %s can be "
-                                  "resumed", c->checkpoint.ckpt_dir);
-                r.failed = 1;
-            } else if (r.found == 0 && e->msg[0]) {
-                snprintf(r.warn, sizeof r.warn, "%s", e->msg);
-            }
-        }
-        watchdog_allow(INFINITY);
-        if (comm_agree(t->par.world, r.failed, "looking for a checkpoint", e) ||
-            comm_broadcast(t->par.world, &r, sizeof r, 0, e))
-            goto fail;
-        if (r.found == 0 && r.warn[0] && t->rank == 0)
-            fprintf(stderr, "moe-train: warning: %s\n", r.warn);
-        if (r.found == 0) {
-            if (trainer_load_checkpoint(t, r.dir, 0, e))
-                goto fail;
-            resume_step = t->step;
-            if (t->rank == 0)
-                printf("moe-train: resuming from %s (step %d)\n", r.dir, t->step);
+/* checkpoint.resume_from_checkpoint: the latest checkpoint that verifies,
+ * loaded; *resume_step stays -1 where there is none. */
+static int resume_latest(moe_trainer *t, long *resume_step, moe_err *e)
+{
+    const moe_config *c = &t->cfg;
+    /* rank 0 looks (it writes the checkpoints); every rank learns the answer */
+    struct { int32_t found, failed; int64_t step; char dir[4096]; char warn[MOE_ERR_LEN]; } r;
+    memset(&r, 0, sizeof r);
+    if (t->rank == 0) {
+        e->msg[0] = 0;
+        r.found = ckpt_latest(c->checkpoint.ckpt_dir, r.dir, sizeof r.dir, &r.step, e);
+        if (r.found < 0) {
+            r.failed = 1;
+        } else if (r.found == 1 && e->msg[0]) {
+            /* checkpoints exist but none verifies: starting over silently
+             * would throw the run away, so stop and say why */
+            moe_err_prefix(e, "checkpoint.resume_from_checkpoint: no checkpoint in %s can be "
+                              "resumed", c->checkpoint.ckpt_dir);
+            r.failed = 1;
+        } else if (r.found == 0 && e->msg[0]) {
+            snprintf(r.warn, sizeof r.warn, "%s", e->msg);
         }
     }
-    if (resume_step < 0) {
-        if (c->checkpoint.init_from[0]) {
-            if (trainer_load_checkpoint(t, c->checkpoint.init_from, 1, e))
-                goto fail;
-        } else if (model_init_random(t->model, c->train.seed, c->model.init_std, e)) {
-            goto fail;
-        }
-    }
-    t->startup_s[3] = now_s() - t0;
-    /* rank 0 speaks for the job: one metrics file, one config copy */
-    if (metrics_open(&t->metrics, t->rank == 0 ? c->logger.run_dir : "", resume_step, e))
-        goto fail;
+    watchdog_allow(INFINITY);
+    if (comm_agree(t->par.world, r.failed, "looking for a checkpoint", e) ||
+        comm_broadcast(t->par.world, &r, sizeof r, 0, e))
+        return -1;
+    if (r.found == 0 && r.warn[0] && t->rank == 0)
+        fprintf(stderr, "moe-train: warning: %s\n", r.warn);
+    if (r.found != 0)
+        return 0;
+    if (trainer_load_checkpoint(t, r.dir, 0, e))
+        return -1;
+    *resume_step = t->step;
+    if (t->rank == 0)
+        printf("moe-train: resuming from %s (step %d)\n", r.dir, t->step);
+    return 0;
+}
+
+/* Where the weights come from: the latest checkpoint, a Hub model, or the seed. */
+static int load_weights(moe_trainer *t, long *resume_step, moe_err *e)
+{
+    const moe_config *c = &t->cfg;
+    *resume_step = -1;
+    if (c->checkpoint.resume_from_checkpoint && c->checkpoint.ckpt_dir[0] &&
+        resume_latest(t, resume_step, e))
+        return -1;
+    if (*resume_step >= 0)
+        return 0;
+    if (c->checkpoint.init_from[0])
+        return trainer_load_checkpoint(t, c->checkpoint.init_from, 1, e);
+    return model_init_random(t->model, c->train.seed, c->model.init_std, e);
+}
+
+/* rank 0 speaks for the job: one metrics file, one config copy */
+static int open_outputs(moe_trainer *t, long resume_step, moe_err *e)
+{
+    const moe_config *c = &t->cfg;
+    if (metrics_open(&t->metrics, t->rank == 0 ? c->logger.run_dir : "", resume_step,
+                     c->logger.tensorboard, e))
+        return -1;
     if (c->logger.run_dir[0] && t->rank == 0) {
         char path[4200];
         snprintf(path, sizeof path, "%s/config.cfg", c->logger.run_dir);
         if (config_save(c, path, e))
-            goto fail;
+            return -1;
     }
+    return 0;
+}
+
+/* seconds since *t0, which moves to now */
+static double lap(double *t0)
+{
+    double now = now_s(), s = now - *t0;
+    *t0 = now;
+    return s;
+}
+
+int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, int quiet, moe_err *e)
+{
+    memset(t, 0, sizeof *t);
+    t->cfg = *cfg;
+    t->quiet = quiet;
+    double t0 = now_s();
+    char why[128];
+    long resume_step = -1;
+    if (trainer_adopt_init_config(&t->cfg, e))
+        return -1;
+    if (open_ranks(t, backend, e))
+        return -1;
+    /* the checkpoint directory, locked and checked before anything large is
+     * allocated (a collective: every rank fails together) */
+    if (ckpt_io_open(t, e))
+        goto fail;
+    if (open_backend(t, backend, why, sizeof why, e))
+        goto fail;
+    if (configure_backend(t, e) || open_dispatcher(t, e))
+        goto fail;
+    t->startup_s[0] = lap(&t0);
+    if (build_model(t, e))
+        goto fail;
+    t->startup_s[1] = lap(&t0);
+    if (open_data(t, e))
+        goto fail;
+    t->startup_s[2] = lap(&t0);
+    if (load_weights(t, &resume_step, e))
+        goto fail;
+    t->startup_s[3] = lap(&t0);
+    if (open_outputs(t, resume_step, e))
+        goto fail;
     print_summary(t, why);
     return 0;
 fail:
@@ -409,8 +552,9 @@ void trainer_destroy(moe_trainer *t)
         dataset_close(t->data);
     if (t->disp)
         t->disp->destroy(t->disp);
-    comm_destroy(t->ep_gpu); /* NCCL's resources are on the backend's GPU: before it goes */
-    t->ep_gpu = NULL;
+    if (t->have_dev) /* NCCL's resources are on the backend's GPU: before it goes */
+        par_device_groups_close(&t->dev);
+    t->have_dev = 0;
     if (t->be)
         t->be->destroy(t->be);
     if (t->have_par)
@@ -451,7 +595,7 @@ int trainer_evaluate(moe_trainer *t, double *val_loss, moe_err *e)
             acc[1] += (double)nv;
         }
     }
-    if (comm_allreduce_sum(t->par.world, acc, 2, MOE_DT_DOUBLE, e))
+    if (comm_allreduce_sum(step_par(t)->world, acc, 2, MOE_DT_DOUBLE, e))
         return moe_err_prefix(e, "evaluation");
     *val_loss = acc[1] > 0 ? acc[0] / acc[1] : NAN;
     return 0;
@@ -473,7 +617,7 @@ static int train_step(moe_trainer *t, double lr, double *loss, double *aux, doub
         for (size_t i = 0; i < mb; i++)
             valid += t->targets[a * mb + i] >= 0;
     }
-    if (comm_allreduce_sum(t->par.world, &valid, 1, MOE_DT_INT64, e))
+    if (comm_allreduce_sum(step_par(t)->world, &valid, 1, MOE_DT_INT64, e))
         return moe_err_prefix(e, "step %d: counting targets", t->step + 1);
     if (valid == 0)
         return moe_errf(e, "step %d: the batch has no target to learn (all masked)", t->step + 1);
@@ -488,7 +632,7 @@ static int train_step(moe_trainer *t, double lr, double *loss, double *aux, doub
         loss_sum += ls;
         aux_sum += t->model->aux_loss;
     }
-    if (comm_allreduce_sum(t->par.world, &loss_sum, 1, MOE_DT_DOUBLE, e))
+    if (comm_allreduce_sum(step_par(t)->world, &loss_sum, 1, MOE_DT_DOUBLE, e))
         return moe_err_prefix(e, "step %d: the loss", t->step + 1);
     moe_model *m = t->model;
     int tt = t->step + 1;
@@ -521,16 +665,60 @@ static int train_step(moe_trainer *t, double lr, double *loss, double *aux, doub
     return 0;
 }
 
-static void log_eval(moe_trainer *t, double val)
+static double wall_clock(void)
 {
-    char buf[256];
-    snprintf(buf, sizeof buf, "\"step\":%d,\"val_loss\":%.6f,\"tokens\":%llu", t->step, val,
-             (unsigned long long)t->tokens_seen);
-    metrics_write(&t->metrics, buf);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* loss.png again (rank 0): at each evaluation, on a stop and at the end; a
+ * failure is a warning, said once */
+static void redraw_plot(moe_trainer *t)
+{
+    if (t->rank != 0 || !t->metrics.f)
+        return;
+    moe_err pe;
+    char title[512];
+    snprintf(title, sizeof title, "moekit %s", t->cfg.name);
+    if (metrics_plot(&t->metrics, title, &pe) && !t->metrics.plot_warned) {
+        fprintf(stderr, "moe-train: warning: no loss.png: %s\n", pe.msg);
+        t->metrics.plot_warned = 1;
+    }
+}
+
+/* A step's metrics line: the losses and rates, the model's FLOP/s and MFU
+ * over this step's wall time (dt), rank 0's device memory. */
+static int log_step(moe_trainer *t, double loss, double aux, double lr, double gnorm, double dt,
+                    double elapsed, moe_err *e)
+{
+    const moe_config *c = &t->cfg;
+    double tokens = (double)c->train.micro_batch_size * c->train.seq_length *
+                    c->train.grad_accum_steps * t->world;
+    moe_dims d = trainer_model_dims(&c->model);
+    double tflops = dt > 0 ? metrics_flops_per_token(&d, c->train.seq_length) * tokens / dt / 1e12
+                           : NAN;
+    double peak = t->be->peak_tflops ? t->be->peak_tflops(t->be, t->precision) : 0;
+    moe_step_metrics m = {
+        .step = t->step, .loss = loss, .aux_loss = aux, .lr = lr, .grad_norm = gnorm,
+        .tokens = t->tokens_seen, .wall_time = wall_clock(), .elapsed_s = elapsed,
+        .tokens_per_s = dt > 0 ? tokens / dt : NAN, .tflops = tflops,
+        .mfu = peak > 0 ? tflops / (peak * t->world) : NAN,
+        .mem_bytes = t->be->mem_in_use ? (double)t->be->mem_in_use(t->be) : NAN,
+    };
+    return metrics_log_step(&t->metrics, &m, e);
+}
+
+static int log_eval(moe_trainer *t, double val, double elapsed, moe_err *e)
+{
+    if (metrics_log_eval(&t->metrics, t->step, val, t->tokens_seen, wall_clock(), elapsed, e))
+        return -1;
     if (!t->quiet && t->rank == 0) {
         printf("eval  %5d | held-out loss %.4f (%.4f bits/token)\n", t->step, val, val / log(2));
         fflush(stdout);
     }
+    redraw_plot(t);
+    return 0;
 }
 
 int trainer_run(moe_trainer *t, moe_err *e)
@@ -543,18 +731,15 @@ int trainer_run(moe_trainer *t, moe_err *e)
     while (t->step < steps) {
         double lr = schedule_lr(c->optimizer.lr, c->scheduler.warmup_steps,
                                 c->scheduler.min_lr_ratio, t->step, steps);
-        double loss = 0, aux = 0, gnorm = 0;
+        double loss = 0, aux = 0, gnorm = 0, step_t0 = now_s();
         if (train_step(t, lr, &loss, &aux, &gnorm, e))
             return -1;
         t->step++;
         t->last_loss = loss;
         t->last_grad_norm = gnorm;
-        char buf[512];
-        snprintf(buf, sizeof buf,
-                 "\"step\":%d,\"loss\":%.6f,\"aux_loss\":%.6f,\"lr\":%.6e,\"grad_norm\":%.6f,"
-                 "\"tokens\":%llu",
-                 t->step, loss, aux, lr, gnorm, (unsigned long long)t->tokens_seen);
-        metrics_write(&t->metrics, buf);
+        double step_end = now_s();
+        if (log_step(t, loss, aux, lr, gnorm, step_end - step_t0, step_end - t0, e))
+            return -1;
         int freq = c->logger.frequency > 0 ? c->logger.frequency : 1;
         if (!t->quiet && t->rank == 0 && (t->step % freq == 0 || t->step == steps || t->step == 1)) {
             double now = now_s();
@@ -578,11 +763,12 @@ int trainer_run(moe_trainer *t, moe_err *e)
             if (trainer_evaluate(t, &val, e))
                 return -1;
             t->last_val_loss = val;
-            log_eval(t, val);
+            if (log_eval(t, val, now_s() - t0, e))
+                return -1;
         }
         /* a signal may reach some ranks only: all stop together or none */
         int64_t signalled = moe_stop_requested != 0;
-        if (t->world > 1 && comm_allreduce_sum(t->par.world, &signalled, 1, MOE_DT_INT64, e))
+        if (t->world > 1 && comm_allreduce_sum(step_par(t)->world, &signalled, 1, MOE_DT_INT64, e))
             return -1;
         int stop = signalled != 0 ||
                    (t->stop_after_steps > 0 && t->step - start >= t->stop_after_steps &&
@@ -593,6 +779,7 @@ int trainer_run(moe_trainer *t, moe_err *e)
                 return -1;
         }
         if (stop) {
+            redraw_plot(t);
             if (t->rank == 0)
                 fprintf(stderr, "moe-train: stopping at step %d of %d (%s)%s\n", t->step, steps,
                         signalled ? "stop signal" : "--stop-after-steps",
@@ -604,12 +791,8 @@ int trainer_run(moe_trainer *t, moe_err *e)
         trainer_save_final_model(t, e))
         return -1;
     if (t->metrics.f) {
-        moe_err pe;
-        char title[512];
-        snprintf(title, sizeof title, "moekit %s", c->name);
-        if (t->rank == 0 && metrics_plot(&t->metrics, title, &pe))
-            fprintf(stderr, "moe-train: warning: no loss.png: %s\n", pe.msg);
-        else if (!t->quiet && t->rank == 0)
+        redraw_plot(t);
+        if (!t->quiet && t->rank == 0 && !t->metrics.plot_warned)
             printf("moe-train: loss curve written to %s/loss.png\n", t->metrics.dir);
     }
     return 0;

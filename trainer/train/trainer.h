@@ -26,15 +26,18 @@ typedef struct {
     double last_loss, last_val_loss, last_grad_norm;
     int rank, world;
     moe_par par;            /* the ranks and their EP/DP groups (a world of one without a launcher) */
-    moe_comm *ep_gpu;       /* the EP group over NCCL for the experts' all-to-all (GPU ranks), or NULL */
-    int have_par;
-    moe_zero *zero;         /* sharded AdamW when world > 1 (else the model keeps the moments) */
+    moe_par dev;            /* GPU ranks met over MPI: the same groups over NCCL (dev_groups.h) */
+    int have_par, have_dev;
+    moe_zero *zero;         /* the distributed optimizer when world > 1 (else the model keeps
+                               the moments) */
     const char *precision;  /* what the backend computes in */
+    char precision_label[80]; /* its text when composed ("mxfp8 (experts) + bf16") */
     /* host staging of one global batch */
     int32_t *inputs, *targets;
     int quiet;
     /* seconds spent opening it: ranks and backend, model buffers, data, weights */
     double startup_s[4];
+    char layout_note[160];  /* the summary's word on a multi-rank layout run on one rank */
     int stop_after_steps;   /* >0: stop (checkpoint and exit as on a signal) after this many
                                steps of this run, e.g. to fit a job's time slot */
     struct trainer_ckpt *ckpt; /* the checkpoint directory's lock and staging (ckpt_io.h) */
@@ -42,8 +45,9 @@ typedef struct {
 
 /* Set by SIGTERM / SIGUSR1 handlers: finish the step, checkpoint, exit. */
 extern volatile sig_atomic_t moe_stop_requested;
-/* Exit status of a run stopped by a signal after saving (job scripts requeue on it). */
-#define MOE_EXIT_PREEMPTED 75
+/* Exit status of a run stopped by a signal after saving (job scripts requeue
+ * on it): MOE_EXIT_PREEMPTED, with the other tools' statuses. */
+#include "../../common/exit_codes.h"
 
 /* The model sizes of a config (head_dim 0 = hidden / heads). */
 moe_dims trainer_model_dims(const moe_model_cfg *mc);
@@ -62,5 +66,9 @@ int trainer_save_checkpoint(moe_trainer *t, moe_err *e);
  * from a Hugging Face model directory (weights_only = 1). */
 int trainer_load_checkpoint(moe_trainer *t, const char *dir, int weights_only, moe_err *e);
 int trainer_save_final_model(moe_trainer *t, moe_err *e);
+/* With checkpoint.init_from, the architecture of its config.json: the
+ * model.* values the run set itself (config_model_key_explicit) must agree,
+ * naming both values; the others are taken from the file. */
+int trainer_adopt_init_config(moe_config *c, moe_err *e);
 
 #endif

@@ -1,7 +1,9 @@
 /* CPU reference backend: memory and the operation table. Activations and
  * compute weights are `real`, so the compute copy is a plain copy. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -19,6 +21,7 @@ static void *cpu_alloc(moe_backend *be, size_t bytes, moe_err *e)
         moe_errf(e, "cpu backend: cannot allocate %zu bytes", bytes);
         return NULL;
     }
+    be->mem_bytes[be->mem_kind] += bytes;
     return p;
 }
 
@@ -53,6 +56,20 @@ static void cpu_weights_from_master(moe_backend *be, act *wc, const real *master
 static int cpu_sync(moe_backend *be, moe_err *e) { return 0; }
 static void cpu_destroy(moe_backend *be) { free(be); }
 
+/* the process's resident set: what the CPU backend's "device" holds */
+static size_t cpu_mem_in_use(moe_backend *be)
+{
+    (void)be;
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f)
+        return 0;
+    if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+        resident = 0;
+    fclose(f);
+    return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+
 int cpu_backend_create(moe_backend **out, int threads, moe_err *e)
 {
     moe_backend *be = calloc(1, sizeof *be);
@@ -67,11 +84,13 @@ int cpu_backend_create(moe_backend **out, int threads, moe_err *e)
     be->name = "cpu";
     be->act_type = sizeof(real) == 8 ? "fp64" : "fp32";
     be->alloc = cpu_alloc;
+    be->mem_in_use = cpu_mem_in_use;
     be->free = cpu_free;
     be->act_bytes = cpu_act_bytes;
     be->upload = cpu_copy;
     be->download = cpu_copy;
     be->memset0 = cpu_memset0;
+    be->copy = cpu_copy;
     be->act_from_real = cpu_act_from_real;
     be->act_to_real = cpu_act_to_real;
     be->weights_from_master = cpu_weights_from_master;

@@ -37,18 +37,16 @@ void cuda_attention_mma_bwd(moe_backend *be, bf16 *dq, bf16 *dk, bf16 *dv, const
                             const float *D, int B, int T, int NH, int NKV, int HD);
 int cuda_attention_tc_supported(int HD);
 
-/* MOE_CUDA_ATTENTION=wmma|simt forces an older kernel family (to test and time them against
- * the default); read at each call, so a test can switch between cases */
-typedef enum { ATTN_MMA, ATTN_WMMA, ATTN_SIMT } attn_family;
-static attn_family attention_family(int HD)
+/* runtime.attention=wmma|simt forces an older kernel family (to test and time them against
+ * the default); read at each call, so a test can switch between cases (set_run_opts) */
+static moe_attn_kernels attention_family(moe_backend *be, int HD)
 {
-    const char *f = getenv("MOE_CUDA_ATTENTION");
-    int want = f && !strcmp(f, "simt") ? ATTN_SIMT : f && !strcmp(f, "wmma") ? ATTN_WMMA : ATTN_MMA;
-    if (want == ATTN_MMA && cuda_attention_mma_supported(HD))
-        return ATTN_MMA;
-    if (want != ATTN_SIMT && cuda_attention_tc_supported(HD))
-        return ATTN_WMMA;
-    return ATTN_SIMT;
+    moe_attn_kernels want = CTX(be)->attention;
+    if (want == MOE_ATTN_MMA && cuda_attention_mma_supported(HD))
+        return MOE_ATTN_MMA;
+    if (want != MOE_ATTN_SIMT && cuda_attention_tc_supported(HD))
+        return MOE_ATTN_WMMA;
+    return MOE_ATTN_SIMT;
 }
 void cuda_attention_tc_fwd(moe_backend *be, bf16 *out, float *lse, const bf16 *q, const bf16 *k,
                            const bf16 *v, int B, int T, int NH, int NKV, int HD);
@@ -138,13 +136,13 @@ static void attention_fwd(moe_backend *be, act *out, real *lse, const act *q, co
         cuda_note(be, "attention_fwd", "head_dim above 256 is not supported");
         return;
     }
-    attn_family fam = attention_family(HD);
-    if (fam == ATTN_MMA) {
+    moe_attn_kernels fam = attention_family(be, HD);
+    if (fam == MOE_ATTN_MMA) {
         cuda_attention_mma_fwd(be, (bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
                                (const bf16 *)v, B, T, NH, NKV, HD);
         return;
     }
-    if (fam == ATTN_WMMA) {
+    if (fam == MOE_ATTN_WMMA) {
         cuda_attention_tc_fwd(be, (bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
                               (const bf16 *)v, B, T, NH, NKV, HD);
         return;
@@ -351,14 +349,14 @@ static void attention_bwd(moe_backend *be, act *dq, act *dk, act *dv, const act 
     float scale = (float)(1.0 / sqrt((double)HD));
     attn_delta_kernel<<<cuda_blocks(rows, WARPS), WARPS * 32, 0, st>>>(
         D, (const bf16 *)dout, (const bf16 *)out, T, NH, HD, rows);
-    attn_family fam = attention_family(HD);
-    if (fam == ATTN_MMA) {
+    moe_attn_kernels fam = attention_family(be, HD);
+    if (fam == MOE_ATTN_MMA) {
         cuda_attention_mma_bwd(be, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv, (const bf16 *)dout,
                                (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, lse, D, B, T,
                                NH, NKV, HD);
         return;
     }
-    if (fam == ATTN_WMMA) {
+    if (fam == MOE_ATTN_WMMA) {
         cuda_attention_tc_bwd(be, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv, (const bf16 *)dout,
                               (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, lse, D, B, T, NH,
                               NKV, HD);

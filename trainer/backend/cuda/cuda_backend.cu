@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lowp/fp8_gemm.h"
+#include "lowp/fp8_gemm.h"
 #include "cuda_internal.h"
 
 void cuda_note(moe_backend *be, const char *op, const char *what)
@@ -60,6 +60,7 @@ static void *cu_alloc(moe_backend *be, size_t bytes, moe_err *e)
                  total_b / 1073741824.0, CTX(be)->device_name);
         return NULL;
     }
+    be->mem_bytes[be->mem_kind] += bytes;
     return p;
 }
 
@@ -98,6 +99,16 @@ static void cu_pinned_free(moe_backend *be, void *p) { cudaFreeHost(p); }
 static void cu_memset0(moe_backend *be, void *p, size_t bytes)
 {
     CU(be, "memset", cudaMemsetAsync(p, 0, bytes, CTX(be)->stream));
+}
+
+static int cu_copy(moe_backend *be, void *dst, const void *src, size_t bytes, moe_err *e)
+{
+    if (!bytes || dst == src)
+        return 0;
+    cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, CTX(be)->stream);
+    if (err != cudaSuccess)
+        return moe_errf(e, "cuda copy of %zu bytes: %s", bytes, cudaGetErrorString(err));
+    return 0;
 }
 
 __global__ void f32_to_bf16_kernel(bf16 *dst, const float *src, size_t n)
@@ -163,6 +174,9 @@ static void cu_destroy(moe_backend *be)
             cudaFree(c->adam[i].chunks);
         free(c->adam[i].spans);
     }
+    if (c->shard_chunks)
+        cudaFree(c->shard_chunks);
+    free(c->shard_pieces);
     if (c->d_partial)
         cudaFree(c->d_partial);
     for (int i = 0; i < 2; i++)
@@ -196,6 +210,47 @@ extern "C" int cuda_device_count(void)
 
 extern "C" int cuda_backend_available(void) { return cuda_device_count() > 0; }
 
+/* the GEMM library switches at once (cuBLASLt's handle and plans made or
+ * dropped); the FP8 values reach the kernels through the ctx */
+static int cu_set_run_opts(moe_backend *be, const moe_backend_opts *o, moe_err *e)
+{
+    cuda_ctx *c = CTX(be);
+    if (o->fp8_chunk_rows < 128 || o->fp8_chunk_rows % 128)
+        return moe_errf(e, "cuda: FP8 chunk of %d rows: want a positive multiple of 128",
+                        o->fp8_chunk_rows);
+    if (o->gemm == MOE_GEMM_CUBLAS && c->lt)
+        cuda_gemm_destroy(be); /* c->lt NULL: every GEMM through cublasGemmEx */
+    else if (o->gemm == MOE_GEMM_CUBLASLT && !c->lt && cuda_gemm_init(be, e))
+        return -1;
+    c->fp8_gemms = o->fp8_gemms;
+    c->fp8_chunk_rows = o->fp8_chunk_rows;
+    c->fp8_fused_save = o->fp8_fused_save != 0;
+    c->attention = o->attention;
+    return 0;
+}
+
+static size_t cu_mem_in_use(moe_backend *be)
+{
+    (void)be;
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess)
+        return 0;
+    return total_b - free_b;
+}
+
+/* Dense tensor-core peaks from NVIDIA's data sheets (SXM parts; H200 has
+ * H100's compute): bf16, and twice that in fp8. Other GPUs: unknown. */
+static double cu_peak_tflops(moe_backend *be, const char *precision)
+{
+    const cuda_ctx *c = (const cuda_ctx *)be->ctx;
+    double bf16 = c->cc_major == 9 && c->cc_minor == 0    ? 989.0   /* H100, H200 */
+                  : c->cc_major == 10 && c->cc_minor == 0 ? 2250.0  /* B200 */
+                  : c->cc_major == 8 && c->cc_minor == 0  ? 312.0   /* A100 */
+                                                          : 0.0;
+    int fp8 = precision && (!strcmp(precision, "fp8_block") || !strcmp(precision, "mxfp8"));
+    return fp8 && c->cc_major >= 9 ? 2 * bf16 : bf16;
+}
+
 extern "C" int cuda_backend_create(moe_backend **out, int device, moe_err *e)
 {
     int n = 0;
@@ -224,9 +279,13 @@ extern "C" int cuda_backend_create(moe_backend **out, int device, moe_err *e)
     c->sm_count = prop.multiProcessorCount;
     c->cc_major = prop.major;
     c->cc_minor = prop.minor;
+    c->expert_lowp = MOE_PREC_BF16;
     c->fp8_saved_on = 1;
-    c->fp8_chunk_rows = 8192;
-    c->fp8_fused_save = 1;
+    moe_backend_opts opts = backend_opts_default();
+    c->fp8_gemms = opts.fp8_gemms;
+    c->fp8_chunk_rows = opts.fp8_chunk_rows;
+    c->fp8_fused_save = opts.fp8_fused_save;
+    c->attention = opts.attention;
     c->stream = 0; /* the legacy default stream: cuBLAS and our kernels in order */
     cublasStatus_t st = cublasCreate(&c->blas);
     if (st != CUBLAS_STATUS_SUCCESS) {
@@ -253,6 +312,8 @@ extern "C" int cuda_backend_create(moe_backend **out, int device, moe_err *e)
     be->name = "cuda";
     be->act_type = "bf16";
     be->alloc = cu_alloc;
+    be->mem_in_use = cu_mem_in_use;
+    be->peak_tflops = cu_peak_tflops;
     be->free = cu_free;
     be->act_bytes = cu_act_bytes;
     be->upload = cu_upload;
@@ -260,10 +321,12 @@ extern "C" int cuda_backend_create(moe_backend **out, int device, moe_err *e)
     be->memset0 = cu_memset0;
     be->pinned_alloc = cu_pinned_alloc;
     be->pinned_free = cu_pinned_free;
+    be->copy = cu_copy;
     be->act_from_real = cu_act_from_real;
     be->act_to_real = cu_act_to_real;
     be->weights_from_master = cu_weights_from_master;
     be->sync = cu_sync;
+    be->set_run_opts = cu_set_run_opts;
     be->destroy = cu_destroy;
     cuda_fill_dense_ops(be);
     cuda_fill_attention_ops(be);

@@ -4,13 +4,13 @@
  * block-scaled GEMM, and one linear layer's backward. fp8_ops.h says what
  * each takes. */
 #include "../../lowp/fp8.h"
-#include "../../lowp/fp8_gemm.h"
-#include "../../lowp/lowp_cuda.h"
+#include "lowp/fp8_gemm.h"
+#include "lowp/lowp_cuda.h"
 #include "cuda_fp8_ops.h"
 
 #define U16(p) ((const uint16_t *)(p))
 
-int fp8_is_mx(moe_backend *be) { return CTX(be)->expert_lowp == CUDA_EXPERTS_MXFP8; }
+int fp8_is_mx(moe_backend *be) { return CTX(be)->expert_lowp == MOE_PREC_MXFP8; }
 
 int64_t fp8_rows(moe_backend *be, int64_t rows)
 {

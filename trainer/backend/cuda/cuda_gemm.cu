@@ -9,8 +9,8 @@
  * first choice for the family's largest row count, asked once, then reused
  * for every row count in it.
  * A problem cuBLASLt refuses with that algorithm, or a family it has none
- * for, goes through cublasGemmEx. MOE_CUDA_GEMM=cublas sends all of them
- * there (to compare). */
+ * for, goes through cublasGemmEx. runtime.gemm=cublas sends all of them
+ * there (to compare; cuda_set_run_opts). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,11 +30,6 @@ struct cuda_gemm_plan {
 int cuda_gemm_init(moe_backend *be, moe_err *e)
 {
     cuda_ctx *c = CTX(be);
-    const char *v = getenv("MOE_CUDA_GEMM");
-    if (v && strcmp(v, "cublas") == 0)
-        return 0; /* c->lt stays NULL: every GEMM through cublasGemmEx */
-    if (v && *v && strcmp(v, "cublaslt") != 0)
-        return moe_errf(e, "MOE_CUDA_GEMM=%s: expected cublaslt (the default) or cublas", v);
     cublasStatus_t st = cublasLtCreate(&c->lt);
     if (st != CUBLAS_STATUS_SUCCESS)
         return moe_errf(e, "cublasLtCreate: %s", cublasGetStatusString(st));

@@ -25,9 +25,6 @@ typedef __nv_bfloat16 bf16;
 #define CUDA_GEMM_PLANS 1024
 typedef struct cuda_gemm_plan cuda_gemm_plan; /* cuda_gemm.cu */
 struct lowp_fp8_gemm;
-enum { CUDA_EXPERTS_BF16 = 0, CUDA_EXPERTS_FP8_BLOCK, CUDA_EXPERTS_MXFP8, CUDA_EXPERTS_MXFP8_EMULATED };
-/* which expert GEMMs run in FP8 under fp8_block / mxfp8 (MOE_FP8_GEMMS) */
-enum { FP8_FPROP = 1, FP8_DGRAD = 2, FP8_WGRAD = 4 };
 
 typedef struct {
     cublasHandle_t blas;
@@ -49,6 +46,10 @@ typedef struct {
         void *chunks; /* device */
     } adam[CUDA_ADAM_LAYOUTS];
     int adam_next; /* the slot the next new layout replaces */
+    /* the distributed optimizer's chunk table (adamw_shard), built once per shard layout */
+    moe_shard_piece *shard_pieces;
+    int n_shard_pieces, n_shard_chunks;
+    void *shard_chunks; /* device */
     double *d_partial, *h_partial; /* sum of squares */
     moe_range *d_ranges[2];        /* gradient ranges: AdamW's zeros, the sum of squares' */
     int ranges_cap[2];
@@ -56,11 +57,12 @@ typedef struct {
     int *d_bad;                    /* first out-of-vocabulary target, 1-based */
     size_t loss_cap;
     /* precision of the expert FFN (cuda_set_expert_precision) */
-    int expert_lowp; /* CUDA_EXPERTS_BF16, _FP8_BLOCK or _MXFP8_EMULATED */
+    moe_precision expert_lowp; /* MOE_PREC_BF16, _FP8_BLOCK, _MXFP8 or _MXFP8_EMULATED */
     int fp8_gemms; /* which of fprop / dgrad / wgrad (bits 1, 2, 4) run in FP8 */
     int fp8_saved_on; /* fp8_block keeps h1, h3 in E4M3 (set_fp8_saved_activations) */
     int fp8_chunk_rows; /* an expert's FP8 rows go through the GEMMs this many at a time */
-    int fp8_fused_save; /* the SwiGLU kernel writes fp8_block's saved h (MOE_FP8_FUSED_SAVE) */
+    int fp8_fused_save; /* the SwiGLU kernel writes fp8_block's saved h (runtime.fp8_fused_save) */
+    moe_attn_kernels attention; /* the attention kernels tried first (runtime.attention) */
     int linear_lowp;    /* the attention projections in expert_lowp's recipe too */
     struct lowp_fp8_gemm *fp8_gemm;
     /* the bf16 GEMMs through cuBLASLt (cuda_gemm.cu); lt NULL: cublasGemmEx */
@@ -95,7 +97,7 @@ int cuda_check(moe_backend *be, moe_err *e);
 /* Scratch buffer slot `i` of at least `bytes` (grown as needed). */
 void *cuda_scratch(moe_backend *be, int i, size_t bytes);
 
-/* cuBLASLt's handle, workspace and plan table (or none, by MOE_CUDA_GEMM) */
+/* cuBLASLt's handle, workspace and plan table (or none, by runtime.gemm) */
 int cuda_gemm_init(moe_backend *be, moe_err *e);
 void cuda_gemm_destroy(moe_backend *be);
 /* Row-major GEMMs on bf16 operands with fp32 accumulation (cuda_gemm.cu):
@@ -261,9 +263,9 @@ void cuda_linear_bwd_lowp(moe_backend *be, act *din, real *dw, const act *dout, 
                           const act *w, int N, int IC, int OC, int accumulate);
 extern "C" int cuda_set_linear_lowp(moe_backend *be, int on, const int *widths, int n_widths,
                                     moe_err *e);
-/* the expert FFN's precision: "bf16", "fp8_block", "mxfp8", "mxfp8_emulated"
- * (cuda_lowp_select.cu) */
-extern "C" int cuda_set_expert_precision(moe_backend *be, const char *precision, int C, int I,
+/* the expert FFN's precision: bf16, fp8_block, mxfp8 or mxfp8_emulated, when
+ * this GPU can run it (cuda_lowp_select.cu) */
+extern "C" int cuda_set_expert_precision(moe_backend *be, moe_precision p, int C, int I,
                                          moe_err *e);
 
 void cuda_fill_dense_ops(moe_backend *be);

@@ -19,7 +19,7 @@
 
 static int emulated(moe_backend *be)
 {
-    return CTX(be)->expert_lowp == CUDA_EXPERTS_MXFP8_EMULATED;
+    return CTX(be)->expert_lowp == MOE_PREC_MXFP8_EMULATED;
 }
 
 static void fwd_emulated(moe_backend *be, bf16 *out, const bf16 *in, const bf16 *w, int N, int IC,
@@ -42,7 +42,7 @@ void cuda_linear_fwd_lowp(moe_backend *be, act *out, const act *in, const act *w
         return;
     }
     const char *op = fp8_is_mx(be) ? "matmul_fwd (mxfp8)" : "matmul_fwd (fp8_block)";
-    const int64_t n8 = CTX(be)->fp8_gemms & FP8_FPROP ? fp8_rows(be, N) : 0;
+    const int64_t n8 = CTX(be)->fp8_gemms & MOE_FP8_FPROP ? fp8_rows(be, N) : 0;
     bf16 *Y = B16(out);
     const bf16 *X = CB16(in);
     if (n8) {
@@ -80,7 +80,7 @@ void cuda_linear_bwd_lowp(moe_backend *be, act *din, real *dw, const act *dout, 
     const char *op = fp8_is_mx(be) ? "matmul_bwd (mxfp8)" : "matmul_bwd (fp8_block)";
     const int mask = CTX(be)->fp8_gemms;
     const int64_t n8 = fp8_rows(be, N);
-    const int64_t nd = din && (mask & FP8_DGRAD) ? n8 : 0, nw = mask & FP8_WGRAD ? n8 : 0;
+    const int64_t nd = din && (mask & MOE_FP8_DGRAD) ? n8 : 0, nw = mask & MOE_FP8_WGRAD ? n8 : 0;
     const size_t rows = (size_t)fp8_chunk_len(be, nd > nw ? nd : nw, 0),
                  wide = IC > OC ? IC : OC;
     q8 gq = {NULL, NULL, NULL, NULL}, iq = {NULL, NULL, NULL, NULL};
@@ -101,16 +101,13 @@ extern "C" int cuda_set_linear_lowp(moe_backend *be, int on, const int *widths, 
     c->linear_lowp = 0;
     if (!on)
         return 0;
-    const char *name = c->expert_lowp == CUDA_EXPERTS_FP8_BLOCK ? "fp8_block"
-                       : c->expert_lowp == CUDA_EXPERTS_MXFP8   ? "mxfp8"
-                       : c->expert_lowp == CUDA_EXPERTS_MXFP8_EMULATED ? "mxfp8_emulated"
-                                                                         : NULL;
-    if (!name)
+    const char *name = precision_name(c->expert_lowp);
+    if (c->expert_lowp == MOE_PREC_BF16)
         return moe_errf(e, "precision.layers=all: the experts run in bf16, so the attention "
                            "projections have no low precision to share");
     /* the E4M3 GEMMs' alignment along k and m (the emulation blocks any width) */
-    const int align = c->expert_lowp == CUDA_EXPERTS_MXFP8 ? 32
-                      : c->expert_lowp == CUDA_EXPERTS_FP8_BLOCK ? 16
+    const int align = c->expert_lowp == MOE_PREC_MXFP8 ? 32
+                      : c->expert_lowp == MOE_PREC_FP8_BLOCK ? 16
                                                                  : 1;
     for (int i = 0; i < n_widths; i++)
         if (widths[i] <= 0 || widths[i] % align)

@@ -1,76 +1,26 @@
 /* moekit CUDA backend: choosing the expert FFN's precision, and proving on
  * this GPU that the chosen path works before the first step.
- *   bf16            any GPU
- *   mxfp8_emulated  any GPU (cuda_moe_mxemu.cu)
- *   fp8_block       Hopper (9.x): a tiny block-scaled GEMM must run
- *   mxfp8           Blackwell (10.x): a self-test runs the MXFP8 expert FFN
- *                   forward and backward on random data beside the emulated
- *                   one (the same MXFP8 values through bf16 GEMMs with fp32
- *                   accumulation) and refuses when they disagree, so a scale
- *                   layout the library reads differently than documented
- *                   stops the run with a reason instead of training wrong.
- * MOE_FP8_GEMMS picks which of fprop, dgrad, wgrad go FP8 in the last two. */
+ * Which GPU runs which recipe is precision_gpu_can_run's rule (common/);
+ * here, what this device must also prove:
+ *   bf16, mxfp8_emulated  nothing (cuda_moe_mxemu.cu: bf16 GEMMs)
+ *   fp8_block             a tiny block-scaled GEMM must run
+ *   mxfp8                 a self-test runs the MXFP8 expert FFN forward and
+ *                         backward on random data beside the emulated one (the
+ *                         same MXFP8 values through bf16 GEMMs with fp32
+ *                         accumulation) and refuses when they disagree, so a
+ *                         scale layout the library reads differently than
+ *                         documented stops the run with a reason instead of
+ *                         training wrong.
+ * runtime.fp8_gemms (set_run_opts) picks which of fprop, dgrad, wgrad go FP8
+ * in the last two. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../lowp/fp8_gemm.h"
+#include "lowp/fp8_gemm.h"
 #include "../route_plan.h"
 #include "cuda_internal.h"
-
-/* MOE_FP8_GEMMS: a comma list of fprop, dgrad, wgrad (default all) or none:
- * the knob of the precision study, to see what each costs in accuracy and
- * buys in speed. */
-static int fp8_gemms_from_env(moe_err *e)
-{
-    const char *v = getenv("MOE_FP8_GEMMS");
-    if (!v || !*v)
-        return FP8_FPROP | FP8_DGRAD | FP8_WGRAD;
-    int mask = 0;
-    char buf[64];
-    snprintf(buf, sizeof buf, "%s", v);
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (!strcmp(t, "fprop"))
-            mask |= FP8_FPROP;
-        else if (!strcmp(t, "dgrad"))
-            mask |= FP8_DGRAD;
-        else if (!strcmp(t, "wgrad"))
-            mask |= FP8_WGRAD;
-        else if (strcmp(t, "none"))
-            return moe_errf(e, "MOE_FP8_GEMMS=%s: '%s' is not one of fprop, dgrad, wgrad, none", v,
-                            t);
-    }
-    return mask;
-}
-
-/* MOE_FP8_CHUNK_ROWS: how many of an expert's rows one FP8 GEMM takes (its
- * quantised copies are that many rows, however the router spreads tokens);
- * a multiple of 128, so the chunks cut no 1x128 block along the tokens */
-static int fp8_chunk_rows_from_env(moe_err *e)
-{
-    const char *v = getenv("MOE_FP8_CHUNK_ROWS");
-    if (!v || !*v)
-        return 8192;
-    char *end = NULL;
-    long n = strtol(v, &end, 10);
-    if (*end || n < 128 || n > (1L << 24) || n % 128)
-        return moe_errf(e, "MOE_FP8_CHUNK_ROWS=%s: want a multiple of 128 from 128 to %ld", v,
-                        1L << 24);
-    return (int)n;
-}
-
-/* MOE_FP8_FUSED_SAVE=0: fp8_block's saved h1, h3 quantised after the SwiGLU
- * kernel instead of by it (the same bytes; the check and the ablation) */
-static int fp8_fused_save_from_env(moe_err *e)
-{
-    const char *v = getenv("MOE_FP8_FUSED_SAVE");
-    if (!v || !*v || !strcmp(v, "1"))
-        return 1;
-    if (!strcmp(v, "0"))
-        return 0;
-    return moe_errf(e, "MOE_FP8_FUSED_SAVE=%s: want 0 or 1", v);
-}
 
 /* fp8_block: a 128 x 16 x 128 GEMM on zero codes and scales must run */
 static int fp8_block_probe(cuda_ctx *c, moe_err *e)
@@ -183,13 +133,13 @@ static int mxfp8_self_test(moe_backend *be, moe_err *e)
     const char *worst_name = "";
     if (!bad) {
         for (int k = 0; k < 2; k++) {
-            c->expert_lowp = k ? CUDA_EXPERTS_MXFP8_EMULATED : CUDA_EXPERTS_MXFP8;
+            c->expert_lowp = k ? MOE_PREC_MXFP8_EMULATED : MOE_PREC_MXFP8;
             be->experts_fwd(be, o[k].y, o[k].h1, o[k].h3, o[k].a, x, p_perm, w1, w3, w2, &plan,
                             ST_C, ST_I);
             be->experts_bwd(be, o[k].dx, o[k].dp, o[k].dw1, o[k].dw3, o[k].dw2, dy, x, o[k].h1,
                             o[k].h3, p_perm, w1, w3, w2, &plan, ST_C, ST_I, 1);
         }
-        c->expert_lowp = CUDA_EXPERTS_BF16;
+        c->expert_lowp = MOE_PREC_BF16;
         if (cuda_check(be, e) || cudaDeviceSynchronize() != cudaSuccess) {
             bad = 2;
         } else {
@@ -231,30 +181,20 @@ static int mxfp8_self_test(moe_backend *be, moe_err *e)
     return 0;
 }
 
-extern "C" int cuda_set_expert_precision(moe_backend *be, const char *precision, int C, int I,
+extern "C" int cuda_set_expert_precision(moe_backend *be, moe_precision p, int C, int I,
                                          moe_err *e)
 {
     cuda_ctx *c = CTX(be);
-    if (!strcmp(precision, "bf16")) {
-        c->expert_lowp = CUDA_EXPERTS_BF16;
+    const char *precision = precision_name(p);
+    char why[256];
+    if (!precision_gpu_can_run(p, c->cc_major, c->cc_minor, why, sizeof why))
+        return moe_errf(e, "precision.compute=%s on %s: %s; use bf16", precision,
+                        c->device_name, why);
+    if (p == MOE_PREC_BF16 || p == MOE_PREC_MXFP8_EMULATED) {
+        c->expert_lowp = p; /* plain kernels and bf16 GEMMs */
         return 0;
     }
-    if (!strcmp(precision, "mxfp8_emulated")) {
-        c->expert_lowp = CUDA_EXPERTS_MXFP8_EMULATED; /* plain kernels and bf16 GEMMs: any GPU */
-        return 0;
-    }
-    int mx = !strcmp(precision, "mxfp8");
-    if (!mx && strcmp(precision, "fp8_block"))
-        return moe_errf(e, "cuda: precision %s is not available for the experts", precision);
-    if (mx ? c->cc_major != 10 : c->cc_major != 9)
-        return moe_errf(e,
-                        "precision.compute=%s needs %s; %s is %d.%d: use bf16%s", precision,
-                        mx ? "a Blackwell GPU (compute capability 10.x)"
-                           : "a Hopper GPU (compute capability 9.x)",
-                        c->device_name, c->cc_major, c->cc_minor,
-                        !mx && c->cc_major >= 10 ? " (mxfp8 is the Blackwell recipe)"
-                        : mx && c->cc_major == 9 ? " or fp8_block (the Hopper recipe)"
-                                                 : "");
+    const int mx = p == MOE_PREC_MXFP8;
     int align = mx ? 32 : 16;
     if (C % align || I % align)
         return moe_errf(e,
@@ -263,21 +203,9 @@ extern "C" int cuda_set_expert_precision(moe_backend *be, const char *precision,
                         precision, align, C, I);
     if (!c->fp8_gemm && lowp_fp8_gemm_create(&c->fp8_gemm, 32u << 20, e))
         return -1;
-    int mask = fp8_gemms_from_env(e);
-    if (mask < 0)
-        return -1;
-    int chunk = fp8_chunk_rows_from_env(e);
-    if (chunk < 0)
-        return -1;
-    int fused_save = fp8_fused_save_from_env(e);
-    if (fused_save < 0)
-        return -1;
-    c->fp8_chunk_rows = chunk;
-    c->fp8_gemms = mask;
-    c->fp8_fused_save = fused_save;
     if (mx) {
         int keep = c->fp8_gemms;
-        c->fp8_gemms = FP8_FPROP | FP8_DGRAD | FP8_WGRAD; /* the self-test checks all three */
+        c->fp8_gemms = MOE_FP8_FPROP | MOE_FP8_DGRAD | MOE_FP8_WGRAD; /* the self-test checks all three */
         int rc = mxfp8_self_test(be, e);
         c->fp8_gemms = keep;
         if (rc)
@@ -285,6 +213,6 @@ extern "C" int cuda_set_expert_precision(moe_backend *be, const char *precision,
     } else if (fp8_block_probe(c, e)) {
         return -1;
     }
-    c->expert_lowp = mx ? CUDA_EXPERTS_MXFP8 : CUDA_EXPERTS_FP8_BLOCK;
+    c->expert_lowp = p;
     return 0;
 }

@@ -2,7 +2,7 @@
  * mxfp8 on Blackwell; the two differ in the quantisers, cuda_fp8_ops.h).
  * For fp8_block: same loop over the local experts as the bf16 path
  * (cuda_moe.cu), with every expert GEMM an E4M3 GEMM through cuBLASLt
- * (trainer/lowp/fp8_gemm.h): weights in 128x128 blocks, activations and
+ * (lowp/fp8_gemm.h): weights in 128x128 blocks, activations and
  * gradients in 1x128 tiles along each GEMM's contraction (the operands by
  * GEMM: cuda_fp8_ops.h), fp32 accumulation, bf16 outputs, fp32 weight
  * gradients accumulated in place.
@@ -27,8 +27,8 @@
 #include <string.h>
 
 #include "../../lowp/fp8.h"
-#include "../../lowp/fp8_gemm.h"
-#include "../../lowp/lowp_cuda.h"
+#include "lowp/fp8_gemm.h"
+#include "lowp/lowp_cuda.h"
 #include "../route_plan.h"
 #include "cuda_fp8_ops.h"
 
@@ -40,18 +40,18 @@
 
 int cuda_fp8_saved(moe_backend *be)
 {
-    return CTX(be)->expert_lowp == CUDA_EXPERTS_FP8_BLOCK && CTX(be)->fp8_saved_on;
+    return CTX(be)->expert_lowp == MOE_PREC_FP8_BLOCK && CTX(be)->fp8_saved_on;
 }
 
 void cuda_set_fp8_saved_activations(moe_backend *be, int on) { CTX(be)->fp8_saved_on = on != 0; }
 
-static size_t saved_codes_bytes(size_t rows, int I) { return (rows * I + 255) & ~(size_t)255; }
+static size_t saved_codes_bytes(size_t rows, int I) { return lowp_fp8blk_saved_codes_bytes(rows, I); }
 
 size_t cuda_expert_saved_bytes(moe_backend *be, size_t rows, int I)
 {
     if (!cuda_fp8_saved(be))
         return rows * I * sizeof(bf16);
-    return saved_codes_bytes(rows, I) + 4 * lowp_fp8blk_1x128_scales(rows, I);
+    return lowp_fp8blk_saved_bytes(rows, I);
 }
 
 static float *saved_scales(const act *h, size_t rows, int I)
@@ -89,7 +89,7 @@ void cuda_experts_fwd_fp8(moe_backend *be, act *y_perm, act *h1, act *h3, act *a
 {
     const char *op = fp8_is_mx(be) ? "experts_fwd (mxfp8)" : "experts_fwd (fp8_block)";
     size_t rows_all = plan->n_rows;
-    const int on = CTX(be)->fp8_gemms & FP8_FPROP, saved8 = cuda_fp8_saved(be);
+    const int on = CTX(be)->fp8_gemms & MOE_FP8_FPROP, saved8 = cuda_fp8_saved(be);
     /* mxfp8: SwiGLU x probability writes a's MXFP8 copy for the down
      * projection itself, chunk by chunk (and a in bf16, for the rows the
      * bf16 GEMM takes); fp8_block quantises a after one SwiGLU over all rows */
@@ -192,7 +192,7 @@ void cuda_experts_bwd_fp8(moe_backend *be, act *dx_perm, real *dp_perm, real *dw
     const char *op = fp8_is_mx(be) ? "experts_bwd (mxfp8)" : "experts_bwd (fp8_block)";
     const float wb = dw_overwrite ? 0.f : 1.f;
     size_t rows_all = plan->n_rows;
-    const int don = CTX(be)->fp8_gemms & FP8_DGRAD, won = CTX(be)->fp8_gemms & FP8_WGRAD;
+    const int don = CTX(be)->fp8_gemms & MOE_FP8_DGRAD, won = CTX(be)->fp8_gemms & MOE_FP8_WGRAD;
     size_t wide = C > I ? C : I;
     cuda_expert_bwd_bufs b;
     if (rows_all == 0)

@@ -11,9 +11,9 @@
  * Columnwise copies of activations are made per expert, so no 32-row block
  * straddles two experts. Speed is not its purpose: each quantisation is one
  * extra pass over its tensor.
- * Reached through set_expert_precision("mxfp8_emulated") by the GPU tests
+ * Reached through set_expert_precision(MOE_PREC_MXFP8_EMULATED) by the GPU tests
  * (test_cuda_ops); moe-train offers it once those have passed on a GPU. */
-#include "../../lowp/lowp_cuda.h"
+#include "lowp/lowp_cuda.h"
 #include "../route_plan.h"
 #include "cuda_internal.h"
 

@@ -180,13 +180,45 @@ __device__ __forceinline__ float grad_at(const float *grad, size_t k, int zm, co
     return zm == 1 || (zm == 2 && elem_in_zero(k, a)) ? 0.f : grad[k];
 }
 
-/* One element: the moments in place, the new master returned. */
+/* The moments' storage: fp32, or bf16 rounded to nearest even on store.
+ * The update reads back what it stores, so a step sees the same moments as
+ * the next one (and as the cpu reference). */
+__device__ __forceinline__ float mom_round(float x, const float *) { return x; }
+__device__ __forceinline__ float mom_round(float x, const bf16 *)
+{
+    return __bfloat162float(__float2bfloat16_rn(x));
+}
+__device__ __forceinline__ float mom_ld(const float *p, size_t i) { return p[i]; }
+__device__ __forceinline__ float mom_ld(const bf16 *p, size_t i) { return __bfloat162float(p[i]); }
+__device__ __forceinline__ void mom_st(float *p, size_t i, float x) { p[i] = x; }
+__device__ __forceinline__ void mom_st(bf16 *p, size_t i, float x) { p[i] = __float2bfloat16_rn(x); }
+__device__ __forceinline__ float4 mom_ld4(const float *p, size_t i) { return ((const float4 *)p)[i]; }
+__device__ __forceinline__ float4 mom_ld4(const bf16 *p, size_t i)
+{
+    uint2 w = ((const uint2 *)p)[i];
+    float2 a = __bfloat1622float2(*(const __nv_bfloat162 *)&w.x);
+    float2 b = __bfloat1622float2(*(const __nv_bfloat162 *)&w.y);
+    return make_float4(a.x, a.y, b.x, b.y);
+}
+__device__ __forceinline__ void mom_st4(float *p, size_t i, float4 x) { ((float4 *)p)[i] = x; }
+__device__ __forceinline__ void mom_st4(bf16 *p, size_t i, float4 x)
+{
+    __nv_bfloat162 a = __floats2bfloat162_rn(x.x, x.y), b = __floats2bfloat162_rn(x.z, x.w);
+    uint2 w;
+    w.x = *(unsigned *)&a;
+    w.y = *(unsigned *)&b;
+    ((uint2 *)p)[i] = w;
+}
+
+/* One element: the moments (loaded into *m, *v) updated in place, the new
+ * master returned. MT: the moments' storage type. */
+template <typename MT>
 __device__ __forceinline__ float adam_elem(float p, float g, float *m, float *v, float decay,
                                            const adam_args &a)
 {
     g *= a.scale;
-    float mk = a.b1 * *m + (1.f - a.b1) * g;
-    float vk = a.b2 * *v + (1.f - a.b2) * g * g;
+    float mk = mom_round(a.b1 * *m + (1.f - a.b1) * g, (const MT *)0);
+    float vk = mom_round(a.b2 * *v + (1.f - a.b2) * g * g, (const MT *)0);
     *m = mk;
     *v = vk;
     return p * decay - a.lr * (mk / a.bc1) / (sqrtf(vk / a.bc2) + a.eps);
@@ -196,7 +228,8 @@ __device__ __forceinline__ float adam_elem(float p, float g, float *m, float *v,
  * (every tensor of a real model), one at a time otherwise. */
 __device__ __forceinline__ int chunk_vec4(const adam_chunk &ch) { return (ch.offset % 4) == 0 && (ch.n % 4) == 0; }
 
-__global__ void adamw_kernel(float *master, bf16 *wc, const float *grad, float *m, float *v,
+template <typename MT>
+__global__ void adamw_kernel(float *master, bf16 *wc, const float *grad, MT *m, MT *v,
                              const adam_chunk *chunks, adam_args a)
 {
     adam_chunk ch = chunks[blockIdx.x];
@@ -207,14 +240,14 @@ __global__ void adamw_kernel(float *master, bf16 *wc, const float *grad, float *
         for (unsigned i = threadIdx.x; i < ch.n / 4; i += blockDim.x) {
             float4 p = ((float4 *)master)[b + i];
             float4 g = zm ? make_float4(0.f, 0.f, 0.f, 0.f) : ((const float4 *)grad)[b + i];
-            float4 mk = ((float4 *)m)[b + i], vk = ((float4 *)v)[b + i];
-            p.x = adam_elem(p.x, g.x, &mk.x, &vk.x, decay, a);
-            p.y = adam_elem(p.y, g.y, &mk.y, &vk.y, decay, a);
-            p.z = adam_elem(p.z, g.z, &mk.z, &vk.z, decay, a);
-            p.w = adam_elem(p.w, g.w, &mk.w, &vk.w, decay, a);
+            float4 mk = mom_ld4(m, b + i), vk = mom_ld4(v, b + i);
+            p.x = adam_elem<MT>(p.x, g.x, &mk.x, &vk.x, decay, a);
+            p.y = adam_elem<MT>(p.y, g.y, &mk.y, &vk.y, decay, a);
+            p.z = adam_elem<MT>(p.z, g.z, &mk.z, &vk.z, decay, a);
+            p.w = adam_elem<MT>(p.w, g.w, &mk.w, &vk.w, decay, a);
             ((float4 *)master)[b + i] = p;
-            ((float4 *)m)[b + i] = mk;
-            ((float4 *)v)[b + i] = vk;
+            mom_st4(m, b + i, mk);
+            mom_st4(v, b + i, vk);
             __nv_bfloat162 lo2 = __floats2bfloat162_rn(p.x, p.y), hi2 = __floats2bfloat162_rn(p.z, p.w);
             uint2 w;
             w.x = *(unsigned *)&lo2;
@@ -225,7 +258,10 @@ __global__ void adamw_kernel(float *master, bf16 *wc, const float *grad, float *
     }
     for (unsigned i = threadIdx.x; i < ch.n; i += blockDim.x) {
         size_t k = ch.offset + i;
-        float p = adam_elem(master[k], grad_at(grad, k, zm, a), &m[k], &v[k], decay, a);
+        float mk = mom_ld(m, k), vk = mom_ld(v, k);
+        float p = adam_elem<MT>(master[k], grad_at(grad, k, zm, a), &mk, &vk, decay, a);
+        mom_st(m, k, mk);
+        mom_st(v, k, vk);
         master[k] = p;
         wc[k] = __float2bfloat16(p);
     }
@@ -247,8 +283,9 @@ __device__ __forceinline__ void split_put(float p, unsigned short *hi, unsigned 
     *lo = l;
 }
 
-__global__ void adamw_split_kernel(unsigned short *lo, unsigned short *hi, const float *grad, float *m,
-                                   float *v, const adam_chunk *chunks, adam_args a)
+template <typename MT>
+__global__ void adamw_split_kernel(unsigned short *lo, unsigned short *hi, const float *grad, MT *m,
+                                   MT *v, const adam_chunk *chunks, adam_args a)
 {
     adam_chunk ch = chunks[blockIdx.x];
     float decay = ch.decay ? 1.f - a.lr * a.wd : 1.f;
@@ -258,22 +295,49 @@ __global__ void adamw_split_kernel(unsigned short *lo, unsigned short *hi, const
         for (unsigned i = threadIdx.x; i < ch.n / 4; i += blockDim.x) {
             ushort4 h = ((ushort4 *)hi)[b + i], l = ((ushort4 *)lo)[b + i];
             float4 g = zm ? make_float4(0.f, 0.f, 0.f, 0.f) : ((const float4 *)grad)[b + i];
-            float4 mk = ((float4 *)m)[b + i], vk = ((float4 *)v)[b + i];
-            split_put(adam_elem(split_get(h.x, l.x), g.x, &mk.x, &vk.x, decay, a), &h.x, &l.x);
-            split_put(adam_elem(split_get(h.y, l.y), g.y, &mk.y, &vk.y, decay, a), &h.y, &l.y);
-            split_put(adam_elem(split_get(h.z, l.z), g.z, &mk.z, &vk.z, decay, a), &h.z, &l.z);
-            split_put(adam_elem(split_get(h.w, l.w), g.w, &mk.w, &vk.w, decay, a), &h.w, &l.w);
+            float4 mk = mom_ld4(m, b + i), vk = mom_ld4(v, b + i);
+            split_put(adam_elem<MT>(split_get(h.x, l.x), g.x, &mk.x, &vk.x, decay, a), &h.x, &l.x);
+            split_put(adam_elem<MT>(split_get(h.y, l.y), g.y, &mk.y, &vk.y, decay, a), &h.y, &l.y);
+            split_put(adam_elem<MT>(split_get(h.z, l.z), g.z, &mk.z, &vk.z, decay, a), &h.z, &l.z);
+            split_put(adam_elem<MT>(split_get(h.w, l.w), g.w, &mk.w, &vk.w, decay, a), &h.w, &l.w);
             ((ushort4 *)hi)[b + i] = h;
             ((ushort4 *)lo)[b + i] = l;
-            ((float4 *)m)[b + i] = mk;
-            ((float4 *)v)[b + i] = vk;
+            mom_st4(m, b + i, mk);
+            mom_st4(v, b + i, vk);
         }
         return;
     }
     for (unsigned i = threadIdx.x; i < ch.n; i += blockDim.x) {
         size_t k = ch.offset + i;
-        float p = adam_elem(split_get(hi[k], lo[k]), grad_at(grad, k, zm, a), &m[k], &v[k], decay, a);
+        float mk = mom_ld(m, k), vk = mom_ld(v, k);
+        float p = adam_elem<MT>(split_get(hi[k], lo[k]), grad_at(grad, k, zm, a), &mk, &vk, decay, a);
+        mom_st(m, k, mk);
+        mom_st(v, k, vk);
         split_put(p, &hi[k], &lo[k]);
+    }
+}
+
+/* A chunk of the distributed optimizer's shard: the gradient and compute
+ * copy at `flat`, the low halves and moments at `state`. */
+typedef struct {
+    unsigned long long flat, state;
+    unsigned int n;
+    int decay;
+} shard_chunk;
+
+template <typename MT>
+__global__ void adamw_shard_kernel(unsigned short *lo, unsigned short *hi, const float *grad, MT *m,
+                                   MT *v, const shard_chunk *chunks, adam_args a)
+{
+    shard_chunk ch = chunks[blockIdx.x];
+    float decay = ch.decay ? 1.f - a.lr * a.wd : 1.f;
+    for (unsigned i = threadIdx.x; i < ch.n; i += blockDim.x) {
+        size_t k = ch.flat + i, s = ch.state + i;
+        float mk = mom_ld(m, s), vk = mom_ld(v, s);
+        float p = adam_elem<MT>(split_get(hi[k], lo[s]), grad[k], &mk, &vk, decay, a);
+        mom_st(m, s, mk);
+        mom_st(v, s, vk);
+        split_put(p, &hi[k], &lo[s]);
     }
 }
 
@@ -445,7 +509,7 @@ static int adam_args_of(moe_backend *be, const moe_adamw_hyper *h, adam_args *a)
     return 1;
 }
 
-static void adamw(moe_backend *be, real *master, act *wc, const real *grad, real *m, real *v,
+static void adamw(moe_backend *be, real *master, act *wc, const real *grad, void *m, void *v,
                   const moe_param_span *spans, int n_spans, const moe_adamw_hyper *h)
 {
     int n_chunks = 0;
@@ -453,12 +517,16 @@ static void adamw(moe_backend *be, real *master, act *wc, const real *grad, real
     adam_args a;
     if (!chunks || !adam_args_of(be, h, &a))
         return;
-    adamw_kernel<<<n_chunks, CUDA_THREADS, 0, CTX(be)->stream>>>(master, (bf16 *)wc, grad, m, v,
-                                                                 chunks, a);
+    if (h->moments_bf16)
+        adamw_kernel<<<n_chunks, CUDA_THREADS, 0, CTX(be)->stream>>>(
+            master, (bf16 *)wc, grad, (bf16 *)m, (bf16 *)v, chunks, a);
+    else
+        adamw_kernel<<<n_chunks, CUDA_THREADS, 0, CTX(be)->stream>>>(
+            master, (bf16 *)wc, grad, (float *)m, (float *)v, chunks, a);
     LAUNCHED(be, "adamw");
 }
 
-static void adamw_split(moe_backend *be, uint16_t *lo, act *wc, const real *grad, real *m, real *v,
+static void adamw_split(moe_backend *be, uint16_t *lo, act *wc, const real *grad, void *m, void *v,
                         const moe_param_span *spans, int n_spans, const moe_adamw_hyper *h)
 {
     int n_chunks = 0;
@@ -466,9 +534,121 @@ static void adamw_split(moe_backend *be, uint16_t *lo, act *wc, const real *grad
     adam_args a;
     if (!chunks || !adam_args_of(be, h, &a))
         return;
-    adamw_split_kernel<<<n_chunks, CUDA_THREADS, 0, CTX(be)->stream>>>(
-        (unsigned short *)lo, (unsigned short *)wc, grad, m, v, chunks, a);
+    if (h->moments_bf16)
+        adamw_split_kernel<<<n_chunks, CUDA_THREADS, 0, CTX(be)->stream>>>(
+            (unsigned short *)lo, (unsigned short *)wc, grad, (bf16 *)m, (bf16 *)v, chunks, a);
+    else
+        adamw_split_kernel<<<n_chunks, CUDA_THREADS, 0, CTX(be)->stream>>>(
+            (unsigned short *)lo, (unsigned short *)wc, grad, (float *)m, (float *)v, chunks, a);
     LAUNCHED(be, "adamw_split");
+}
+
+static int same_pieces(const moe_shard_piece *a, int na, const moe_shard_piece *b, int nb)
+{
+    if (na != nb || !a)
+        return 0;
+    for (int i = 0; i < na; i++)
+        if (a[i].flat != b[i].flat || a[i].state != b[i].state || a[i].n != b[i].n ||
+            a[i].decay != b[i].decay)
+            return 0;
+    return 1;
+}
+
+/* The device chunk table of a shard layout, rebuilt only when it changes
+ * (a run has one); NULL on failure, noted. */
+static const shard_chunk *shard_chunks_for(moe_backend *be, const moe_shard_piece *pieces, int np,
+                                           int *n_chunks_out)
+{
+    cuda_ctx *c = CTX(be);
+    if (same_pieces(c->shard_pieces, c->n_shard_pieces, pieces, np)) {
+        *n_chunks_out = c->n_shard_chunks;
+        return (const shard_chunk *)c->shard_chunks;
+    }
+    size_t n_chunks = 0;
+    for (int i = 0; i < np; i++)
+        n_chunks += (pieces[i].n + ADAM_CHUNK - 1) / ADAM_CHUNK;
+    if (n_chunks == 0 || n_chunks > 0x7fffffff) {
+        if (n_chunks)
+            cuda_note(be, "adamw_shard", "more chunks than one grid holds");
+        return NULL;
+    }
+    shard_chunk *table = (shard_chunk *)malloc(sizeof(shard_chunk) * n_chunks);
+    moe_shard_piece *copy = (moe_shard_piece *)malloc(sizeof(moe_shard_piece) * np);
+    if (!table || !copy) {
+        free(table);
+        free(copy);
+        cuda_note(be, "adamw_shard", "out of host memory for the chunk table");
+        return NULL;
+    }
+    memcpy(copy, pieces, sizeof(moe_shard_piece) * np);
+    size_t k = 0;
+    for (int i = 0; i < np; i++)
+        for (size_t o = 0; o < pieces[i].n; o += ADAM_CHUNK) {
+            table[k].flat = pieces[i].flat + o;
+            table[k].state = pieces[i].state + o;
+            table[k].n = (unsigned)(pieces[i].n - o < ADAM_CHUNK ? pieces[i].n - o : ADAM_CHUNK);
+            table[k].decay = pieces[i].decay;
+            k++;
+        }
+    if (c->shard_chunks)
+        cudaFree(c->shard_chunks);
+    free(c->shard_pieces);
+    c->shard_chunks = NULL;
+    c->shard_pieces = NULL;
+    c->n_shard_pieces = 0;
+    CU(be, "adamw_shard", cudaMalloc(&c->shard_chunks, sizeof(shard_chunk) * n_chunks));
+    if (c->shard_chunks)
+        CU(be, "adamw_shard", cudaMemcpy(c->shard_chunks, table, sizeof(shard_chunk) * n_chunks,
+                                         cudaMemcpyHostToDevice));
+    free(table);
+    if (!c->shard_chunks || c->error[0]) {
+        free(copy);
+        return NULL;
+    }
+    c->shard_pieces = copy;
+    c->n_shard_pieces = np;
+    c->n_shard_chunks = (int)n_chunks;
+    *n_chunks_out = (int)n_chunks;
+    return (const shard_chunk *)c->shard_chunks;
+}
+
+static void adamw_shard(moe_backend *be, const real *grad, act *wc, uint16_t *lo, void *m, void *v,
+                        const moe_shard_piece *pieces, int n_pieces, const moe_adamw_hyper *h)
+{
+    if (!lo) {
+        cuda_note(be, "adamw_shard", "the bf16 compute copy needs the masters' low halves");
+        return;
+    }
+    int n_chunks = 0;
+    const shard_chunk *chunks = shard_chunks_for(be, pieces, n_pieces, &n_chunks);
+    moe_adamw_hyper hz = *h;
+    hz.n_zero_grads = 0;
+    adam_args a;
+    if (!chunks || !adam_args_of(be, &hz, &a))
+        return;
+    unsigned short *l = (unsigned short *)lo, *hi = (unsigned short *)wc;
+    if (h->moments_bf16)
+        adamw_shard_kernel<<<n_chunks, CUDA_THREADS, 0, CTX(be)->stream>>>(
+            l, hi, grad, (bf16 *)m, (bf16 *)v, chunks, a);
+    else
+        adamw_shard_kernel<<<n_chunks, CUDA_THREADS, 0, CTX(be)->stream>>>(
+            l, hi, grad, (float *)m, (float *)v, chunks, a);
+    LAUNCHED(be, "adamw_shard");
+}
+
+__global__ void accumulate_kernel(float *dst, const float *src, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dst[i] += src[i];
+}
+
+static void accumulate(moe_backend *be, real *dst, const real *src, size_t n)
+{
+    if (n == 0)
+        return;
+    accumulate_kernel<<<cuda_grid(n), CUDA_THREADS, 0, CTX(be)->stream>>>(dst, src, n);
+    LAUNCHED(be, "accumulate");
 }
 
 void cuda_fill_optim_ops(moe_backend *be)
@@ -477,6 +657,8 @@ void cuda_fill_optim_ops(moe_backend *be)
     be->sum_squares_ranges = sum_squares_ranges;
     be->adamw = adamw;
     be->adamw_split = adamw_split;
+    be->adamw_shard = adamw_shard;
+    be->accumulate = accumulate;
     be->masters_upload = masters_upload;
     be->masters_download = masters_download;
     be->masters_init = masters_init;

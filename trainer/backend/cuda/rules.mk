@@ -11,46 +11,47 @@ CUDA_SRCS := trainer/backend/cuda/cuda_backend.cu trainer/backend/cuda/cuda_dens
 	trainer/backend/cuda/cuda_fp8_ops.cu trainer/backend/cuda/cuda_linear_lowp.cu \
 	trainer/backend/cuda/cuda_moe_mxemu.cu trainer/backend/cuda/cuda_lowp_select.cu \
 	trainer/backend/cuda/cuda_optim.cu trainer/backend/cuda/cuda_gemm.cu
-# the host-side route plan builder is shared with the CPU backend (also in MODEL_LIB, so
+# the host-side route plan builder is shared with the CPU backend (also in libmoe_cpu.a, so
 # either library links alone)
 CUDA_OBJS := $(patsubst %.cu,$(B)/obj/%.o,$(CUDA_SRCS)) $(call obj,trainer/backend/route_plan.c)
-# the fp8_block expert FFN: the quantiser kernels, the cuBLASLt GEMMs and the
-# scale-layout sizes of trainer/lowp
-CUDA_OBJS += $(LOWP_CUDA_OBJS) $(call obj,trainer/lowp/fp8_block.c trainer/lowp/mx_swizzle.c)
-$(B)/obj/trainer/backend/cuda/cuda_moe_fp8.o: trainer/lowp/fp8.h trainer/lowp/fp8_gemm.h \
-	trainer/lowp/lowp_cuda.h trainer/backend/cuda/cuda_fp8_ops.h
-$(B)/obj/trainer/backend/cuda/cuda_fp8_ops.o: trainer/lowp/fp8.h trainer/lowp/fp8_gemm.h \
-	trainer/lowp/lowp_cuda.h trainer/backend/cuda/cuda_fp8_ops.h
-$(B)/obj/trainer/backend/cuda/cuda_linear_lowp.o: trainer/lowp/fp8_gemm.h \
+LOWP_CUDA_H := $(LOWP_CUDA_DIR)/lowp_cuda.h
+FP8_GEMM_H := $(LOWP_CUDA_DIR)/fp8_gemm.h
+$(B)/obj/trainer/backend/cuda/cuda_moe_fp8.o: trainer/lowp/fp8.h $(FP8_GEMM_H) $(LOWP_CUDA_H) \
 	trainer/backend/cuda/cuda_fp8_ops.h
-$(B)/obj/trainer/backend/cuda/cuda_moe_mxemu.o: trainer/lowp/lowp_cuda.h
+$(B)/obj/trainer/backend/cuda/cuda_fp8_ops.o: trainer/lowp/fp8.h $(FP8_GEMM_H) $(LOWP_CUDA_H) \
+	trainer/backend/cuda/cuda_fp8_ops.h
+$(B)/obj/trainer/backend/cuda/cuda_linear_lowp.o: $(FP8_GEMM_H) trainer/backend/cuda/cuda_fp8_ops.h
+$(B)/obj/trainer/backend/cuda/cuda_moe_mxemu.o: $(LOWP_CUDA_H)
 # the SwiGLU kernel quantises fp8_block's saved h with the quantisers' own arithmetic
-$(B)/obj/trainer/backend/cuda/cuda_moe.o: trainer/lowp/fp8_blk_device.cuh trainer/lowp/fp8_scalar.h
+$(B)/obj/trainer/backend/cuda/cuda_moe.o: $(LOWP_CUDA_DIR)/fp8_blk_device.cuh trainer/lowp/fp8_scalar.h
 $(B)/obj/trainer/backend/cuda/cuda_moe.o: NVCCFLAGS += $(LOWP_DEVICE_DEFS)
-$(B)/obj/trainer/backend/cuda/cuda_lowp_select.o: trainer/lowp/fp8_gemm.h
+$(B)/obj/trainer/backend/cuda/cuda_lowp_select.o: $(FP8_GEMM_H)
 $(B)/obj/%.o: %.cu trainer/backend/cuda/cuda_internal.h trainer/backend/backend.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 CUDA_LIB := $(B)/lib/libmoe_cuda.a
 $(CUDA_LIB): $(CUDA_OBJS)
+# what the backend links: the low-precision FFN's quantiser kernels and
+# cuBLASLt GEMMs (lowp/), and trainer/lowp's scale-layout sizes
+CUDA_LIBS = $(CUDA_LIB) $(LOWP_CUDA_LIB) $(LOWP_LIB)
 CFLAGS += -DMOE_WITH_CUDA -I$(CUDA_HOME)/include
 CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++
 
 # The GPU test program: every op against the CPU reference (run on a GPU machine).
 GPU_TESTS := $(B)/tests/gpu/test_cuda_ops
-$(B)/tests/gpu/test_cuda_ops: $(call obj,tests/gpu/test_cuda_ops.c) $(CUDA_LIB) $(B)/lib/libmoe_model.a \
-		$(B)/lib/libmoe_common.a
+$(B)/tests/gpu/test_cuda_ops: $(call obj,tests/gpu/test_cuda_ops.c) $(CUDA_LIBS) \
+		$(B)/lib/libmoe_cpu.a $(B)/lib/libmoe_common.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(CUDA_LDLIBS) $(LDLIBS_BASE)
 # the attention projections in low precision against the C reference quantisers
 GPU_TESTS += $(B)/tests/gpu/test_linear_lowp
-$(B)/tests/gpu/test_linear_lowp: $(call obj,tests/gpu/test_linear_lowp.c) $(CUDA_LIB) $(LOWP_LIB) \
-		$(B)/lib/libmoe_model.a $(B)/lib/libmoe_common.a
+$(B)/tests/gpu/test_linear_lowp: $(call obj,tests/gpu/test_linear_lowp.c) $(CUDA_LIBS) \
+		$(B)/lib/libmoe_cpu.a $(B)/lib/libmoe_common.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(CUDA_LDLIBS) $(LDLIBS_BASE)
 GPU_TESTS += $(B)/tests/gpu/bench_ops
-$(B)/tests/gpu/bench_ops: $(call obj,tests/gpu/bench_ops.c) $(CUDA_LIB) $(B)/lib/libmoe_model.a \
-		$(B)/lib/libmoe_common.a
+$(B)/tests/gpu/bench_ops: $(call obj,tests/gpu/bench_ops.c) $(CUDA_LIBS) \
+		$(B)/lib/libmoe_cpu.a $(B)/lib/libmoe_common.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(CUDA_LDLIBS) $(LDLIBS_BASE)
 # cuBLAS against cuBLASLt's candidates on the expert GEMM shapes
@@ -61,5 +62,6 @@ $(B)/tests/gpu/bench_gemm: $(call obj,tests/gpu/bench_gemm.c)
 everything: $(GPU_TESTS)
 else
 CUDA_LIB :=
+CUDA_LIBS :=
 CUDA_LDLIBS :=
 endif

@@ -1,0 +1,90 @@
+#!/bin/bash
+# Genome collections from the command line: moe-data prepare / info, training
+# on a token store (the same losses as on the FASTA file, step for step),
+# data.files with directories and globs, moe-train eval --fasta, and bad
+# inputs with clear messages. Usage: tests/cli/data.sh [BUILD_DIR]
+set -u
+B=${1:-build}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+TRAIN=$ROOT/$B/bin/moe-train DATA=$ROOT/$B/bin/moe-data
+LAMBDA=$ROOT/data/lambda_virus.fa.gz
+T=$(mktemp -d /tmp/moekit-data-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+passed=0 failed=0
+TINY=(model.hidden_size=16 model.num_layers=1 model.num_heads=2 model.num_kv_heads=1
+      model.head_dim=8 model.num_experts=2 model.top_k=1 model.intermediate_size=16
+      train.seq_length=32 train.micro_batch_size=2 train.steps=3 scheduler.warmup_steps=1
+      train.eval_batches=1 --quiet)
+
+ok() { passed=$((passed + 1)); echo "ok $1"; }
+bad() { failed=$((failed + 1)); echo "not ok $1"; shift; printf '  %s\n' "$@"; }
+expect_fail() { # NAME PATTERN CMD...: non-zero exit (not a signal), PATTERN in stderr
+    local name=$1 pat=$2; shift 2
+    "$@" >"$T/out" 2>"$T/err"; local rc=$?
+    if [ $rc -eq 0 ]; then bad "$name" "exit 0, expected failure"; return; fi
+    if [ $rc -ge 128 ]; then bad "$name" "died with signal $((rc - 128))" "$(cat "$T/err")"; return; fi
+    if ! grep -qE -- "$pat" "$T/err"; then bad "$name" "stderr lacks /$pat/:" "$(cat "$T/err")"; return; fi
+    ok "$name"
+}
+
+# ---- moe-data prepare / info
+if "$DATA" prepare --quiet --out "$T/lam" "$LAMBDA" >"$T/out" 2>&1 &&
+   "$DATA" info --verify "$T/lam" >"$T/info" 2>&1 && grep -q "^bases *48502 " "$T/info" &&
+   grep -q "^verified" "$T/info"; then
+    ok prepare_and_info
+else
+    bad prepare_and_info "$(cat "$T/out" "$T/info" 2>/dev/null)"
+fi
+if "$DATA" prepare --quiet --out "$T/lam" "$LAMBDA" 2>&1 | grep -q "up to date"; then
+    ok prepare_again_is_a_no_op
+else
+    bad prepare_again_is_a_no_op
+fi
+mkfifo "$T/pipe.fa"
+expect_fail prepare_fifo "pipe.fa: is a FIFO" "$DATA" prepare --quiet --out "$T/x" "$T/pipe.fa"
+: > "$T/empty.fa"
+expect_fail prepare_empty "empty.fa: empty file" "$DATA" prepare --quiet --out "$T/x" "$T/empty.fa"
+printf '>only a header\n' > "$T/hdr.fa"
+expect_fail prepare_header_only "hdr.fa:1: record 'only a header' has no sequence" \
+    "$DATA" prepare --quiet --out "$T/x" "$T/hdr.fa"
+expect_fail prepare_no_match "no file matches" "$DATA" prepare --quiet --out "$T/x" "$T/none*.fa"
+expect_fail store_not_a_store "not a directory" "$TRAIN" --config L0_sanity data.store="$LAMBDA" "${TINY[@]}"
+[ -e "$T/x" ] && bad no_half_store "$T/x exists" || ok no_half_store
+
+# ---- L0_sanity on the store of phage lambda: the FASTA run's losses, step for step
+L0=(--config L0_sanity train.steps=3 scheduler.warmup_steps=1 logger.frequency=1
+    train.eval_every_n_steps=2 train.eval_batches=1 --quiet)
+"$TRAIN" "${L0[@]}" logger.run_dir="$T/run_fa" >"$T/out" 2>&1
+"$TRAIN" "${L0[@]}" logger.run_dir="$T/run_st" data.store="$T/lam" >>"$T/out" 2>&1
+losses() { grep -oE '"(loss|val_loss|lm_loss|grad_norm)": *[-0-9.e+]+' "$1/metrics.jsonl"; }
+if [ -s "$T/run_fa/metrics.jsonl" ] && [ "$(losses "$T/run_fa" | wc -l)" -ge 3 ] &&
+   diff <(losses "$T/run_fa") <(losses "$T/run_st") >"$T/diff"; then
+    ok l0_store_losses_equal_fasta
+else
+    bad l0_store_losses_equal_fasta "$(cat "$T/diff" "$T/out" | tail -8)"
+fi
+
+# ---- data.files: a directory and a glob, no cap on the count
+mkdir -p "$T/many/sub"
+for i in $(seq 1 40); do printf '>r%d\nACGTACGTACGTACGTACGTACGTACGTACGTACGTACGTACGTACGTACACGTACGTACGTACGTACGTACGTACGTACGTACGTACGTACGTACGTAC\n' $i > "$T/many/sub/f$i.fa"; done
+if "$TRAIN" --config L0_sanity data.files="$T/many" "${TINY[@]}" >"$T/out" 2>&1 &&
+   "$TRAIN" --config L0_sanity "data.files=$T/many/sub/f*.fa" "${TINY[@]}" >>"$T/out" 2>&1; then
+    ok files_directory_and_glob
+else
+    bad files_directory_and_glob "$(tail -3 "$T/out")"
+fi
+
+# ---- eval --fasta: windows of the FASTA as training cuts them
+CK="$T/ckpt"
+if "$TRAIN" --config L0_sanity checkpoint.ckpt_dir="$CK" "${TINY[@]}" >"$T/out" 2>&1 &&
+   "$TRAIN" eval --checkpoint "$CK/final_model" --fasta "$LAMBDA" --seq-length 32 >"$T/out" 2>"$T/err" &&
+   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["lm_loss"]>0 and d["tokens"]==48503 and d["sequences"]==1516, d' "$T/out"; then
+    ok eval_fasta
+else
+    bad eval_fasta "$(cat "$T/out" "$T/err")"
+fi
+expect_fail eval_fasta_directory "is a directory" "$TRAIN" eval --checkpoint "$CK/final_model" --fasta "$T/many/sub/"
+expect_fail eval_fasta_header_only "hdr.fa:1" "$TRAIN" eval --checkpoint "$CK/final_model" --fasta "$T/hdr.fa"
+
+echo "data: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

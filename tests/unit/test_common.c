@@ -1,0 +1,97 @@
+/* Unit tests: the rules every part shares (common/): which GPU runs which
+ * precision recipe, and the EP x DP x experts layout rule. */
+#include <string.h>
+
+#include "../../common/layout.h"
+#include "../../common/precision.h"
+#include "../check.h"
+
+static void test_names_round_trip(void)
+{
+    for (int i = 0; i < MOE_PREC_COUNT; i++) {
+        moe_precision p = MOE_PREC_COUNT;
+        CHECK(precision_parse(precision_names[i], &p) == 0 && p == (moe_precision)i);
+        CHECK(strcmp(precision_name((moe_precision)i), precision_names[i]) == 0);
+    }
+    CHECK(precision_names[MOE_PREC_COUNT] == NULL);
+    moe_precision p = MOE_PREC_BF16;
+    CHECK(precision_parse("MXFP8", &p) == -1 && precision_parse(NULL, &p) == -1);
+    CHECK(p == MOE_PREC_BF16);
+}
+
+/* The recipes by compute capability: the table the verdict and the CUDA
+ * backend both follow. */
+static void test_gpu_rule(void)
+{
+    static const struct {
+        int major, minor;
+        int bf16, fp8_block, mxfp8, emulated;
+    } gpus[] = {
+        {7, 0, 0, 0, 0, 0},  /* V100: no BF16 tensor cores */
+        {8, 0, 1, 0, 0, 1},  /* A100 */
+        {8, 9, 1, 0, 0, 1},  /* L40S */
+        {9, 0, 1, 1, 0, 1},  /* H100, H200 */
+        {10, 0, 1, 0, 1, 1}, /* B200 */
+        {10, 3, 1, 0, 1, 1}, /* B300 */
+        {12, 0, 1, 0, 0, 1}, /* RTX PRO 6000: no sm_100 tensor-core path */
+        {-1, -1, 1, 0, 0, 1}, /* unknown: bf16 only */
+    };
+    for (size_t i = 0; i < sizeof gpus / sizeof gpus[0]; i++) {
+        int M = gpus[i].major, m = gpus[i].minor;
+        CHECK_MSG(precision_gpu_can_run(MOE_PREC_BF16, M, m, NULL, 0) == gpus[i].bf16, "%d.%d",
+                  M, m);
+        CHECK_MSG(precision_gpu_can_run(MOE_PREC_FP8_BLOCK, M, m, NULL, 0) == gpus[i].fp8_block,
+                  "%d.%d", M, m);
+        CHECK_MSG(precision_gpu_can_run(MOE_PREC_MXFP8, M, m, NULL, 0) == gpus[i].mxfp8, "%d.%d",
+                  M, m);
+        CHECK_MSG(precision_gpu_can_run(MOE_PREC_MXFP8_EMULATED, M, m, NULL, 0) ==
+                      gpus[i].emulated, "%d.%d", M, m);
+        CHECK(!precision_gpu_can_run(MOE_PREC_AUTO, M, m, NULL, 0));
+        CHECK(!precision_gpu_can_run(MOE_PREC_FP32, M, m, NULL, 0));
+    }
+}
+
+static void test_gpu_rule_says_why(void)
+{
+    char why[256] = "";
+    CHECK(!precision_gpu_can_run(MOE_PREC_MXFP8, 9, 0, why, sizeof why));
+    CHECK_MSG(strstr(why, "Blackwell") && strstr(why, "fp8_block is the Hopper recipe"), "%s",
+              why);
+    CHECK(!precision_gpu_can_run(MOE_PREC_MXFP8, 12, 0, why, sizeof why));
+    CHECK_MSG(strstr(why, "consumer Blackwell"), "%s", why);
+    CHECK(!precision_gpu_can_run(MOE_PREC_FP8_BLOCK, 10, 0, why, sizeof why));
+    CHECK_MSG(strstr(why, "Hopper") && strstr(why, "mxfp8 is the Blackwell recipe"), "%s", why);
+    CHECK(!precision_gpu_can_run(MOE_PREC_BF16, 7, 5, why, sizeof why));
+    CHECK_MSG(strstr(why, "8.0"), "%s", why);
+    char small[8];
+    CHECK(!precision_gpu_can_run(MOE_PREC_MXFP8, 9, 0, small, sizeof small));
+    CHECK(strlen(small) == sizeof small - 1);
+}
+
+static void test_layout_rule(void)
+{
+    int dp = -7;
+    CHECK(layout_rule(8, 2, 0, 8, &dp) == MOE_LAYOUT_OK && dp == 4);
+    CHECK(layout_rule(8, 2, 4, 8, &dp) == MOE_LAYOUT_OK && dp == 4);
+    CHECK(layout_rule(16, 16, 1, 16, &dp) == MOE_LAYOUT_OK && dp == 1); /* EP may span nodes */
+    CHECK(layout_rule(0, 4, 0, 8, &dp) == MOE_LAYOUT_OK && dp == 0);    /* ranks unknown */
+    CHECK(layout_rule(6, 4, 0, 0, &dp) == MOE_LAYOUT_EP_SPLITS_RANKS);
+    CHECK(layout_rule(2, 4, 0, 8, &dp) == MOE_LAYOUT_EP_OVER_RANKS);
+    CHECK(layout_rule(4, 2, 1, 8, &dp) == MOE_LAYOUT_DP_X_EP);
+    CHECK(layout_rule(8, 4, 0, 6, &dp) == MOE_LAYOUT_EP_SPLITS_EXPERTS);
+    CHECK(layout_rule(0, 3, 0, 8, &dp) == MOE_LAYOUT_EP_SPLITS_EXPERTS);
+    CHECK(layout_rule(8, 0, 0, 8, &dp) == MOE_LAYOUT_NOT_POSITIVE);
+    CHECK(layout_rule(8, 2, -1, 8, &dp) == MOE_LAYOUT_NOT_POSITIVE);
+    /* the rank checks come first: their message is the one to act on */
+    CHECK(layout_rule(6, 4, 0, 6, &dp) == MOE_LAYOUT_EP_SPLITS_RANKS);
+    CHECK(dp == 0); /* unchanged by the failures since the last success */
+}
+
+int main(void)
+{
+    RUN(test_names_round_trip);
+    RUN(test_gpu_rule);
+    RUN(test_gpu_rule_says_why);
+    RUN(test_layout_rule);
+    return check_summary("common");
+}

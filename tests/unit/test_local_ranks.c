@@ -1,0 +1,362 @@
+/* Several ranks in one process: each a thread with its own backend (on a
+ * GPU: its own stream on the same device), over the in-process
+ * communicator. EP=2, DP=2 and EP=2 x DP=2 train a few steps through the
+ * expert-parallel dispatcher and the distributed optimizer (buckets of 512
+ * gradients, so tensors straddle buckets and slices are uneven) against one
+ * rank that takes the whole global batch: the same losses, gradient norms
+ * and weights, moments that come out and go back in, bf16 moments too.
+ * Usage: test_local_ranks [cpu|cuda] (cpu in CI; cuda on a GPU machine). */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../trainer/model/model.h"
+#include "../../trainer/parallel/comm_local.h"
+#include "../../trainer/parallel/dispatch_ep.h"
+#include "../../trainer/parallel/layout_io.h"
+#include "../../trainer/parallel/zero.h"
+#include "../check.h"
+
+static const moe_dims DIMS = {.C = 32, .L = 2, .NH = 4, .NKV = 2, .HD = 8, .E = 4, .K = 2,
+                              .I = 48, .V = 256, .eps = 1e-5, .theta = 10000, .aux_coef = 0.01};
+enum { B = 2, T = 16, STEPS = 3, MAX_RANKS = 4 };
+
+static const char *backend_name = "cpu";
+
+static int open_backend(moe_backend **be, moe_err *e)
+{
+    if (strcmp(backend_name, "cuda"))
+        return cpu_backend_create(be, 1, e);
+#ifdef MOE_WITH_CUDA
+    return cuda_backend_create(be, 0, e);
+#else
+    return moe_errf(e, "this test was built without the CUDA backend");
+#endif
+}
+
+/* sequence s of the global batch (every rank's B sequences in rank order) */
+static void sequence(int s, int step, int32_t *tok, int32_t *tgt)
+{
+    for (int i = 0; i < T; i++) {
+        int k = s * T + i;
+        tok[i] = 4 + (k * 7 + step * 13 + (k / 5) * 3) % 60;
+        tgt[i] = k % 7 == 6 ? -1 : 4 + (k * 11 + step * 5) % 60;
+    }
+}
+
+static int64_t global_valid(int world, int step)
+{
+    int64_t n = 0;
+    int32_t tok[T], tgt[T];
+    for (int s = 0; s < world * B; s++) {
+        sequence(s, step, tok, tgt);
+        for (int i = 0; i < T; i++)
+            n += tgt[i] >= 0;
+    }
+    return n;
+}
+
+static moe_adamw_hyper hyper(int step)
+{
+    return (moe_adamw_hyper){.lr = 2e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                             .weight_decay = 0.1f, .bias_corr1 = (real)(1 - pow(0.9, step)),
+                             .bias_corr2 = (real)(1 - pow(0.95, step)), .grad_scale = 1};
+}
+
+#define CLIP 0.5
+
+typedef struct {
+    int rank, world, ep, bf16;
+    moe_local_world *lw;
+    double loss[STEPS], norm[STEPS];
+    real *masters;      /* this rank's layout, after the steps */
+    real *expected;     /* the one-rank run's, sliced to this rank's layout */
+    size_t n;
+    const real *ref_full; /* the one-rank run's masters */
+    int moments_round_trip;
+    char err[MOE_ERR_LEN];
+} job;
+
+static int world_sum(void *ctx, double *v, int n, moe_err *e)
+{
+    return comm_allreduce_sum(ctx, v, (size_t)n, MOE_DT_DOUBLE, e);
+}
+
+static int train_rank(job *j, moe_backend *be, moe_par *p, moe_err *e)
+{
+    moe_dispatcher *disp = NULL;
+    moe_model *m = NULL;
+    moe_zero *z = NULL;
+    real *mh = NULL, *vh = NULL, *back = NULL;
+    int rc = -1;
+    if (p->ep_size > 1 ? dispatcher_ep_create(&disp, p->ep, DIMS.E, e)
+                       : dispatcher_local_create(&disp, e))
+        goto out;
+    moe_zero_opts zo = {.bucket_bytes = 512 * sizeof(real), .moments_bf16 = j->bf16};
+    if (model_create_parallel(&m, &DIMS, be, disp, B, T, p->ep_rank, p->ep_size, 0, 0, e) ||
+        zero_create(&z, m, p, &zo, e) || model_init_random(m, 42, 0.2, e))
+        goto out;
+    m->stats_sum = world_sum;
+    m->stats_ctx = p->world;
+    for (int s = 0; s < STEPS; s++) {
+        int32_t tok[B * T], tgt[B * T];
+        for (int b = 0; b < B; b++)
+            sequence(j->rank * B + b, s, tok + b * T, tgt + b * T);
+        double ls;
+        int64_t nv;
+        model_zero_grad(m);
+        if (model_forward_backward(m, tok, tgt, 1.0 / global_valid(j->world, s), DIMS.aux_coef,
+                                   &ls, &nv, e) ||
+            comm_allreduce_sum(p->world, &ls, 1, MOE_DT_DOUBLE, e) ||
+            zero_step(z, hyper(s + 1), CLIP, &j->norm[s], e))
+            goto out;
+        j->loss[s] = ls / global_valid(j->world, s);
+    }
+    j->n = m->n_elems;
+    j->masters = malloc(sizeof(real) * j->n);
+    j->expected = malloc(sizeof(real) * j->n);
+    mh = malloc(sizeof(real) * j->n);
+    vh = malloc(sizeof(real) * j->n);
+    back = malloc(sizeof(real) * j->n);
+    if (!j->masters || !j->expected || !mh || !vh || !back) {
+        moe_errf(e, "out of memory");
+        goto out;
+    }
+    moe_model full;
+    if (model_get_masters(m, j->masters, e) || layout_full_make(&full, m, e))
+        goto out;
+    layout_slice_local(m, &full, j->ref_full, j->expected);
+    layout_full_free(&full);
+    /* the moments out, changed, back in, out again */
+    if (zero_get_moments(z, mh, vh, e))
+        goto out;
+    for (size_t i = 0; i < j->n; i++)
+        mh[i] = (real)(i % 97) * 0.25f;
+    if (zero_set_moments(z, mh, vh, e) || zero_get_moments(z, back, vh, e))
+        goto out;
+    j->moments_round_trip = !memcmp(back, mh, sizeof(real) * j->n);
+    rc = 0;
+out:
+    free(mh);
+    free(vh);
+    free(back);
+    zero_destroy(z);
+    if (m)
+        model_destroy(m);
+    if (disp)
+        disp->destroy(disp);
+    return rc;
+}
+
+static void *rank_main(void *arg)
+{
+    job *j = arg;
+    moe_err e = {{0}};
+    moe_backend *be = NULL;
+    moe_par p;
+    memset(&p, 0, sizeof p);
+    if (open_backend(&be, &e) || comm_local_create(&p.world, j->lw, j->rank, be, &e) ||
+        par_layout(&p, j->rank, j->world, j->ep, j->world / j->ep, &e) ||
+        comm_split(p.world, j->rank / j->ep, j->rank, "ep", &p.ep, &e) ||
+        comm_split(p.world, j->rank % j->ep, j->rank, "dp", &p.dp, &e) ||
+        train_rank(j, be, &p, &e))
+        snprintf(j->err, sizeof j->err, "%s", e.msg[0] ? e.msg : "failed");
+    comm_destroy(p.dp);
+    comm_destroy(p.ep);
+    comm_destroy(p.world);
+    if (be)
+        be->destroy(be);
+    return NULL;
+}
+
+/* One rank over the whole global batch, the model's own AdamW. */
+static int reference(int world, int bf16, double *loss, double *norm, real **masters)
+{
+    moe_err e = {{0}};
+    moe_backend *be = NULL;
+    moe_dispatcher *disp = NULL;
+    moe_model *m = NULL;
+    int rc = -1, BW = B * world;
+    if (open_backend(&be, &e) || dispatcher_local_create(&disp, &e) ||
+        model_create_parallel(&m, &DIMS, be, disp, BW, T, 0, 1, 1, 0, &e) ||
+        model_set_moments_bf16(m, bf16, &e) || model_init_random(m, 42, 0.2, &e))
+        goto out;
+    int32_t *tok = malloc(sizeof(int32_t) * BW * T), *tgt = malloc(sizeof(int32_t) * BW * T);
+    for (int s = 0; s < STEPS && tok && tgt; s++) {
+        for (int b = 0; b < BW; b++)
+            sequence(b, s, tok + b * T, tgt + b * T);
+        double ls;
+        int64_t nv;
+        model_zero_grad(m);
+        if (model_forward_backward(m, tok, tgt, 1.0 / global_valid(world, s), DIMS.aux_coef, &ls,
+                                   &nv, &e))
+            break;
+        loss[s] = ls / global_valid(world, s);
+        norm[s] = sqrt(model_grad_sum_squares(m));
+        moe_adamw_hyper h = hyper(s + 1);
+        if (norm[s] > CLIP)
+            h.grad_scale = (real)(CLIP / (norm[s] + 1e-6));
+        model_adamw(m, &h);
+        rc = s == STEPS - 1 ? 0 : -1;
+    }
+    free(tok);
+    free(tgt);
+    *masters = rc ? NULL : malloc(sizeof(real) * m->n_elems);
+    if (*masters && model_get_masters(m, *masters, &e))
+        rc = -1;
+out:
+    if (rc)
+        fprintf(stderr, "  reference: %s\n", e.msg);
+    if (m)
+        model_destroy(m);
+    if (disp)
+        disp->destroy(disp);
+    if (be)
+        be->destroy(be);
+    return rc;
+}
+
+/* EP x DP ranks as threads against the one-rank run. Tolerances: fp32 on
+ * the cpu (sums in another order), bf16 compute on a GPU. */
+static void check_layout(int ep, int dp, int bf16)
+{
+    int world = ep * dp;
+    int gpu = !strcmp(backend_name, "cuda");
+    /* bf16 moments round where fp32 sums differ in the last bit: a few steps of lr apart */
+    double loss_tol = gpu ? 2e-3 : 2e-6, w_tol = gpu ? 2e-2 : bf16 ? 5e-4 : 2e-5;
+    double rl[STEPS], rn[STEPS];
+    real *ref = NULL;
+    if (reference(world, bf16, rl, rn, &ref)) {
+        CHECK_MSG(0, "EP=%d x DP=%d: the reference run failed", ep, dp);
+        return;
+    }
+    moe_local_world *lw = NULL;
+    moe_err e = {{0}};
+    job jobs[MAX_RANKS];
+    pthread_t th[MAX_RANKS];
+    CHECK(comm_local_world_create(&lw, world, &e) == 0);
+    for (int r = 0; r < world && lw; r++) {
+        jobs[r] = (job){.rank = r, .world = world, .ep = ep, .bf16 = bf16, .lw = lw,
+                        .ref_full = ref};
+        CHECK(pthread_create(&th[r], NULL, rank_main, &jobs[r]) == 0);
+    }
+    for (int r = 0; r < world && lw; r++)
+        pthread_join(th[r], NULL);
+    double worst_w = 0, worst_l = 0, worst_n = 0;
+    for (int r = 0; r < world && lw; r++) {
+        job *j = &jobs[r];
+        CHECK_MSG(!j->err[0], "EP=%d x DP=%d rank %d: %s", ep, dp, r, j->err);
+        if (j->err[0])
+            continue;
+        for (int s = 0; s < STEPS; s++) {
+            worst_l = fmax(worst_l, fabs(j->loss[s] - rl[s]) / rl[s]);
+            worst_n = fmax(worst_n, fabs(j->norm[s] - rn[s]) / rn[s]);
+        }
+        for (size_t i = 0; i < j->n; i++)
+            worst_w = fmax(worst_w, fabs((double)j->masters[i] - j->expected[i]));
+        CHECK_MSG(j->moments_round_trip, "EP=%d x DP=%d rank %d: moments did not come back", ep,
+                  dp, r);
+        free(j->masters);
+        free(j->expected);
+    }
+    printf("  EP=%d x DP=%d%s on %s: worst relative loss %.2e, norm %.2e; worst weight %.2e\n",
+           ep, dp, bf16 ? " (bf16 moments)" : "", backend_name, worst_l, worst_n, worst_w);
+    CHECK_MSG(worst_l <= loss_tol && worst_n <= 10 * loss_tol && worst_w <= w_tol,
+              "EP=%d x DP=%d: loss %.2e, norm %.2e, weights %.2e off the one-rank run", ep, dp,
+              worst_l, worst_n, worst_w);
+    comm_local_world_destroy(lw);
+    free(ref);
+}
+
+static void test_ep2(void) { check_layout(2, 1, 0); }
+static void test_dp2(void) { check_layout(1, 2, 0); }
+static void test_ep2_dp2(void) { check_layout(2, 2, 0); }
+static void test_ep2_dp2_bf16_moments(void) { check_layout(2, 2, 1); }
+
+/* The collectives themselves on host memory (cpu backend): uneven in-place
+ * reduce-scatter and all-gather, all-to-all, a mismatch named. */
+typedef struct {
+    moe_local_world *lw;
+    int rank, ok;
+    char err[MOE_ERR_LEN];
+} cjob;
+
+static void *collectives_main(void *arg)
+{
+    cjob *j = arg;
+    moe_err e = {{0}};
+    moe_backend *be = NULL;
+    moe_comm *c = NULL;
+    int ok = 0;
+    if (cpu_backend_create(&be, 1, &e) || comm_local_create(&c, j->lw, j->rank, be, &e))
+        goto out;
+    size_t counts[3] = {3, 2, 2}, displs[3] = {0, 3, 5}, me = (size_t)j->rank;
+    real buf[7];
+    for (int i = 0; i < 7; i++)
+        buf[i] = (real)(i + 10 * j->rank);
+    /* sum over ranks of i + 10 r = 3 i + 30 */
+    if (comm_reduce_scatter_sum(c, buf, buf + displs[me], counts, MOE_DT_REAL, &e))
+        goto out;
+    ok = 1;
+    for (size_t i = 0; i < counts[me]; i++)
+        ok &= buf[displs[me] + i] == (real)(3 * (displs[me] + i) + 30);
+    if (comm_allgatherv(c, buf + displs[me], counts[me], buf, counts, displs, MOE_DT_REAL, &e))
+        goto out;
+    for (int i = 0; i < 7; i++)
+        ok &= buf[i] == (real)(3 * i + 30);
+    size_t sc[3] = {1, 1, 1}, sd[3] = {0, 1, 2}, rc[3] = {1, 1, 2};
+    char s[3] = {(char)('a' + j->rank), (char)('a' + j->rank), (char)('a' + j->rank)}, r[4];
+    int bad = comm_alltoallv(c, s, sc, sd, r, j->rank == 2 ? rc : sc, sd, &e);
+    ok &= j->rank == 2 ? bad == -1 && strstr(e.msg, "rank 2 expects 2") != NULL
+                       : bad == 0 && r[0] == 'a' && r[1] == 'b' && r[2] == 'c';
+    int64_t v = j->rank + 1;
+    ok &= comm_allreduce_sum(c, &v, 1, MOE_DT_INT64, &e) == 0 && v == 6;
+    moe_comm *sub = NULL;
+    ok &= comm_split(c, j->rank == 1, -j->rank, "sub", &sub, &e) == 0;
+    if (sub) {
+        ok &= sub->size == (j->rank == 1 ? 1 : 2) &&
+              sub->rank == (j->rank == 0 ? 1 : 0); /* key -rank: rank 2 first */
+        comm_destroy(sub);
+    }
+out:
+    j->ok = ok;
+    snprintf(j->err, sizeof j->err, "%s", e.msg);
+    comm_destroy(c);
+    if (be)
+        be->destroy(be);
+    return NULL;
+}
+
+static void test_collectives(void)
+{
+    moe_local_world *lw;
+    moe_err e = {{0}};
+    CHECK(comm_local_world_create(&lw, 3, &e) == 0);
+    cjob j[3];
+    pthread_t th[3];
+    for (int r = 0; r < 3; r++) {
+        j[r] = (cjob){.lw = lw, .rank = r};
+        CHECK(pthread_create(&th[r], NULL, collectives_main, &j[r]) == 0);
+    }
+    for (int r = 0; r < 3; r++) {
+        pthread_join(th[r], NULL);
+        CHECK_MSG(j[r].ok, "rank %d: %s", r, j[r].err);
+    }
+    comm_local_world_destroy(lw);
+    CHECK(comm_local_world_create(&lw, 0, &e) == -1 && strstr(e.msg, "at least one rank"));
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1)
+        backend_name = argv[1];
+    if (!strcmp(backend_name, "cpu"))
+        RUN(test_collectives);
+    RUN(test_ep2);
+    RUN(test_dp2);
+    RUN(test_ep2_dp2);
+    RUN(test_ep2_dp2_bf16_moments);
+    return check_summary("test_local_ranks");
+}

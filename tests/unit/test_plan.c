@@ -1,0 +1,132 @@
+/* The memory plan: the counting pass sees what the real creation path
+ * allocates (L0_sanity on the CPU backend, to the byte), plans the headline
+ * config without memory in well under a second, sizes the expert buffers by
+ * capacity, and plan_fit refuses or warns with the numbers and what fits. */
+#include <string.h>
+#include <time.h>
+
+#include "../../trainer/model/dims_config.h"
+#include "../../trainer/model/model.h"
+#include "../../trainer/plan/count_backend.h"
+#include "../../trainer/plan/plan.h"
+#include "../check.h"
+
+static const double GIB = 1073741824.0;
+
+static int load(moe_config *c, const char *name)
+{
+    moe_err e = {{0}};
+    if (config_load(c, name, MOE_CONFIG_DIR_DEFAULT, 0, NULL, &e)) {
+        CHECK_MSG(0, "%s: %s", name, e.msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* L0_sanity on one CPU rank, made as the trainer makes it, against its plan */
+static void test_plan_equals_allocation(void)
+{
+    moe_config c;
+    if (load(&c, "L0_sanity"))
+        return;
+    for (int recompute = 0; recompute < 2; recompute++) {
+        c.train.activation_recompute = recompute;
+        moe_err e = {{0}};
+        moe_backend *be = NULL;
+        moe_dispatcher *d = NULL;
+        moe_model *m = NULL;
+        moe_dims dims = model_dims_from_config(&c.model);
+        CHECK(cpu_backend_create(&be, 1, &e) == 0 && dispatcher_local_create(&d, &e) == 0);
+        CHECK(model_create_parallel(&m, &dims, be, d, c.train.micro_batch_size,
+                                    c.train.seq_length, 0, 1, 1, recompute, &e) == 0);
+        moe_plan p;
+        CHECK_MSG(plan_make(&p, &c, 1, 1, be, &e) == 0, "%s", e.msg);
+        size_t got = count_backend_total(be);
+        CHECK_MSG(p.total == got, "planned %zu, allocated %zu", p.total, got);
+        for (int k = 0; k < MOE_MEM_KINDS; k++)
+            CHECK_MSG(p.bytes[k] == be->mem_bytes[k], "%s: planned %zu, allocated %zu",
+                      plan_kind_name(k), p.bytes[k], be->mem_bytes[k]);
+        CHECK(p.bytes[MOE_MEM_OPTIMIZER] == 2 * sizeof(real) * m->n_elems);
+        if (m)
+            model_destroy(m);
+        if (d)
+            d->destroy(d);
+        if (be)
+            be->destroy(be);
+    }
+}
+
+static void test_headline_plan(void)
+{
+    moe_config c;
+    if (load(&c, "L1_8x7B_ep"))
+        return;
+    moe_err e = {{0}};
+    moe_plan p, q;
+    clock_t t0 = clock();
+    CHECK_MSG(plan_make(&p, &c, 8, 1, NULL, &e) == 0, "%s", e.msg);
+    double s = (double)(clock() - t0) / CLOCKS_PER_SEC;
+    CHECK_MSG(s < 0.5, "the plan took %.3f s", s);
+    CHECK(p.params_total > 46000000000LL && p.params_total < 47000000000LL);
+    CHECK(p.params_local > 6900000000LL && p.params_local < 7100000000LL);
+    /* bf16 compute copy and the low halves of the split masters: 2 B each */
+    CHECK(p.bytes[MOE_MEM_WEIGHTS] == 2 * (size_t)p.params_local);
+    CHECK(p.bytes[MOE_MEM_MASTER] == 2 * (size_t)p.params_local);
+    CHECK(p.bytes[MOE_MEM_GRADS] == 4 * (size_t)p.params_local);
+    /* capacity: 8192 tokens x top-2 x 1.5, not EP x N x K = 131,072 rows */
+    CHECK_MSG(p.cap_rows == 24576, "%zu rows", p.cap_rows);
+    c.parallel.expert_capacity_factor = 8;
+    CHECK(plan_make(&q, &c, 8, 1, NULL, &e) == 0);
+    CHECK_MSG(q.cap_rows == 131072, "%zu rows", q.cap_rows);
+    CHECK(q.bytes[MOE_MEM_CAPACITY] > 4 * p.bytes[MOE_MEM_CAPACITY]);
+    /* recompute keeps one layer's activations */
+    CHECK(p.recompute && p.total < p.total_flip);
+    /* DP shards the optimizer state */
+    c.parallel.expert_capacity_factor = 1.5;
+    CHECK(plan_make(&q, &c, 8, 2, NULL, &e) == 0);
+    CHECK(q.bytes[MOE_MEM_OPTIMIZER] < 0.6 * p.bytes[MOE_MEM_OPTIMIZER]);
+    CHECK(p.ep_bytes > 0 && q.dp_bytes > 0);
+}
+
+/* Over several ranks the optimizer's own create is counted (today's ZeRO
+ * where its host staging is small), and its layout agrees with it. */
+static void test_sharded_optimizer_counted(void)
+{
+    moe_config c;
+    if (load(&c, "L0_sanity"))
+        return;
+    moe_err e = {{0}};
+    moe_plan p;
+    CHECK_MSG(plan_make(&p, &c, 2, 2, NULL, &e) == 0, "%s", e.msg);
+    CHECK(p.optimizer_counted == 1 && p.moments > 0);
+    CHECK(p.bytes[MOE_MEM_OPTIMIZER] > p.moments);
+    /* sharded: less than the unsharded moments of this rank's parameters */
+    CHECK(p.moments < 2 * sizeof(real) * (size_t)p.params_local);
+}
+
+static void test_plan_fit(void)
+{
+    moe_config c;
+    if (load(&c, "L1_8x7B_ep"))
+        return;
+    moe_err e = {{0}};
+    char msg[2048];
+    CHECK(plan_fit(&c, 8, 1, 80 * GIB, 1, msg, sizeof msg, &e) == PLAN_REFUSE);
+    CHECK_MSG(strstr(msg, "L1_8x7B_ep at EP=8 x DP=1 needs") && strstr(msg, "80.0 GiB") &&
+                  strstr(msg, "EP=8 x DP=2 (16 GPUs)") && strstr(msg, "bf16 AdamW moments") &&
+                  strstr(msg, "fp8_block"),
+              "%s", msg);
+    CHECK(plan_fit(&c, 8, 1, 80 * GIB, 0, msg, sizeof msg, &e) == PLAN_WARN);
+    CHECK(plan_fit(&c, 8, 1, 4096 * GIB, 1, msg, sizeof msg, &e) == PLAN_FITS && !msg[0]);
+    CHECK(plan_fit(&c, 3, 1, 80 * GIB, 1, msg, sizeof msg, &e) == PLAN_REFUSE);
+    CHECK_MSG(strstr(e.msg, "parallel.ep=3 does not divide"), "%s", e.msg);
+}
+
+int main(void)
+{
+    RUN(test_plan_equals_allocation);
+    RUN(test_headline_plan);
+    RUN(test_sharded_optimizer_counted);
+    RUN(test_plan_fit);
+    return check_summary("test_plan");
+}

@@ -1,0 +1,137 @@
+/* Where a dataset's tokens come from: data.files read into memory (small
+ * inputs: directories, globs and @lists expanded, no cap on the count), or
+ * token stores mapped read-only (data.store, data.blend): nothing of a
+ * store is copied, so start-up and memory do not grow with the corpus. */
+#include "data_internal.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "inputs.h"
+
+static int reserve(void **p, uint64_t *cap, uint64_t need, size_t elem, const char *path,
+                   moe_err *e)
+{
+    if (need <= *cap)
+        return 0;
+    uint64_t c = *cap ? *cap : (elem == 1 ? (1u << 20) : 64);
+    while (c < need)
+        c *= 2;
+    void *q = realloc(*p, (size_t)c * elem);
+    if (!q)
+        return moe_errf(e, "%s: out of memory holding %" PRIu64 " %s", path, need,
+                        elem == 1 ? "tokens" : "records");
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+/* fasta_read callback: append the record's tokens (BOS, bases, EOS). */
+static int add_record(const moe_fasta_record *rec, void *ctx, moe_err *e)
+{
+    data_part *p = ctx;
+    uint64_t start = p->n_tokens, len = (uint64_t)rec->len + MOE_TOK_RECORD_OVERHEAD;
+    if (reserve((void **)&p->own_tokens, &p->tokens_cap, start + len, 1, rec->path, e) < 0 ||
+        reserve((void **)&p->own_records, &p->records_cap, p->n_records + 1,
+                sizeof(store_record), rec->path, e) < 0)
+        return -1;
+    uint8_t *t = p->own_tokens + start;
+    t[0] = MOE_TOK_BOS;
+    tok_encode(rec->seq, t + 1, rec->len);
+    t[len - 1] = MOE_TOK_EOS;
+    p->own_records[p->n_records++] = (store_record){.offset = start, .length = len};
+    p->n_tokens += len;
+    p->n_bases += rec->len;
+    return 0;
+}
+
+static int open_files(data_part *p, const moe_data_cfg *dc, const char *data_dir, moe_err *e)
+{
+    moe_path_list list = {0};
+    int rc = -1;
+    for (int f = 0; f < dc->n_files; f++) {
+        if (!dc->files[f][0]) {
+            moe_errf(e, "data.files[%d] is an empty string", f);
+            goto out;
+        }
+        if (inputs_expand(&list, dc->files[f], data_dir, e) < 0) {
+            moe_err_prefix(e, "data.files[%d] '%s'", f, dc->files[f]);
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < list.n; i++)
+        if (fasta_read(list.paths[i], add_record, p, e) < 0) {
+            if (list.n == (size_t)dc->n_files) /* one file per entry: name the entry */
+                moe_err_prefix(e, "data.files[%zu]", i);
+            else
+                moe_err_prefix(e, "data.files");
+            goto out;
+        }
+    p->n_files = list.n;
+    p->tokens = p->own_tokens;
+    p->records = p->own_records;
+    rc = 0;
+out:
+    path_list_free(&list);
+    return rc;
+}
+
+static int open_store(data_part *p, const char *path, const char *what, moe_err *e)
+{
+    if (store_open(&p->store, path, e) < 0)
+        return moe_err_prefix(e, "%s", what);
+    p->mapped = 1;
+    p->tokens = p->store.tokens;
+    p->n_tokens = p->store.hdr->n_tokens;
+    p->records = p->store.records;
+    p->n_records = p->store.hdr->n_records;
+    p->n_bases = p->store.hdr->n_bases;
+    p->n_files = p->store.hdr->n_files;
+    return 0;
+}
+
+int parts_open(moe_dataset *ds, const moe_data_cfg *dc, const char *data_dir, moe_err *e)
+{
+    int n = dc->n_blend ? dc->n_blend : 1;
+    ds->parts = calloc((size_t)n, sizeof *ds->parts);
+    if (!ds->parts)
+        return moe_errf(e, "out of memory for the dataset");
+    ds->n_parts = n;
+    for (int i = 0; i < n; i++) {
+        data_part *p = &ds->parts[i];
+        char what[64];
+        p->seq_length = ds->seq_length;
+        p->val_fraction = ds->val_fraction;
+        p->weight = dc->n_blend ? dc->blend[i].weight : 1.0;
+        if (dc->n_blend)
+            snprintf(what, sizeof what, "data.blend[%d].store", i);
+        else
+            snprintf(what, sizeof what, "data.store");
+        int rc = dc->n_blend   ? open_store(p, dc->blend[i].store, what, e)
+                 : dc->store[0] ? open_store(p, dc->store, what, e)
+                                : open_files(p, dc, data_dir, e);
+        if (rc < 0 || split_build(&p->train, p, 0, ds->stride, e) < 0 ||
+            split_build(&p->val, p, 1, ds->seq_length, e) < 0) /* validation windows do not overlap */
+            return -1;
+        p->order.n = p->train.n_windows;
+    }
+    return 0;
+}
+
+void parts_close(moe_dataset *ds)
+{
+    for (int i = 0; ds->parts && i < ds->n_parts; i++) {
+        data_part *p = &ds->parts[i];
+        split_free(&p->train);
+        split_free(&p->val);
+        order_free(&p->order);
+        if (p->mapped)
+            store_close(&p->store);
+        free(p->own_tokens);
+        free(p->own_records);
+    }
+    free(ds->parts);
+    ds->parts = NULL;
+}

@@ -1,0 +1,294 @@
+/* moe-data prepare around the workers: the inputs' sizes and dates, the
+ * up-to-date check, the temporary directory, the index, and the rename that
+ * makes a finished store appear at once. */
+#include "store_prepare.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define TMP_TAG ".tmp-"
+
+static int stat_inputs(prep *p, moe_err *e)
+{
+    for (size_t i = 0; i < p->n; i++) {
+        struct stat st;
+        const char *path = p->paths[i];
+        if (stat(path, &st) != 0)
+            return moe_err_errno(e, errno, "%s: cannot open FASTA file", path);
+        if (S_ISDIR(st.st_mode))
+            return moe_errf(e, "%s: is a directory, not a FASTA file", path);
+        if (S_ISFIFO(st.st_mode))
+            return moe_errf(e, "%s: is a FIFO (named pipe), not a regular file: write the FASTA to "
+                            "a file first", path);
+        if (!S_ISREG(st.st_mode))
+            return moe_errf(e, "%s: is not a regular file", path);
+        size_t len = strlen(path);
+        if (len >= UINT32_MAX)
+            return moe_errf(e, "input %zu: path too long", i);
+        p->files[i].path_offset = p->paths_size;
+        p->files[i].path_len = (uint32_t)len;
+        p->files[i].size = (uint64_t)st.st_size;
+        p->files[i].mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+        p->paths_size += len + 1;
+        p->input_bytes += (uint64_t)st.st_size;
+    }
+    return 0;
+}
+
+/* 1 when dir holds a store of exactly these inputs (paths, sizes, mtimes). */
+static int up_to_date(const prep *p, const char *dir)
+{
+    moe_store s;
+    moe_err ignored;
+    if (store_open(&s, dir, &ignored) < 0)
+        return 0;
+    int same = s.hdr->n_files == p->n;
+    for (size_t i = 0; same && i < p->n; i++)
+        same = s.files[i].size == p->files[i].size && s.files[i].mtime_ns == p->files[i].mtime_ns &&
+               !strcmp(store_file_path(&s, i), p->paths[i]);
+    store_close(&s);
+    return same;
+}
+
+/* Remove a directory holding only files (a store or its temporary). */
+static void remove_flat_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *de;
+    char path[PATH_MAX + 256];
+    while ((de = readdir(d)))
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+            snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+            unlink(path);
+        }
+    closedir(d);
+    rmdir(dir);
+}
+
+/* out may be replaced only when it is a store (or a damaged one): a
+ * directory holding nothing but a store's files. */
+static int check_replaceable(const char *out, moe_err *e)
+{
+    struct stat st;
+    if (lstat(out, &st) != 0)
+        return errno == ENOENT ? 0 : moe_err_errno(e, errno, "%s", out);
+    if (!S_ISDIR(st.st_mode))
+        return moe_errf(e, "%s exists and is not a token store directory: not replacing it", out);
+    DIR *d = opendir(out);
+    if (!d)
+        return moe_err_errno(e, errno, "%s", out);
+    struct dirent *de;
+    int rc = 0;
+    while ((de = readdir(d)))
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
+            strcmp(de->d_name, STORE_TOKENS_FILE) && strcmp(de->d_name, STORE_INDEX_FILE)) {
+            rc = moe_errf(e, "%s exists and holds '%s', which is not part of a token store: not "
+                          "replacing it (choose another --out)", out, de->d_name);
+            break;
+        }
+    closedir(d);
+    return rc;
+}
+
+/* Temporary directories of runs that were killed: <out>.tmp-<pid> whose
+ * process is gone. */
+static void remove_stale_tmp(const char *out)
+{
+    char parent[PATH_MAX], prefix[PATH_MAX], path[PATH_MAX * 2];
+    const char *slash = strrchr(out, '/');
+    snprintf(parent, sizeof parent, "%.*s", slash ? (int)(slash - out) : 1, slash ? out : ".");
+    if (slash == out)
+        snprintf(parent, sizeof parent, "/");
+    snprintf(prefix, sizeof prefix, "%s" TMP_TAG, slash ? slash + 1 : out);
+    DIR *d = opendir(parent);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (strncmp(de->d_name, prefix, strlen(prefix)) != 0)
+            continue;
+        char *end;
+        long pid = strtol(de->d_name + strlen(prefix), &end, 10);
+        if (*end || pid <= 0 || pid == (long)getpid())
+            continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue; /* its run is still going (or belongs to someone else) */
+        snprintf(path, sizeof path, "%s/%s", parent, de->d_name);
+        remove_flat_dir(path);
+    }
+    closedir(d);
+}
+
+static int open_out(const char *dir, const char *name, char *path, size_t cap, moe_err *e)
+{
+    snprintf(path, cap, "%s/%s", dir, name);
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return moe_err_errno(e, errno, "cannot create %s", path);
+    return fd;
+}
+
+static int make_tmp(prep *p, const char *out, moe_err *e)
+{
+    snprintf(p->tmp_dir, sizeof p->tmp_dir, "%s" TMP_TAG "%ld", out, (long)getpid());
+    remove_flat_dir(p->tmp_dir);
+    if (mkdir(p->tmp_dir, 0755) != 0)
+        return moe_err_errno(e, errno, "cannot create %s", p->tmp_dir);
+    if ((p->tok_fd = open_out(p->tmp_dir, STORE_TOKENS_FILE, p->tok_path, sizeof p->tok_path, e)) < 0 ||
+        (p->rec_fd = open_out(p->tmp_dir, "records.tmp", p->rec_path, sizeof p->rec_path, e)) < 0 ||
+        (p->names_fd = open_out(p->tmp_dir, "names.tmp", p->names_path, sizeof p->names_path, e)) < 0)
+        return -1;
+    return 0;
+}
+
+/* Append the whole of src_fd to fd, folding it into crc. */
+static int copy_into(int fd, const char *path, int src_fd, const char *src, uint32_t *crc,
+                     moe_err *e)
+{
+    static __thread uint8_t buf[1 << 20];
+    if (lseek(src_fd, 0, SEEK_SET) != 0)
+        return moe_err_errno(e, errno, "cannot rewind %s", src);
+    for (;;) {
+        ssize_t r = read(src_fd, buf, sizeof buf);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return moe_err_errno(e, errno, "cannot read %s", src);
+        if (r == 0)
+            return 0;
+        *crc = store_crc32(*crc, buf, (uint64_t)r);
+        if (write_all(fd, buf, (size_t)r, path, e) < 0)
+            return -1;
+    }
+}
+
+static int write_index(prep *p, moe_err *e)
+{
+    char path[4300];
+    int fd = open_out(p->tmp_dir, STORE_INDEX_FILE, path, sizeof path, e);
+    if (fd < 0)
+        return -1;
+    store_header h = {.version = STORE_VERSION, .header_size = sizeof h};
+    memcpy(h.magic, STORE_MAGIC, 8);
+    snprintf(h.tokenizer, sizeof h.tokenizer, "%s", STORE_TOKENIZER);
+    h.n_files = p->n;
+    h.n_records = p->n_records;
+    h.n_tokens = p->tok_off;
+    h.n_bases = p->n_bases;
+    h.files_offset = sizeof h;
+    h.records_offset = h.files_offset + p->n * sizeof(store_file);
+    h.names_offset = h.records_offset + p->n_records * sizeof(store_record);
+    h.names_size = p->paths_size + p->names_off;
+    h.tokens_crc32 = p->crc_all;
+    uint32_t crc = store_crc32(0, p->files, p->n * sizeof(store_file));
+    int rc = -1;
+    if (lseek(fd, sizeof h, SEEK_SET) != (off_t)sizeof h ||
+        write_all(fd, p->files, p->n * sizeof(store_file), path, e) < 0 ||
+        copy_into(fd, path, p->rec_fd, p->rec_path, &crc, e) < 0)
+        goto out;
+    for (size_t i = 0; i < p->n; i++) {
+        crc = store_crc32(crc, p->paths[i], p->files[i].path_len + 1);
+        if (write_all(fd, p->paths[i], p->files[i].path_len + 1, path, e) < 0)
+            goto out;
+    }
+    if (copy_into(fd, path, p->names_fd, p->names_path, &crc, e) < 0)
+        goto out;
+    h.body_crc32 = crc;
+    h.header_crc32 = store_crc32(0, &h, sizeof h);
+    if (pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || fsync(fd) != 0) {
+        moe_err_errno(e, errno, "cannot write %s", path);
+        goto out;
+    }
+    rc = 0;
+out:
+    close(fd);
+    return rc;
+}
+
+/* Make the finished temporary directory the store: a plain rename when
+ * there is none yet, else an atomic exchange with the old one. */
+static int publish(prep *p, const char *out, moe_err *e)
+{
+    if (fsync(p->tok_fd) != 0)
+        return moe_err_errno(e, errno, "cannot write %s", p->tok_path);
+    unlink(p->rec_path);
+    unlink(p->names_path);
+    if (rename(p->tmp_dir, out) == 0)
+        return 0;
+    if (errno != ENOTEMPTY && errno != EEXIST)
+        return moe_err_errno(e, errno, "cannot rename %s to %s", p->tmp_dir, out);
+    if (renameat2(AT_FDCWD, p->tmp_dir, AT_FDCWD, out, RENAME_EXCHANGE) != 0)
+        return moe_err_errno(e, errno, "cannot replace %s with %s", out, p->tmp_dir);
+    remove_flat_dir(p->tmp_dir); /* now the old store */
+    return 0;
+}
+
+static void close_fd(int *fd)
+{
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
+}
+
+static int run(prep *p, const char *out, moe_err *e)
+{
+    if (check_replaceable(out, e) < 0)
+        return -1;
+    remove_stale_tmp(out);
+    if (make_tmp(p, out, e) < 0)
+        return -1;
+    int threads = p->o->threads > 0 ? p->o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (threads < 1)
+        threads = 1;
+    if ((size_t)threads > p->n)
+        threads = (int)p->n;
+    if (prep_run_workers(p, threads, e) < 0 || write_index(p, e) < 0 || publish(p, out, e) < 0)
+        return -1;
+    return 0;
+}
+
+int store_prepare(const char *out_dir, const char *const *paths, size_t n,
+                  const store_prepare_opts *o, store_prepare_result *res, moe_err *e)
+{
+    memset(res, 0, sizeof *res);
+    if (n == 0)
+        return moe_errf(e, "no input files");
+    prep p = {.paths = paths, .n = n, .o = o, .tok_fd = -1, .rec_fd = -1, .names_fd = -1};
+    p.t_start = prep_now();
+    p.files = calloc(n, sizeof *p.files);
+    if (!p.files)
+        return moe_errf(e, "out of memory for %zu input files", n);
+    pthread_mutex_init(&p.mu, NULL);
+    pthread_cond_init(&p.cv, NULL);
+    int rc = stat_inputs(&p, e);
+    res->n_files = n;
+    res->input_bytes = p.input_bytes;
+    if (rc == 0 && !o->force && up_to_date(&p, out_dir)) {
+        res->up_to_date = 1;
+    } else if (rc == 0) {
+        rc = run(&p, out_dir, e);
+        close_fd(&p.tok_fd);
+        close_fd(&p.rec_fd);
+        close_fd(&p.names_fd);
+        if (rc < 0 && p.tmp_dir[0])
+            remove_flat_dir(p.tmp_dir);
+        res->n_records = p.n_records;
+        res->n_bases = p.n_bases;
+    }
+    res->seconds = prep_now() - p.t_start;
+    pthread_mutex_destroy(&p.mu);
+    pthread_cond_destroy(&p.cv);
+    free(p.files);
+    return rc;
+}

@@ -1,0 +1,232 @@
+/* moekit: the memory plan (see plan.h). */
+#include "plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../model/dims_config.h"
+#include "../model/model.h"
+#include "../parallel/dispatch_ep.h"
+#include "../parallel/zero.h"
+#include "count_backend.h"
+#include "plan_comm.h"
+
+static const double GIB = 1073741824.0;
+
+const char *plan_kind_name(moe_mem_kind k)
+{
+    static const char *const names[MOE_MEM_KINDS] = {
+        [MOE_MEM_WORKSPACE] = "workspace (backward scratch, tokens)",
+        [MOE_MEM_WEIGHTS] = "compute weights",
+        [MOE_MEM_MASTER] = "master remainder",
+        [MOE_MEM_GRADS] = "gradients",
+        [MOE_MEM_OPTIMIZER] = "optimizer state",
+        [MOE_MEM_ACTIVATIONS] = "activations",
+        [MOE_MEM_CAPACITY] = "capacity buffers (expert rows)",
+        [MOE_MEM_COMM] = "communication buffers",
+    };
+    return k >= 0 && k < MOE_MEM_KINDS ? names[k] : "?";
+}
+
+/* The groups a rank of EP x DP belongs to, as rank 0 of each. */
+typedef struct {
+    moe_par par;
+    moe_comm *world, *ep, *dp;
+} plan_groups;
+
+static void groups_close(plan_groups *g)
+{
+    comm_destroy(g->world);
+    comm_destroy(g->ep);
+    comm_destroy(g->dp);
+}
+
+static int groups_open(plan_groups *g, int ep, int dp, moe_err *e)
+{
+    memset(g, 0, sizeof *g);
+    if (plan_comm_create(&g->world, "world", ep * dp, e) || plan_comm_create(&g->ep, "ep", ep, e) ||
+        plan_comm_create(&g->dp, "dp", dp, e)) {
+        groups_close(g);
+        return -1;
+    }
+    g->par = (moe_par){.world = g->world, .ep = g->ep, .dp = g->dp, .size = ep * dp,
+                       .ep_size = ep, .dp_size = dp};
+    return 0;
+}
+
+/* The optimizer's state, as the trainer makes it: the model's own moments
+ * on one rank, the distributed optimizer's shards on several (its create
+ * allocates through the backend alone, so the counting backend sees every
+ * byte of it). */
+static int count_optimizer(moe_plan *p, const moe_config *c, moe_backend *be, moe_model *m,
+                           plan_groups *g, moe_err *e)
+{
+    int bf16 = !strcmp(c->optimizer.moments_dtype, "bf16");
+    if (p->world == 1) {
+        p->moments = 2 * sizeof(real) * m->n_elems;
+        p->optimizer_counted = 1;
+        return 0;
+    }
+    moe_zero *z = NULL;
+    moe_zero_opts zo = {.bucket_bytes = (size_t)c->parallel.grad_bucket_mb << 20,
+                        .moments_bf16 = bf16};
+    be->mem_kind = MOE_MEM_OPTIMIZER;
+    int rc = zero_create(&z, m, &g->par, &zo, e);
+    be->mem_kind = MOE_MEM_WORKSPACE;
+    if (rc)
+        return -1;
+    p->moments = zero_moment_bytes(z);
+    p->optimizer_counted = 1;
+    zero_destroy(z);
+    return 0;
+}
+
+/* One counting pass: the dispatcher, the model and the optimizer. */
+static int count_once(moe_plan *p, const moe_config *c, int recompute, moe_backend *shape,
+                      size_t bytes[MOE_MEM_KINDS], moe_err *e)
+{
+    moe_dims d = model_dims_from_config(&c->model);
+    int fp8_saved = c->precision.compute == MOE_PREC_FP8_BLOCK && c->precision.fp8_saved_activations;
+    moe_backend *be = NULL;
+    moe_dispatcher *disp = NULL;
+    moe_model *m = NULL;
+    plan_groups g;
+    if (count_backend_create(&be, shape, fp8_saved, e))
+        return -1;
+    int rc = -1;
+    if (groups_open(&g, p->ep, p->dp, e))
+        goto out;
+    if (p->ep > 1) {
+        if (dispatcher_ep_create(&disp, g.ep, d.E, e))
+            goto out_groups;
+        dispatcher_ep_set_capacity(disp, c->parallel.expert_capacity_factor);
+    } else if (dispatcher_local_create(&disp, e)) {
+        goto out_groups;
+    }
+    int B = c->train.micro_batch_size, T = c->train.seq_length;
+    if (model_create_parallel(&m, &d, be, disp, B, T, 0, p->ep, p->world == 1, recompute, e))
+        goto out_disp;
+    p->cap_rows = (size_t)disp->max_rows(disp, B * T, d.K);
+    p->params_local = (int64_t)m->n_elems;
+    p->params_local_expert = 0;
+    for (int i = 0; i < m->n_params; i++)
+        if (m->params[i].n_experts > 0)
+            p->params_local_expert += (int64_t)m->params[i].n;
+    if (count_optimizer(p, c, be, m, &g, e))
+        goto out_model;
+    memcpy(bytes, be->mem_bytes, sizeof be->mem_bytes);
+    rc = 0;
+out_model:
+    model_destroy(m);
+out_disp:
+    disp->destroy(disp);
+out_groups:
+    groups_close(&g);
+out:
+    be->destroy(be);
+    return rc;
+}
+
+/* Bytes each rank sends in a step, balanced routing: the EP all-to-alls
+ * (tokens to experts with their router weights, outputs back, and the same
+ * two in the backward; once more per layer but the last with recompute),
+ * and the optimizer's reduce-scatter of the gradients and all-gather of the
+ * weights (ring algorithms: (n-1)/n of the buffer each): fp32 gradients, the
+ * weights in the compute type, as the distributed optimizer moves them. */
+static void step_traffic(moe_plan *p, const moe_config *c, moe_backend *shape)
+{
+    moe_dims d = model_dims_from_config(&c->model);
+    double N = (double)c->train.micro_batch_size * c->train.seq_length, A = c->train.grad_accum_steps;
+    double row = shape ? (double)shape->act_bytes(shape, (size_t)d.C) : 2.0 * d.C;
+    double away = N * d.K * (p->ep - 1) / p->ep, counts = 8.0 * d.E * (p->ep - 1);
+    double per_layer = away * (4 * row + 2 * sizeof(real)) + 3 * counts;
+    double recompute = p->recompute ? (d.L - 1) * (away * (row + sizeof(real)) + counts) : 0;
+    p->ep_bytes = p->ep > 1 ? A * (d.L * per_layer + recompute) : 0;
+    double dense = (double)(p->params_local - p->params_local_expert);
+    double expert = (double)p->params_local_expert;
+    double w = p->world, dp = p->dp;
+    double wbytes = shape ? (double)shape->act_bytes(shape, 1) : 2.0;
+    p->dp_bytes = (sizeof(real) + wbytes) * (dense * (w - 1) / w + expert * (dp - 1) / dp);
+}
+
+int plan_make(moe_plan *p, const moe_config *c, int ep, int dp, moe_backend *shape, moe_err *e)
+{
+    memset(p, 0, sizeof *p);
+    if (ep < 1 || dp < 1)
+        return moe_errf(e, "a plan needs EP >= 1 and DP >= 1 (got EP=%d, DP=%d)", ep, dp);
+    if (c->model.num_experts % ep)
+        return moe_errf(e, "parallel.ep=%d does not divide model.num_experts=%d", ep,
+                        c->model.num_experts);
+    p->ep = ep;
+    p->dp = dp;
+    p->world = ep * dp;
+    p->recompute = c->train.activation_recompute;
+    snprintf(p->backend, sizeof p->backend, "%s", shape ? shape->name : "cuda");
+    moe_dims d = model_dims_from_config(&c->model);
+    int64_t active;
+    model_count_params(&d, &p->params_total, &active);
+    if (count_once(p, c, !p->recompute, shape, p->bytes_flip, e) ||
+        count_once(p, c, p->recompute, shape, p->bytes, e))
+        return moe_err_prefix(e, "memory plan of %s at EP=%d x DP=%d", c->name, ep, dp);
+    for (int k = 0; k < MOE_MEM_KINDS; k++) {
+        p->total += p->bytes[k];
+        p->total_flip += p->bytes_flip[k];
+    }
+    step_traffic(p, c, shape);
+    return 0;
+}
+
+static void print_count(FILE *f, double v)
+{
+    if (v >= 1e9)
+        fprintf(f, "%.2fB", v / 1e9);
+    else
+        fprintf(f, "%.2fM", v / 1e6);
+}
+
+void plan_print(FILE *f, const moe_plan *p, const moe_config *c, double gpu_bytes)
+{
+    static const moe_mem_kind order[] = {MOE_MEM_WEIGHTS, MOE_MEM_MASTER, MOE_MEM_GRADS,
+                                         MOE_MEM_OPTIMIZER, MOE_MEM_ACTIVATIONS,
+                                         MOE_MEM_CAPACITY, MOE_MEM_COMM, MOE_MEM_WORKSPACE};
+    const char *on = p->recompute ? "on" : "off", *off = p->recompute ? "off" : "on";
+    /* GiB at scale, MiB for the small configs */
+    const int gib = p->total >= GIB || p->total_flip >= GIB;
+    const double u = gib ? GIB : 1048576.0;
+    fprintf(f, "moekit memory plan: %s at EP=%d x DP=%d (%d %s%s), micro-batch %d x %d tokens, "
+               "%zu expert rows per pass",
+            c->name, p->ep, p->dp, p->world, !strcmp(p->backend, "cpu") ? "CPU rank" : "GPU",
+            p->world > 1 ? "s" : "", c->train.micro_batch_size, c->train.seq_length, p->cap_rows);
+    if (p->ep > 1)
+        fprintf(f, " (parallel.expert_capacity_factor %.2f)", c->parallel.expert_capacity_factor);
+    fprintf(f, "\n");
+    fprintf(f, "  parameters  ");
+    print_count(f, (double)p->params_total);
+    fprintf(f, " total; ");
+    print_count(f, (double)p->params_local);
+    fprintf(f, " on each rank (");
+    print_count(f, (double)(p->params_local - p->params_local_expert));
+    fprintf(f, " dense, ");
+    print_count(f, (double)p->params_local_expert);
+    fprintf(f, " expert)\n");
+    fprintf(f, "  per rank, %s                          recompute %-3s   recompute %s\n",
+            gib ? "GiB" : "MiB", on, off);
+    for (size_t i = 0; i < sizeof order / sizeof *order; i++)
+        fprintf(f, "    %-36s %10.2f   %12.2f\n", plan_kind_name(order[i]), p->bytes[order[i]] / u,
+                p->bytes_flip[order[i]] / u);
+    fprintf(f, "    %-36s %10.2f   %12.2f\n", "total", p->total / u, p->total_flip / u);
+    fprintf(f, "  optimizer   %.2f %s of AdamW moments%s\n", p->moments / u, gib ? "GiB" : "MiB",
+            p->optimizer_counted ? ""
+                                 : "; today's sharded optimizer counted by its layout (it also "
+                                   "stages 12 B per parameter in host memory, which a plan does "
+                                   "not take)");
+    fprintf(f, "  per step    %.2f %s sent per rank over the EP group (all-to-all, balanced "
+               "routing), %.2f %s in the gradient reduce-scatter and weight all-gather\n",
+            p->ep_bytes / u, gib ? "GiB" : "MiB", p->dp_bytes / u, gib ? "GiB" : "MiB");
+    if (gpu_bytes > 0) {
+        double left = gpu_bytes - (double)p->total;
+        fprintf(f, "  fits        %s on a GPU of %.0f GiB (%.2f GiB %s)\n",
+                left >= 0 ? "yes" : "NO", gpu_bytes / GIB, (left >= 0 ? left : -left) / GIB,
+                left >= 0 ? "to spare" : "short");
+    }
+}

@@ -1,0 +1,114 @@
+/* moekit: does a run fit its GPUs, and what would (plan.h, plan_fit). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+
+static const double GIB = 1073741824.0;
+
+typedef struct {
+    char *msg;
+    size_t n, len;
+} text;
+
+static void say(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(text *t, const char *fmt, ...)
+{
+    if (t->len + 1 >= t->n)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(t->msg + t->len, t->n - t->len, fmt, ap);
+    va_end(ap);
+    if (w > 0)
+        t->len += (size_t)w < t->n - t->len ? (size_t)w : t->n - t->len - 1;
+}
+
+/* One alternative: the plan of c2 at EP x dp2, said as `what`. Returns 1 when it fits. */
+static int alternative(text *t, const char *what, const moe_config *c2, int ep, int dp2,
+                       double gpu_bytes)
+{
+    moe_plan q;
+    moe_err e = {{0}};
+    if (plan_make(&q, c2, ep, dp2, NULL, &e))
+        return 0;
+    int fits = (double)q.total <= gpu_bytes;
+    say(t, "; %s: %.1f GiB%s", what, q.total / GIB, fits ? " (fits)" : "");
+    return fits;
+}
+
+int plan_fit(const moe_config *c, int ep, int dp, double gpu_bytes, int refuse, char *msg,
+             size_t n, moe_err *e)
+{
+    if (n)
+        msg[0] = 0;
+    moe_plan p;
+    if (plan_make(&p, c, ep, dp, NULL, e))
+        return PLAN_REFUSE;
+    if ((double)p.total <= gpu_bytes)
+        return PLAN_FITS;
+    text t = {msg, n, 0};
+    say(&t,
+        "%s at EP=%d x DP=%d needs %.1f GiB per GPU (weights %.1f, masters %.1f, gradients "
+        "%.1f, optimizer %.1f, activations and expert buffers %.1f, other %.1f) but a GPU has "
+        "%.1f GiB. Would fit or help",
+        c->name, ep, dp, p.total / GIB, p.bytes[MOE_MEM_WEIGHTS] / GIB,
+        p.bytes[MOE_MEM_MASTER] / GIB, p.bytes[MOE_MEM_GRADS] / GIB,
+        p.bytes[MOE_MEM_OPTIMIZER] / GIB,
+        (p.bytes[MOE_MEM_ACTIVATIONS] + p.bytes[MOE_MEM_CAPACITY]) / GIB,
+        (p.bytes[MOE_MEM_COMM] + p.bytes[MOE_MEM_WORKSPACE]) / GIB, gpu_bytes / GIB);
+    moe_config *c2 = malloc(sizeof *c2);
+    if (c2) {
+        /* more GPUs: DP x2, x4, x8 (the shards of the state shrink) */
+        for (int f = 2; f <= 8; f *= 2) {
+            char what[96];
+            snprintf(what, sizeof what, "EP=%d x DP=%d (%d GPUs)", ep, dp * f, ep * dp * f);
+            if (alternative(&t, what, c, ep, dp * f, gpu_bytes))
+                break;
+        }
+        if (!c->train.activation_recompute) {
+            *c2 = *c;
+            c2->train.activation_recompute = 1;
+            alternative(&t, "train.activation_recompute=true", c2, ep, dp, gpu_bytes);
+        }
+        if (c->precision.compute != MOE_PREC_FP8_BLOCK || !c->precision.fp8_saved_activations) {
+            *c2 = *c;
+            c2->precision.compute = MOE_PREC_FP8_BLOCK;
+            c2->precision.fp8_saved_activations = 1;
+            alternative(&t, "precision.compute=fp8_block (E4M3 saved activations)", c2, ep, dp,
+                        gpu_bytes);
+        }
+        if (strcmp(c->optimizer.moments_dtype, "bf16")) {
+            *c2 = *c;
+            snprintf(c2->optimizer.moments_dtype, sizeof c2->optimizer.moments_dtype, "bf16");
+            alternative(&t, "optimizer.moments_dtype=bf16", c2, ep, dp, gpu_bytes);
+        }
+        free(c2);
+    }
+    return refuse ? PLAN_REFUSE : PLAN_WARN;
+}
+
+int plan_fit_config(const char *config, const char *configs_dir, char *const *items,
+                    int n_items, const char *precision, int ep, int dp, double gpu_bytes,
+                    int refuse, char *msg, size_t n, moe_err *e)
+{
+    if (n)
+        msg[0] = 0;
+    moe_config *c = malloc(sizeof *c);
+    if (!c)
+        return moe_errf(e, "out of memory"), PLAN_REFUSE;
+    if (config_load(c, config, configs_dir, n_items, items, e)) {
+        free(c);
+        return PLAN_REFUSE;
+    }
+    /* the verdict's precision decides how the experts keep their activations */
+    if (precision && !strcmp(precision, "fp8_block"))
+        c->precision.compute = MOE_PREC_FP8_BLOCK;
+    else if (precision && !strcmp(precision, "bf16"))
+        c->precision.compute = MOE_PREC_BF16;
+    int rc = plan_fit(c, ep, dp, gpu_bytes, refuse, msg, n, e);
+    free(c);
+    return rc;
+}
