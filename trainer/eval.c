@@ -211,7 +211,7 @@ static int load_weights(eval_ctx *c, const char *dir, int T, moe_err *e)
         moe_errf(e, "out of memory");
         goto out;
     }
-    if (model_all_slices(c->m, "", SLICE_SRC_FLAT, c->host, &l, e) ||
+    if (model_all_slices(c->m, "", SLICE_SRC_HOST, c->host, &l, e) ||
         shard_set_fill(s, &l, staging, staging_bytes, e))
         goto out;
     rc = 0;

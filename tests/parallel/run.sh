@@ -133,10 +133,24 @@ fi
 
 # ---- expert buffers by capacity: room for a fifth of the skewed rows, so they run in passes
 # (rank 0 gets every row), and a third of balanced rows with recompute: the one-pass bits
-same_bits() { # NAME REF: every logged number and checkpoint byte equal
-    if cmp -s "$T/$1/metrics.jsonl" "$T/$2/metrics.jsonl" &&
-        cmp -s "$T/$1/ck/step_00000004/model.safetensors" "$T/$2/ck/step_00000004/model.safetensors" &&
-        cmp -s "$T/$1/ck/step_00000004/optimizer.safetensors" "$T/$2/ck/step_00000004/optimizer.safetensors"; then
+# a metrics file without what the clock decides (wall time, rates, memory)
+learned() {
+    python3 -c 'import json, sys
+clock = ("time", "elapsed_s", "tokens_per_s", "tflops", "mfu", "mem_bytes")
+for line in open(sys.argv[1]):
+    d = json.loads(line)
+    print(json.dumps({k: v for k, v in d.items() if k not in clock}, sort_keys=True))' "$1"
+}
+same_bits() { # NAME REF: every logged number and checkpoint byte equal (same layout:
+    # the same rank files, the same index)
+    local a=$T/$1/ck/step_00000004 b=$T/$2/ck/step_00000004 f same=1
+    [ -s "$T/$1/metrics.jsonl" ] &&
+        [ "$(learned "$T/$1/metrics.jsonl")" = "$(learned "$T/$2/metrics.jsonl")" ] || same=0
+    cmp -s "$a/checkpoint.index.json" "$b/checkpoint.index.json" || same=0
+    for f in "$b"/rank-*.safetensors; do
+        cmp -s "$a/$(basename "$f")" "$f" || same=0
+    done
+    if [ $same = 1 ]; then
         ok "$1"
     else
         bad "$1" "differs from $2" "$(tail -3 "$T/$1.out")"

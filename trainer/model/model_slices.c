@@ -2,6 +2,7 @@
 #include "model_slices.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "params.h"
 
@@ -66,6 +67,18 @@ static int bf16_put(const ckpt_slice *s, uint64_t first, uint64_t n, const void 
                       e);
 }
 
+static int host_get(const ckpt_slice *s, uint64_t first, uint64_t n, void *host, moe_err *e)
+{
+    memcpy(host, (const real *)s->base + s->at + first, sizeof(real) * (size_t)n);
+    return 0;
+}
+
+static int host_put(const ckpt_slice *s, uint64_t first, uint64_t n, const void *host, moe_err *e)
+{
+    memcpy((real *)s->base + s->at + first, host, sizeof(real) * (size_t)n);
+    return 0;
+}
+
 static int real_get(const ckpt_slice *s, uint64_t first, uint64_t n, void *host, moe_err *e)
 {
     moe_backend *be = s->owner;
@@ -116,6 +129,10 @@ static void slice_bind(moe_model *m, const moe_param *p, size_t a, const slice_d
         s->get = split_get;
         s->put = split_put;
         break;
+    case SLICE_SRC_HOST:
+        s->get = host_get;
+        s->put = host_put;
+        break;
     case SLICE_SRC_FLAT_BF16:
     case SLICE_SRC_SHARD_BF16:
         s->dtype = ST_BF16;
@@ -157,7 +174,8 @@ static int tensor_slices(moe_model *m, const moe_param *p, size_t a, size_t b, c
 
 static int is_flat(slice_src src)
 {
-    return src == SLICE_SRC_MASTERS || src == SLICE_SRC_FLAT || src == SLICE_SRC_FLAT_BF16;
+    return src == SLICE_SRC_MASTERS || src == SLICE_SRC_FLAT || src == SLICE_SRC_FLAT_BF16 ||
+           src == SLICE_SRC_HOST;
 }
 
 int model_flat_slices(moe_model *m, size_t flat, size_t n, const char *prefix, slice_src src,

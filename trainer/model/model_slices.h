@@ -17,8 +17,9 @@ typedef enum {
     SLICE_SRC_SHARD,       /* a real buffer holding only the range itself */
     SLICE_SRC_FLAT_BF16,   /* the same of bf16 (moments_bf16): BF16 slices */
     SLICE_SRC_SHARD_BF16,
-    SLICE_SRC_SPLIT_SHARD  /* fp32 masters split between a shard buffer of their
+    SLICE_SRC_SPLIT_SHARD, /* fp32 masters split between a shard buffer of their
                             * low halves and the compute copy (split_master.h) */
+    SLICE_SRC_HOST         /* a real host buffer of the model's flat layout */
 } slice_src;
 
 /* Elements of a group's packing (experts: 1 for this rank's experts). */
