@@ -41,7 +41,9 @@ CFLAGS += $(CFLAGS_BASE)
 LDFLAGS += -fopenmp $(SANFLAGS)
 # libconfig is linked statically so binaries run on machines without it.
 LIBCONFIG := -Wl,-Bstatic -lconfig -Wl,-Bdynamic
-LDLIBS_BASE := -lz -lm -lpthread -ldl
+# libcrypto (SHA-256 of checkpoints) likewise: the build machine's OpenSSL, not the job's.
+CRYPTO := -Wl,-Bstatic -lcrypto -Wl,-Bdynamic
+LDLIBS_BASE := $(CRYPTO) -lz -lm -lpthread -ldl
 
 BINS :=
 UNIT_TESTS :=

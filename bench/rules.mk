@@ -15,3 +15,10 @@ $(KERNEL_TRACE): bench/kernel_trace.c
 everything: $(KERNEL_TRACE)
 endif
 endif
+
+# Checkpoint hashing and writing throughput (bench/ckpt_hash.c).
+BENCH_CKPT_HASH := $(B)/tests/bench_ckpt_hash
+$(BENCH_CKPT_HASH): $(call obj,bench/ckpt_hash.c) $(CKPT_LIB) $(COMMON_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
+everything: $(BENCH_CKPT_HASH)

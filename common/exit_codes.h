@@ -9,6 +9,4 @@
 #define MOE_EXIT_REFUSED 3   /* moe-topo --check: the SPANK plugin would refuse this step */
 #define MOE_EXIT_PREEMPTED 75 /* stopped by a signal after saving a checkpoint (EX_TEMPFAIL): requeue */
 
-#define MOEKIT_VERSION "0.1.0"
-
 #endif

@@ -5,7 +5,8 @@
 #   scripts/install-deps.sh test    what the test suite adds (`make check`)
 #   scripts/install-deps.sh         both
 #
-# Build: the compiler, libconfig, zlib, hwloc (libhwloc-plugins for PCI
+# Build: the compiler, libconfig, zlib, libssl-dev (libcrypto, whose SHA-256
+# hashes checkpoints), hwloc (libhwloc-plugins for PCI
 # devices), libslurm-dev for the spank.h the plugin is built against (a plugin
 # must match the Slurm it runs in), Open MPI for CPU ranks, protobuf-c for the
 # TensorBoard event records, gnuplot for loss.png and help2man for the man
@@ -15,7 +16,7 @@
 # Open MPI must be installed before slurmd starts, or srun --mpi=pmix steps
 # hang: it is in the build set, which `test` installs first.
 set -euo pipefail
-build=(build-essential libconfig-dev zlib1g-dev libhwloc-dev libhwloc-plugins hwloc
+build=(build-essential libconfig-dev zlib1g-dev libssl-dev libhwloc-dev libhwloc-plugins hwloc
        libslurm-dev openmpi-bin libopenmpi-dev libprotobuf-c-dev protobuf-c-compiler
        gnuplot-nox help2man)
 test=(python3 valgrind slurmctld slurmd slurm-client munge clang libclang-rt-14-dev)

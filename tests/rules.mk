@@ -56,7 +56,7 @@ $(FUZZ_B)/obj/%.o: %.c
 
 define fuzz_bin_rule
 $(FUZZ_B)/fuzz_$(1): $(call fuzz_obj,tests/fuzz/fuzz_$(1).c $(FUZZ_COMMON) $(FUZZ_SRCS_$(1)))
-	$$(FUZZ_CC) -fsanitize=fuzzer $$(FUZZ_SAN) $$^ -o $$@ $$(LIBCONFIG) -lz -lm -lpthread -ldl
+	$$(FUZZ_CC) -fsanitize=fuzzer $$(FUZZ_SAN) $$^ -o $$@ $$(LIBCONFIG) $$(CRYPTO) -lz -lm -lpthread -ldl
 endef
 $(foreach t,$(FUZZ_TARGETS),$(eval $(call fuzz_bin_rule,$(t))))
 

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "../common/exit_codes.h"
+#include "../common/version.h"
 #include "../launch/policy.h"
 #include "../launch/verdict.h"
 #include "../trainer/plan/plan.h"

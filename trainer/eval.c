@@ -10,10 +10,10 @@
 #include "../common/exit_codes.h"
 #include "backend/select.h"
 #include "cli.h"
-#include "ckpt/hf_config.h"
-#include "ckpt/hf_dir.h"
+#include "ckpt/shard_read.h"
 #include "data/data.h"
 #include "model/model.h"
+#include "model/model_slices.h"
 #include "train/trainer.h"
 #include "train/weights_io.h"
 
@@ -194,33 +194,40 @@ static int eval_batches(eval_ctx *c, const int32_t *in, const int32_t *tg, int r
     return 0;
 }
 
+/* The checkpoint's weights, in any layout shard_read.h reads (sharded,
+ * single-file or a Hugging Face directory), into c->host in the model's flat
+ * layout through a bounded staging buffer. */
 static int load_weights(eval_ctx *c, const char *dir, int T, moe_err *e)
 {
-    hf_dir *hd = NULL;
+    shard_set *s = NULL;
+    ckpt_slice_list l = {0};
+    size_t staging_bytes = (size_t)64 << 20;
+    void *staging = NULL;
     int rc = -1;
-    if (model_create(&c->m, &c->d, c->be, c->disp, 1, T, e) || hf_dir_open(dir, &hd, e))
+    if (model_create(&c->m, &c->d, c->be, c->disp, 1, T, e) || shard_set_open(dir, &s, e))
         goto out;
     c->m_rows = 1;
-    if (!(c->host = malloc(sizeof(real) * c->m->n_elems))) {
+    if (!(c->host = malloc(sizeof(real) * c->m->n_elems)) || !(staging = malloc(staging_bytes))) {
         moe_errf(e, "out of memory");
         goto out;
     }
-    if (weights_read(c->m, weights_source_hf(hd, dir), "", 1, c->host, e))
+    if (model_all_slices(c->m, "", SLICE_SRC_HOST, c->host, &l, e) ||
+        shard_set_fill(s, &l, staging, staging_bytes, e))
         goto out;
     rc = 0;
 out:
-    if (hd)
-        hf_dir_close(hd);
+    free(staging);
+    ckpt_slices_free(&l);
+    shard_set_close(s);
     return rc;
 }
 
 static int run_eval(const char *dir, const char *tokfile, const char *fasta, int seq_length,
                     const char *backend, moe_err *e)
 {
-    char path[4200];
     moe_model_cfg mc;
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    if (hf_config_read(path, &mc, e))
+    /* config.json and the weights agree before anything is sized by them */
+    if (weights_check(dir, NULL, &mc, 1, e))
         return -1;
     int32_t *in = NULL, *tg = NULL;
     int rows = 0, T = seq_length, batch;

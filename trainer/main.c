@@ -3,6 +3,7 @@
  *
  *   moe-train [--config NAME|PATH] [--backend auto|cpu|cuda] [key.path=value ...]
  *   moe-train eval --checkpoint DIR (--tokens FILE | --fasta FILE [--seq-length T]) [--backend ...]
+ *   moe-train export --checkpoint DIR --out DIR [--dtype bf16|fp32] [--max-shard-size 5GB]
  *
  * Options come from the tables below (cli.h): a new option is a row there
  * and a field in the options struct. */
@@ -13,10 +14,12 @@
 #include <unistd.h>
 
 #include "../common/exit_codes.h"
+#include "../common/version.h"
 #include "cli.h"
 #include "config/config.h"
 #include "eval.h"
 #include "plan/plan_cli.h"
+#include "train/hf_export.h"
 #include "train/trainer.h"
 
 typedef struct {
@@ -56,6 +59,8 @@ static void usage(FILE *f)
     fprintf(f, "Usage: moe-train [--config NAME|PATH] [options] [key.path=value ...]\n"
                "  or:  moe-train eval --checkpoint DIR (--tokens FILE | --fasta FILE\n"
                "                       [--seq-length T]) [--backend B]\n"
+               "  or:  moe-train export --checkpoint DIR --out DIR [--dtype bf16|fp32]\n"
+               "                       [--max-shard-size 5GB] [--staging-mb N]\n"
                "\n"
                "Train a Mixtral-style mixture-of-experts model on nucleotide sequences.\n"
                "\n"
@@ -66,6 +71,8 @@ static void usage(FILE *f)
             "checkpoint.ckpt_dir=/scratch/run1 logger.run_dir=runs/a");
     fprintf(f, "\neval options (moe-train eval --help):\n");
     eval_print_options(f);
+    fprintf(f, "\nexport options (moe-train export --help):\n");
+    export_print_options(f);
     fprintf(f,
             "\n"
             "eval prints one JSON object with the mean next-token cross-entropy (lm_loss)\n"
@@ -73,6 +80,9 @@ static void usage(FILE *f)
             "sequence of whitespace-separated token ids per line, all of one length;\n"
             "--fasta FILE is tokenized and cut into windows of T tokens (default 128) as\n"
             "training does.\n"
+            "\n"
+            "export writes a checkpoint (a step directory, or the newest in a checkpoint\n"
+            "directory) as a Hugging Face model directory with its tokenizer.\n"
             "\n"
             "Signals: SIGTERM, SIGUSR1 or Ctrl-C (SIGINT) finish the step, save a checkpoint\n"
             "and exit %d; a second SIGINT aborts at once without saving.\n"
@@ -171,6 +181,8 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "eval"))
         return eval_main(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "export"))
+        return export_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "train"))
         return cmd_train(argc - 1, argv + 1);
     return cmd_train(argc, argv);

@@ -2,7 +2,7 @@
 # One library a folder: trainer/model, trainer/backend/cpu, trainer/train.
 MODEL_SRCS := trainer/model/params.c trainer/model/model_init.c trainer/model/model.c \
 	trainer/model/dispatch_local.c \
-	trainer/model/dims_config.c
+	trainer/model/dims_config.c trainer/model/model_slices.c
 MODEL_LIB := $(B)/lib/libmoe_model.a
 $(MODEL_LIB): $(call obj,$(MODEL_SRCS))
 # the CPU reference backend, with trainer/backend's host route plan builder
@@ -20,7 +20,8 @@ $(B)/obj64/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DMOE_REAL_DOUBLE -MMD -MP -c $< -o $@
 MODEL64_LIB := $(B)/lib/libmoe_model64.a
-$(MODEL64_LIB): $(call obj64,$(MODEL_SRCS) $(CPU_SRCS))
+# (checkpoint slices store fp32: not part of it)
+$(MODEL64_LIB): $(call obj64,$(filter-out trainer/model/model_slices.c,$(MODEL_SRCS)) $(CPU_SRCS))
 
 UNIT_TESTS += $(B)/tests/test_gradcheck
 $(B)/tests/test_gradcheck: $(call obj64,tests/unit/test_gradcheck.c) $(MODEL64_LIB) $(COMMON_LIB)
@@ -52,7 +53,8 @@ $(B)/tests/test_recompute: $(call obj,tests/unit/test_recompute.c) $(MODEL_LIB) 
 # Training loop, checkpoints, eval and the CLI.
 TRAIN_SRCS := trainer/train/trainer.c trainer/train/checkpoint.c trainer/train/weights_io.c \
 	trainer/train/schedule.c trainer/train/metrics.c trainer/train/metrics_plot.c \
-	trainer/train/tb_writer.c trainer/backend/select.c trainer/eval.c trainer/cli.c
+	trainer/train/tb_writer.c trainer/backend/select.c trainer/eval.c trainer/cli.c \
+	trainer/train/ckpt_io.c trainer/train/hf_export.c trainer/train/export_cmd.c
 TRAIN_LIB := $(B)/lib/libmoe_train.a
 $(TRAIN_LIB): $(call obj,$(TRAIN_SRCS)) $(B)/obj/gen/tb_event.pb-c.o
 

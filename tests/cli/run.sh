@@ -143,7 +143,8 @@ expect_fail cpu_refuses_bf16 "precision.compute=bf16.*cuda" "$BIN" --config L0_s
 for th in 1 2; do
     "$BIN" --config L0_sanity --threads $th checkpoint.ckpt_dir="$T/th$th" "${TINY[@]}" >/dev/null 2>&1
 done
-if cmp -s "$T/th1/step_00000003/model.safetensors" "$T/th2/step_00000003/model.safetensors"; then
+RANK0=rank-00000-of-00001.safetensors  # a one-rank run's state: masters and moments
+if cmp -s "$T/th1/step_00000003/$RANK0" "$T/th2/step_00000003/$RANK0"; then
     ok deterministic_across_thread_counts
 else
     bad deterministic_across_thread_counts "weights differ between --threads 1 and 2"
@@ -274,7 +275,9 @@ expect_fail fasta_bad_letters "letters.fa:2" "$BIN" --config L0_sanity data.file
 # ---- a real checkpoint, then broken copies of it
 CK="$T/ckpt"
 if "$BIN" --config L0_sanity checkpoint.ckpt_dir="$CK" "${TINY[@]}" >"$T/out" 2>"$T/err" &&
-   [ -f "$CK/step_00000003/model.safetensors" ] && [ -f "$CK/final_model/config.json" ]; then
+   [ -f "$CK/step_00000003/$RANK0" ] && [ -f "$CK/step_00000003/checkpoint.index.json" ] &&
+   [ -f "$CK/final_model/config.json" ] && [ -f "$CK/final_model/tokenizer.json" ] &&
+   (cd "$CK/step_00000003" && sha256sum --quiet --strict -c MANIFEST); then
     ok checkpoint_written
 else
     bad checkpoint_written "$(cat "$T/err")"
@@ -293,12 +296,66 @@ expect_fail eval_token_out_of_vocab "oov.txt:1.*700" "$BIN" eval --checkpoint "$
 
 # resume refuses a corrupted checkpoint and names the file
 cp -r "$CK" "$T/ck_flip"
-python3 - "$T/ck_flip/step_00000003/model.safetensors" <<'PY'
+python3 - "$T/ck_flip/step_00000003/$RANK0" <<'PY'
 import sys
 p = sys.argv[1]; b = bytearray(open(p, 'rb').read()); b[-5] ^= 0x40; open(p, 'wb').write(b)
 PY
 rm -rf "$T/ck_flip/final_model"
-expect_fail resume_corrupted_checkpoint "model.safetensors" "$BIN" --config L0_sanity checkpoint.ckpt_dir="$T/ck_flip" checkpoint.resume_from_checkpoint=true "${TINY[@]}" train.steps=4
+expect_fail resume_corrupted_checkpoint "$RANK0.*(do not|does not) match" "$BIN" --config L0_sanity checkpoint.ckpt_dir="$T/ck_flip" checkpoint.resume_from_checkpoint=true "${TINY[@]}" train.steps=4
+
+# the export: sharded past --max-shard-size, an index, the tokenizer; the
+# same losses as final_model (both bf16)
+if "$BIN" export --checkpoint "$CK" --out "$T/exp" --max-shard-size 20KB >"$T/out" 2>"$T/err" &&
+   [ -f "$T/exp/model-00001-of-00002.safetensors" ] && [ -f "$T/exp/model.safetensors.index.json" ] &&
+   [ -f "$T/exp/tokenizer.json" ] && [ -f "$T/exp/README.md" ] &&
+   "$BIN" eval --checkpoint "$T/exp" --tokens "$T/tokens.txt" >"$T/exp.json" 2>>"$T/err" &&
+   "$BIN" eval --checkpoint "$CK/final_model" --tokens "$T/tokens.txt" >"$T/final.json" 2>>"$T/err" &&
+   cmp -s "$T/exp.json" "$T/final.json"; then
+    ok export_sharded_equals_final_model
+else
+    bad export_sharded_equals_final_model "$(cat "$T/out" "$T/err" "$T/exp.json" "$T/final.json" 2>/dev/null)"
+fi
+expect_fail export_refuses_existing_out "exists" "$BIN" export --checkpoint "$CK" --out "$T/exp"
+
+# eval checks config.json against the weights before sizing anything by it
+cp -r "$CK/final_model" "$T/liar"
+python3 - "$T/liar/config.json" <<'PY'
+import json, sys
+p = sys.argv[1]; c = json.load(open(p)); c["vocab_size"] = 30000000; json.dump(c, open(p, "w"))
+PY
+expect_fail eval_config_disagrees_with_weights "embed_tokens.weight is \\[256,16\\] but its config.json implies \\[30000000,16\\]" \
+    "$BIN" eval --checkpoint "$T/liar" --tokens "$T/tokens.txt"
+
+# ---- the checkpoint directory: one run at a time, no silent reuse
+expect_fail reuse_without_resume_refused "already holds 1 checkpoint.*resume_from_checkpoint=true.*overwrite=true" \
+    "$BIN" --config L0_sanity checkpoint.ckpt_dir="$CK" "${TINY[@]}"
+cp -r "$CK" "$T/ck_over"
+if "$BIN" --config L0_sanity checkpoint.ckpt_dir="$T/ck_over" checkpoint.overwrite=true "${TINY[@]}" train.steps=2 \
+       >"$T/out" 2>"$T/err" && [ -d "$T/ck_over/step_00000002" ] && [ ! -d "$T/ck_over/step_00000003" ]; then
+    ok overwrite_replaces_checkpoints
+else
+    bad overwrite_replaces_checkpoints "$(cat "$T/err")"
+fi
+# a second run on a directory in use is refused naming the first; once the
+# first is dead (SIGKILL: no cleanup), the directory is usable again
+"$BIN" --config L0_sanity checkpoint.ckpt_dir="$T/ck_busy" "${TINY[@]}" train.steps=1000000 \
+    logger.run_dir="$T/busy" >/dev/null 2>&1 &
+busy=$!
+for _ in $(seq 200); do [ -s "$T/busy/metrics.jsonl" ] && break; sleep 0.05; done
+expect_fail second_writer_refused "ck_busy/moekit.lock is held by another run \\(host=.* pid=$busy " \
+    "$BIN" --config L0_sanity checkpoint.ckpt_dir="$T/ck_busy" checkpoint.resume_from_checkpoint=true "${TINY[@]}"
+kill -KILL $busy; wait $busy 2>/dev/null
+if "$BIN" --config L0_sanity checkpoint.ckpt_dir="$T/ck_busy" checkpoint.resume_from_checkpoint=true "${TINY[@]}" \
+       >"$T/out" 2>"$T/err"; then
+    ok dead_holders_lock_recovered
+else
+    bad dead_holders_lock_recovered "$(cat "$T/err")"
+fi
+# ckpt_dir is checked at start-up, not at the first save
+ln -s "$T/nowhere/at/all" "$T/dangling"
+expect_fail ckpt_dir_dangling_link_at_startup "checkpoint.ckpt_dir.*dangling" \
+    "$BIN" --config L0_sanity checkpoint.ckpt_dir="$T/dangling" "${TINY[@]}" logger.run_dir="$T/dangling_run"
+if [ -e "$T/dangling_run/metrics.jsonl" ]; then bad ckpt_dir_checked_before_training "it trained first"; else ok ckpt_dir_checked_before_training; fi
 
 # HF-style loading (weights only) checks header lengths, offsets, dtypes, shapes
 mkhf() { rm -rf "$T/hf"; cp -r "$CK/final_model" "$T/hf"; }

@@ -74,10 +74,8 @@ matches() {
     local name=$1 ref=$2 why
     why=$(same_metrics "$ref" "$name" 1 2>&1) || { bad "$name" "$why" "$(tail -5 "$T/$name.out")"; return; }
     local last; last=$(printf 'step_%08d' $STEPS)
-    for f in model optimizer; do
-        why=$($TOOL diff "$T/$ref/ck/$last/$f.safetensors" "$T/$name/ck/$last/$f.safetensors" 2e-5 2>&1) ||
-            { bad "$name" "$f.safetensors: $why"; return; }
-    done
+    why=$($TOOL diff "$T/$ref/ck/$last" "$T/$name/ck/$last" 2e-5 2>&1) ||
+        { bad "$name" "weights and moments: $why"; return; }
     ok "$name"
 }
 
@@ -122,8 +120,7 @@ else
 fi
 
 # ---- skewed routing: every token picks experts 0 and 1 (rank 0's); rank 1 gets none
-mkdir -p "$T/skewinit"
-cp "$T/ref4/ck/step_00000004/model.safetensors" "$T/ref4/ck/step_00000004/config.json" "$T/skewinit/"
+"$BIN" export --checkpoint "$T/ref4/ck/step_00000004" --out "$T/skewinit" --dtype fp32 >/dev/null
 $TOOL skew "$T/skewinit/model.safetensors" 2
 train skew_ref 1 train.micro_batch_size=4 checkpoint.init_from="$T/skewinit"
 train skew_ep2 2 train.micro_batch_size=2 parallel.ep=2 checkpoint.init_from="$T/skewinit"
@@ -144,11 +141,16 @@ for line in open(sys.argv[1]):
     d = json.loads(line)
     print(json.dumps({k: v for k, v in d.items() if k not in clock}, sort_keys=True))' "$1"
 }
-same_bits() { # NAME REF: every logged number and checkpoint byte equal
-    if [ "$(learned "$T/$1/metrics.jsonl")" = "$(learned "$T/$2/metrics.jsonl")" ] &&
-        [ -s "$T/$1/metrics.jsonl" ] &&
-        cmp -s "$T/$1/ck/step_00000004/model.safetensors" "$T/$2/ck/step_00000004/model.safetensors" &&
-        cmp -s "$T/$1/ck/step_00000004/optimizer.safetensors" "$T/$2/ck/step_00000004/optimizer.safetensors"; then
+same_bits() { # NAME REF: every logged number and checkpoint byte equal (same layout:
+    # the same rank files, the same index)
+    local a=$T/$1/ck/step_00000004 b=$T/$2/ck/step_00000004 f same=1
+    [ -s "$T/$1/metrics.jsonl" ] &&
+        [ "$(learned "$T/$1/metrics.jsonl")" = "$(learned "$T/$2/metrics.jsonl")" ] || same=0
+    cmp -s "$a/checkpoint.index.json" "$b/checkpoint.index.json" || same=0
+    for f in "$b"/rank-*.safetensors; do
+        cmp -s "$a/$(basename "$f")" "$f" || same=0
+    done
+    if [ $same = 1 ]; then
         ok "$1"
     else
         bad "$1" "differs from $2" "$(tail -3 "$T/$1.out")"
@@ -162,22 +164,51 @@ train ep2_recompute_passes 2 train.micro_batch_size=2 parallel.ep=2 parallel.dp=
 same_bits ep2_recompute_passes ep2_recompute
 
 # ---- resume at another layout: the next steps equal the straight run
-resume() { # NAME RANKS ARGS...: stop after 2 steps there, resume on one rank
+# resume NAME RANKS STOP_ARGS -- RANKS2 RESUME_ARGS: stop after 2 steps at one
+# layout, resume at another; the next steps equal the straight run
+resume() {
     local name=$1 n=$2; shift 2
-    train "$name" "$n" train.micro_batch_size=2 --stop-after-steps 2 "$@"
+    local a=() b=()
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do a+=("$1"); shift; done
+    shift; local n2=$1; shift; b=("$@")
+    train "$name" "$n" --stop-after-steps 2 "${a[@]}"
     local rc=$?
     if [ $rc -ne 75 ]; then bad "$name" "exit $rc, expected 75 (stopped, saved)" "$(tail -5 "$T/$name.out")"; return; fi
-    "$BIN" "${TINY[@]}" --threads 1 train.micro_batch_size=4 logger.run_dir="$T/$name.1" \
-        checkpoint.resume_from_checkpoint=true \
-        checkpoint.ckpt_dir="$T/$name/ck" >"$T/$name.1.out" 2>&1 ||
-        { bad "$name" "the one-rank resume failed" "$(tail -5 "$T/$name.1.out")"; return; }
+    resume_from "$name" "$T/$name/ck" "$n2" "${b[@]}"
+}
+# resume_from NAME CKPT_DIR RANKS ARGS: resume CKPT_DIR's step 2 there
+resume_from() {
+    local name=$1 ck=$2 n=$3; shift 3
+    if [ "$n" = 1 ]; then
+        "$BIN" "${TINY[@]}" --threads 1 logger.run_dir="$T/$name.1" checkpoint.resume_from_checkpoint=true \
+            checkpoint.ckpt_dir="$ck" "$@" >"$T/$name.1.out" 2>&1
+    else
+        "${MPIRUN[@]}" -n "$n" "$BIN" "${TINY[@]}" logger.run_dir="$T/$name.1" \
+            checkpoint.resume_from_checkpoint=true checkpoint.ckpt_dir="$ck" "$@" >"$T/$name.1.out" 2>&1
+    fi || { bad "$name" "the resume failed" "$(tail -5 "$T/$name.1.out")"; return; }
     local why
     why=$(same_metrics ref4 "$name.1" 3 2>&1) || { bad "$name" "$why"; return; }
     grep -q "resuming from .*step_00000002" "$T/$name.1.out" || { bad "$name" "did not resume"; return; }
+    why=$($TOOL diff "$T/ref4/ck/step_00000004" "$ck/step_00000004" 2e-5 2>&1) ||
+        { bad "$name" "weights and moments: $why"; return; }
     ok "$name"
 }
-resume resume_ep2_to_ep1 2 parallel.ep=2 parallel.dp=1
-resume resume_dp2_to_dp1 2 parallel.ep=1 parallel.dp=2
+resume resume_ep2_to_ep1 2 train.micro_batch_size=2 parallel.ep=2 parallel.dp=1 -- 1 train.micro_batch_size=4
+resume resume_dp2_to_dp1 2 train.micro_batch_size=2 parallel.ep=1 parallel.dp=2 -- 1 train.micro_batch_size=4
+resume resume_ep1_to_ep2 1 train.micro_batch_size=4 -- 2 train.micro_batch_size=2 parallel.ep=2 parallel.dp=1
+resume resume_ep2_to_ep2dp2 2 train.micro_batch_size=2 parallel.ep=2 parallel.dp=1 -- 4 \
+    train.micro_batch_size=1 parallel.ep=2 parallel.dp=2
+# a single-file checkpoint of earlier moekit versions (model.safetensors +
+# optimizer.safetensors, MANIFEST version 1), written by the ref4 run's
+# config at step 2, resumes at EP=1 and at EP=2
+for n in 1 2; do
+    mkdir -p "$T/v1_$n/ck" && cp -r "$ROOT/tests/data/ckpt_v1/step_00000002" "$T/v1_$n/ck/"
+    if [ $n = 1 ]; then
+        resume_from "resume_single_file_v1_ep1" "$T/v1_$n/ck" 1 train.micro_batch_size=4
+    else
+        resume_from "resume_single_file_v1_ep2" "$T/v1_$n/ck" 2 train.micro_batch_size=2 parallel.ep=2 parallel.dp=1
+    fi
+done
 
 # ---- MPI must agree with what the launcher promised
 MOE_WORLD_SIZE=3 "${MPIRUN[@]}" -x MOE_WORLD_SIZE -n 2 "$BIN" "${TINY[@]}" parallel.ep=2 >"$T/size.out" 2>&1

@@ -3,12 +3,16 @@
 
   st_tool.py diff A B TOL      every tensor of A and B has the same names and
                                shapes and differs by at most TOL (absolute);
-                               prints the largest difference
+                               prints the largest difference. A and B are
+                               safetensors files or moekit checkpoint
+                               directories (their rank files' pieces put
+                               together through checkpoint.index.json)
   st_tool.py skew FILE L       make every token of an L-layer model choose
                                experts 0 and 1: a constant channel in the
                                embeddings and gate rows that favour it
 """
 import json
+import os
 import struct
 import sys
 
@@ -28,21 +32,44 @@ def floats(raw, base, info):
     return struct.unpack("<%df" % ((b - a) // 4), raw[base + a : base + b])
 
 
+def tensors(path):
+    """{name: (shape, floats)} of a safetensors file or a checkpoint directory."""
+    index = os.path.join(path, "checkpoint.index.json")
+    if not os.path.isdir(path):
+        raw, base, h = read(path)
+        return {k: (v["shape"], floats(raw, base, v)) for k, v in h.items()}
+    out = {}
+    for f in json.load(open(index))["files"]:
+        raw = open(os.path.join(path, f["file"]), "rb").read()
+        for p in f["pieces"]:
+            assert p["dtype"] == "F32", p["dtype"]
+            numel = 1
+            for d in p["shape"]:
+                numel *= d
+            shape, vals = out.setdefault(p["name"], (p["shape"], [None] * numel))
+            a = p["offset"]
+            vals[p["start"] : p["start"] + p["count"]] = struct.unpack(
+                "<%df" % p["count"], raw[a : a + 4 * p["count"]])
+    for name, (shape, vals) in out.items():
+        if None in vals:
+            sys.exit("%s: %s is not wholly stored" % (path, name))
+    return out
+
+
 def diff(pa, pb, tol):
-    ra, ba, ha = read(pa)
-    rb, bb, hb = read(pb)
-    if sorted(ha) != sorted(hb):
-        only = sorted(set(ha) ^ set(hb))
+    ta, tb = tensors(pa), tensors(pb)
+    if sorted(ta) != sorted(tb):
+        only = sorted(set(ta) ^ set(tb))
         sys.exit("tensor names differ: %s" % only[:5])
     worst, where = 0.0, ""
-    for name in sorted(ha):
-        if ha[name]["shape"] != hb[name]["shape"]:
-            sys.exit("%s: shape %s vs %s" % (name, ha[name]["shape"], hb[name]["shape"]))
-        for x, y in zip(floats(ra, ba, ha[name]), floats(rb, bb, hb[name])):
+    for name in sorted(ta):
+        if ta[name][0] != tb[name][0]:
+            sys.exit("%s: shape %s vs %s" % (name, ta[name][0], tb[name][0]))
+        for x, y in zip(ta[name][1], tb[name][1]):
             d = abs(x - y)
             if d > worst or d != d:
                 worst, where = d, name
-    print("max |difference| %.3g in %s (%d tensors)" % (worst, where, len(ha)))
+    print("max |difference| %.3g in %s (%d tensors)" % (worst, where, len(ta)))
     if not worst <= tol:
         sys.exit("weights differ by more than %g" % tol)
 

@@ -42,6 +42,7 @@ RUN=("$BIN" --config L0_sanity --threads 1 --quiet model.hidden_size=16 model.nu
      train.eval_every_n_steps=100 train.eval_batches=1 scheduler.warmup_steps=10
      logger.frequency=1000 checkpoint.save_final_model=false)
 FINAL=$(printf 'step_%08d' $STEPS)
+RANK0=rank-00000-of-00001.safetensors  # a one-rank run's whole state
 
 # same_as_ref NAME DIR: DIR/run/metrics.jsonl has each step once with the
 # reference's loss, lr and grad_norm, and DIR/ck's last weights are the reference's bytes
@@ -71,8 +72,8 @@ for s in sorted(ref):
         sys.exit('step %d: loss/lr/grad_norm %s, straight run %s' % (s, got[s], ref[s]))
 PY
 ) || { bad "$name" "$why"; return; }
-    if ! cmp -s "$T/ref/ck/$FINAL/model.safetensors" "$dir/ck/$FINAL/model.safetensors"; then
-        bad "$name" "final weights differ from the straight run"; return
+    if ! cmp -s "$T/ref/ck/$FINAL/$RANK0" "$dir/ck/$FINAL/$RANK0"; then
+        bad "$name" "final weights or moments differ from the straight run"; return
     fi
     ok "$name"
 }
@@ -90,7 +91,7 @@ wait_steps() {
 
 # ---- the straight run every other run must equal
 if "${RUN[@]}" checkpoint.ckpt_dir="$T/ref/ck" logger.run_dir="$T/ref/run" >"$T/ref.out" 2>&1 &&
-   [ -f "$T/ref/ck/$FINAL/model.safetensors" ]; then
+   [ -f "$T/ref/ck/$FINAL/$RANK0" ]; then
     ok straight_run
 else
     bad straight_run "$(tail -5 "$T/ref.out")"
@@ -147,6 +148,58 @@ if ls -a "$K/ck" | grep -q '^\.'; then
     fi
 fi
 
+# ---- two ranks (EP=2), each writing its own file: SIGKILL the whole job
+# (mpirun and both ranks at once, as a scheduler does) at random instants,
+# checkpointing every step; every
+# step_* verifies, the newest never goes back, and the resumed run ends
+# bit-identical to a straight two-rank run
+if command -v mpirun >/dev/null 2>&1; then
+    MPI=(mpirun --allow-run-as-root --oversubscribe -x OMP_NUM_THREADS=1 -n 2)
+    STEPS2=150
+    RUN2=("$BIN" --config L0_sanity --threads 1 --quiet model.hidden_size=16 model.num_layers=1
+          model.num_heads=2 model.num_kv_heads=1 model.head_dim=8 model.num_experts=2 model.top_k=1
+          model.intermediate_size=16 train.seq_length=32 train.micro_batch_size=2 train.steps=$STEPS2
+          train.eval_every_n_steps=100 train.eval_batches=1 scheduler.warmup_steps=10
+          logger.frequency=1000 checkpoint.save_final_model=false parallel.ep=2 parallel.timeout_s=30)
+    FINAL2=$(printf 'step_%08d' $STEPS2)
+    "${MPI[@]}" "${RUN2[@]}" checkpoint.ckpt_dir="$T/ref2/ck" >"$T/ref2.out" 2>&1
+    K2=$T/kill2 problem= landed=0 latest=-1
+    for ((i = 1; i <= $([ "${MOE_TEST_QUICK:-0}" = 1 ] && echo 3 || echo 6); i++)); do
+        "${MPI[@]}" "${RUN2[@]}" checkpoint.ckpt_dir="$K2/ck" checkpoint.save_every_n_steps=1 \
+            checkpoint.max_checkpoints=2 checkpoint.resume_from_checkpoint=true >"$K2.out" 2>&1 &
+        mpid=$!
+        ms=$((1000 + RANDOM % 5000)) # mpirun itself takes a second or two to start the ranks
+        sleep "$(printf '%d.%03d' $((ms / 1000)) $((ms % 1000)))"
+        kill -KILL $mpid $(pgrep -P $mpid) 2>/dev/null
+        wait $mpid 2>/dev/null; rc=$?
+        [ $rc -ne 0 ] && landed=$((landed + 1))
+        out=$("$CHECK" "$K2/ck" 2>"$K2.check"); crc=$?
+        if [ $crc -ne 0 ]; then problem="kill $i (after ${ms} ms): $(cat "$K2.check")"; break; fi
+        now=$(echo "$out" | awk '/^latest/ { print ($2 == "none" ? -1 : $2) }')
+        if [ "$now" -lt "$latest" ]; then problem="kill $i: newest checkpoint went back from $latest to $now"; break; fi
+        latest=$now
+        # a run that got to the end: start over, so the next kill lands in a running job
+        if [ $rc -eq 0 ]; then rm -rf "$K2/ck"; latest=-1; fi
+    done
+    if [ -n "$problem" ]; then
+        bad two_rank_sigkill_checkpoints_stay_valid "$problem"
+    elif [ $landed -eq 0 ]; then
+        bad two_rank_sigkill_checkpoints_stay_valid "no kill hit a running job"
+    else
+        ok "two_rank_sigkill_checkpoints_stay_valid ($landed kills, newest step $latest)"
+    fi
+    if "${MPI[@]}" "${RUN2[@]}" checkpoint.ckpt_dir="$K2/ck" checkpoint.save_every_n_steps=1 \
+           checkpoint.max_checkpoints=2 checkpoint.resume_from_checkpoint=true >"$K2.out" 2>&1 &&
+       cmp -s "$T/ref2/ck/$FINAL2/rank-00000-of-00002.safetensors" "$K2/ck/$FINAL2/rank-00000-of-00002.safetensors" &&
+       cmp -s "$T/ref2/ck/$FINAL2/rank-00001-of-00002.safetensors" "$K2/ck/$FINAL2/rank-00001-of-00002.safetensors"; then
+        ok two_rank_sigkill_then_resume_equals_straight_run
+    else
+        bad two_rank_sigkill_then_resume_equals_straight_run "$(tail -n 3 "$K2.out" "$T/ref2.out")"
+    fi
+else
+    echo "skip two_rank_sigkill (no mpirun)"
+fi
+
 # ---- preemption: SIGTERM, SIGUSR1, and a signal during checkpoint writes
 preempt() { # NAME SIGNAL SAVE_EVERY [SECOND_SIGNAL]
     local name=$1 sig=$2 every=$3 sig2=${4:-} d=$T/$1 pid rc stopped latest last
@@ -199,12 +252,15 @@ resume_fails() {
 resume_fails refuse_truncated_manifest "MANIFEST" 'head -c 100 MANIFEST > M && mv M MANIFEST'
 resume_fails refuse_missing_train_state "train_state.json" 'rm train_state.json'
 resume_fails refuse_extra_file "stray.txt" 'echo hi > stray.txt'
-resume_fails refuse_truncated_optimizer "optimizer.safetensors" 'truncate -s -8 optimizer.safetensors'
+resume_fails refuse_truncated_state "$RANK0" "truncate -s -8 $RANK0"
+resume_fails refuse_missing_index "checkpoint.index.json" 'rm checkpoint.index.json'
 # set_step N: train_state.json's step, the MANIFEST line kept true so only the value is wrong
 set_step() {
     sed -i -E "s/\"step\": *[0-9]+/\"step\": $1/" train_state.json
     local h s; h=$(sha256sum train_state.json | cut -d' ' -f1); s=$(stat -c %s train_state.json)
-    sed -i -E "s|^[0-9a-f]{64} [0-9]+ train_state.json\$|$h $s train_state.json|" MANIFEST
+    awk -v h="$h" -v s="$s" '$2 == "train_state.json" && length($1) == 64 {
+        print h "  train_state.json"; fix = 1; next }
+        fix && /^# size / { print "# size " s; fix = 0; next } { print }' MANIFEST >M && mv M MANIFEST
 }
 resume_fails refuse_step_out_of_range "step 4611686018427387904 is out of range" \
     'set_step 4611686018427387904'
@@ -223,10 +279,10 @@ fi
 # the newest checkpoint damaged, an older one intact: warn naming the file, resume from the older
 F=$T/fallback
 mkdir -p "$F"; cp -r "$D/ck" "$F/ck"; cp -r "$D/run" "$F/run"
-truncate -s -8 "$F/ck/step_00000200/optimizer.safetensors"
+truncate -s -8 "$F/ck/step_00000200/$RANK0"
 if "${RUN[@]}" checkpoint.ckpt_dir="$F/ck" logger.run_dir="$F/run" checkpoint.save_every_n_steps=100 \
        checkpoint.max_checkpoints=0 checkpoint.resume_from_checkpoint=true >"$F.out" 2>"$F.err" &&
-   grep -q "warning:.*step_00000200.*optimizer.safetensors" "$F.err" && grep -q "resuming from .*(step 100)" "$F.out"; then
+   grep -q "warning:.*step_00000200.*$RANK0" "$F.err" && grep -q "resuming from .*(step 100)" "$F.out"; then
     same_as_ref damaged_newest_falls_back_to_previous "$F"
 else
     bad damaged_newest_falls_back_to_previous "$(tail -3 "$F.out" "$F.err")"

@@ -29,6 +29,8 @@
 #include "../../trainer/ckpt/json.h"
 #include "../../trainer/ckpt/safetensors.h"
 #include "../../trainer/ckpt/sha256.h"
+#include "../../trainer/ckpt/shard_read.h"
+#include "../../trainer/ckpt/shard_write.h"
 #include "../check.h"
 
 #ifndef CKPT_TEST_DATA
@@ -520,7 +522,7 @@ static void test_f16(void)
 static void digest_hex(const void *data, size_t n, char *hex)
 {
     uint8_t d[SHA256_DIGEST_LEN];
-    sha256(data, n, d);
+    CHECK(sha256(data, n, d, NULL) == 0);
     sha256_hex(d, hex);
 }
 
@@ -545,7 +547,7 @@ static void test_sha256_vectors(void)
     CHECK(strcmp(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0") == 0);
     /* Streaming in odd pieces gives the same digest. */
     sha256_ctx c;
-    sha256_init(&c);
+    CHECK(sha256_init(&c, NULL) == 0);
     for (size_t at = 0; at < 1000000;) {
         size_t k = 1 + rng() % 200;
         if (k > 1000000 - at)
@@ -1466,6 +1468,112 @@ static const char *make_root(const char *name)
     return r;
 }
 
+/* ---- sharded checkpoint files ---------------------------------------------- */
+
+static int host_get(const ckpt_slice *s, uint64_t first, uint64_t n, void *host, moe_err *e)
+{
+    memcpy(host, (const float *)s->base + s->start + first, n * sizeof(float));
+    return 0;
+}
+
+static int host_put(const ckpt_slice *s, uint64_t first, uint64_t n, const void *host, moe_err *e)
+{
+    memcpy((float *)s->base + s->start + first, host, n * sizeof(float));
+    return 0;
+}
+
+static ckpt_slice host_slice(const char *name, int ndim, int64_t d0, int64_t d1, uint64_t start,
+                             uint64_t count, float *base)
+{
+    ckpt_slice s = {0};
+    snprintf(s.name, sizeof s.name, "%s", name);
+    s.dtype = ST_F32;
+    s.ndim = ndim;
+    s.shape[0] = d0;
+    s.shape[1] = d1;
+    s.start = start;
+    s.count = count;
+    s.get = host_get;
+    s.put = host_put;
+    s.base = base;
+    return s;
+}
+
+/* Two "ranks" write A[0,25)+B and A[25,60) with 64-byte blocks; a third
+ * layout reads A[10,50) and B back through a 24-byte staging buffer. */
+static void test_shards_reshard(void)
+{
+    const char *dir = make_root("shards");
+    moe_err e;
+    CHECK(fsio_mkdir_p(dir, 0755, &e) == 0);
+    float A[60], B[7], got[60], gotB[7];
+    for (int i = 0; i < 60; i++)
+        A[i] = (float)i * 0.5f;
+    for (int i = 0; i < 7; i++)
+        B[i] = -(float)i;
+    ckpt_slice r0[2] = {host_slice("A", 2, 6, 10, 0, 25, A), host_slice("B", 1, 7, 0, 0, 7, B)};
+    ckpt_slice r1[1] = {host_slice("A", 2, 6, 10, 25, 35, A)};
+    ckpt_slice_list l0 = {r0, 2, 2}, l1 = {r1, 1, 1};
+    char staging[24];
+    json_writer w;
+    jw_init(&w, 0);
+    const char *head = "{\"format\":\"" CKPT_INDEX_FORMAT "\",\"block_bytes\":64,\"files\":[";
+    jw_raw(&w, head, strlen(head));
+    json_writer rec;
+    jw_init(&rec, 0);
+    CHECK_MSG(shard_write(dir, "r0.safetensors", &l0, 64, staging, sizeof staging, &rec, &e) == 0, "%s", e.msg);
+    CHECK(jw_finish(&rec, &e) == 0);
+    jw_raw(&w, rec.buf, rec.len);
+    jw_free(&rec);
+    jw_init(&rec, 0);
+    CHECK(shard_write(dir, "r1.safetensors", &l1, 64, staging, sizeof staging, &rec, &e) == 0);
+    CHECK(jw_finish(&rec, &e) == 0);
+    jw_raw(&w, ",", 1);
+    jw_raw(&w, rec.buf, rec.len);
+    jw_raw(&w, "]}", 2);
+    jw_free(&rec);
+    write_bytes(path_in((char[4096]){0}, dir, CKPT_INDEX_FILE), w.buf, w.len);
+    jw_free(&w);
+    /* each file is valid safetensors on its own: a piece is "<name>@<start>" */
+    st_file *f;
+    CHECK(st_open(path_in((char[4096]){0}, dir, "r1.safetensors"), &f, &e) == 0 && st_find(f, "A@25") >= 0);
+    st_close(f);
+
+    shard_set *s;
+    CHECK_MSG(shard_set_open(dir, &s, &e) == 0, "%s", e.msg);
+    CHECK(shard_set_count(s) == 2 && shard_set_find(s, "A")->shape[1] == 10);
+    memset(got, 0, sizeof got);
+    ckpt_slice want[2] = {host_slice("A", 2, 6, 10, 10, 40, got), host_slice("B", 1, 7, 0, 0, 7, gotB)};
+    ckpt_slice_list lw = {want, 2, 2};
+    CHECK_MSG(shard_set_fill(s, &lw, staging, sizeof staging, &e) == 0, "%s", e.msg);
+    CHECK(memcmp(got + 10, A + 10, 40 * sizeof(float)) == 0 && got[9] == 0 && got[50] == 0);
+    CHECK(memcmp(gotB, B, sizeof B) == 0);
+    /* each block is read once: no more than the two files' sizes */
+    struct stat st0, st1;
+    stat(path_in((char[4096]){0}, dir, "r0.safetensors"), &st0);
+    stat(path_in((char[4096]){0}, dir, "r1.safetensors"), &st1);
+    CHECK(shard_set_bytes_read(s) <= (uint64_t)(st0.st_size + st1.st_size));
+    ckpt_slice wrong = host_slice("A", 2, 6, 11, 0, 60, got);
+    ckpt_slice_list lx = {&wrong, 1, 1};
+    CHECK_ERR(shard_set_fill(s, &lx, staging, sizeof staging, &e), e, "A is F32 [6,10], this model needs F32 [6,11]", NULL);
+    shard_set_close(s);
+
+    /* a flipped byte in r1's data: the read names the file and the bytes */
+    char *p1 = path_in((char[4096]){0}, dir, "r1.safetensors");
+    FILE *fp = fopen(p1, "r+b");
+    fseek(fp, -3, SEEK_END);
+    int c = fgetc(fp);
+    fseek(fp, -3, SEEK_END);
+    fputc(c ^ 0x10, fp);
+    fclose(fp);
+    CHECK(shard_set_open(dir, &s, &e) == 0);
+    CHECK_ERR(shard_set_fill(s, &lw, staging, sizeof staging, &e), e, "r1.safetensors: bytes", "do not match");
+    shard_set_close(s);
+    /* a truncated one is refused at open */
+    CHECK(truncate(p1, st1.st_size - 1) == 0);
+    CHECK_ERR(shard_set_open(dir, &s, &e), e, "r1.safetensors", "truncated");
+}
+
 /* Write "<name>" files with content that depends on step, then commit. */
 static int commit_step(const char *root, int64_t step, int max_keep, size_t big, moe_err *e)
 {
@@ -1533,16 +1641,21 @@ static void test_ckpt_commit_latest(void)
     CHECK(ckpt_verify(dir, &e) == 0);
     CHECK(count_entries(root, ".tmp-") == 0);
 
-    /* MANIFEST: header, sorted "<sha256> <size> <name>" lines, end line. */
+    /* MANIFEST: header, sorted "<sha256>  <name>" + "# size" lines, end line;
+     * sha256sum -c reads it. */
     char mp[4096];
     path_in(mp, dir, "MANIFEST");
     char *man = read_text(mp, NULL);
-    CHECK(man && strncmp(man, "moekit-manifest 1\n", 18) == 0);
-    CHECK(man && strstr(man, " 3 config.json\n") && strstr(man, " 1000 model.safetensors\n") && strstr(man, "end 3\n"));
+    CHECK(man && strncmp(man, "# moekit-manifest 2", 19) == 0);
+    CHECK(man && strstr(man, "  config.json\n# size 3\n") && strstr(man, "  model.safetensors\n# size 1000\n") &&
+          strstr(man, "# end 3\n"));
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "cd '%s' && sha256sum --quiet --strict -c MANIFEST", dir);
+    CHECK_MSG(system(cmd) == 0, "%s failed", cmd);
     CHECK(man && strstr(man, "config.json") < strstr(man, "model.safetensors"));
     uint8_t dg[SHA256_DIGEST_LEN];
     char hex[SHA256_HEX_LEN + 1];
-    sha256("{}\n", 3, dg);
+    CHECK(sha256("{}\n", 3, dg, NULL) == 0);
     sha256_hex(dg, hex);
     CHECK(man && strstr(man, hex) != NULL);
     free(man);
@@ -1651,23 +1764,24 @@ static void test_ckpt_corruption(void)
         char *m = malloc(glen + 512);
         memcpy(m, good_manifest, glen + 1);
         const char *w = damage[i].what;
+        size_t hdr = (size_t)(strchr(m, '\n') - m) + 1;
         if (!strcmp(w, "drop-end"))
-            *strstr(m, "end 3\n") = '\0';
+            *strstr(m, "# end 3\n") = '\0';
         else if (!strcmp(w, "no-newline"))
             m[glen - 1] = '\0';
         else if (!strcmp(w, "bad-header"))
             m[8] = 'X';
         else if (!strcmp(w, "bad-count"))
-            strstr(m, "end 3\n")[4] = '2';
+            strstr(m, "# end 3\n")[6] = '2';
         else if (!strcmp(w, "bad-hex"))
-            m[strlen("moekit-manifest 1\n")] = 'G';
-        else if (!strcmp(w, "dup")) {
-            char *l2 = m + strlen("moekit-manifest 1\n"), *nl = strchr(l2, '\n');
+            m[hdr] = 'G';
+        else if (!strcmp(w, "dup")) { /* a file's two lines once more */
+            char *l2 = m + hdr, *nl = strchr(strchr(l2, '\n') + 1, '\n');
             size_t ll = (size_t)(nl - l2) + 1;
-            char *endl = strstr(m, "end 3\n");
+            char *endl = strstr(m, "# end 3\n");
             memmove(endl + ll, endl, strlen(endl) + 1);
             memcpy(endl, l2, ll);
-            strstr(m, "end 3\n")[4] = '4';
+            strstr(m, "# end 3\n")[6] = '4';
         } else if (!strcmp(w, "slash"))
             memcpy(strstr(m, " config.json") + 1, "../fig.json", 11);
         else if (!strcmp(w, "after-end"))
@@ -1675,7 +1789,7 @@ static void test_ckpt_corruption(void)
         else if (!strcmp(w, "empty"))
             m[0] = '\0';
         else if (!strcmp(w, "hex-flip")) {
-            char *h = m + strlen("moekit-manifest 1\n");
+            char *h = m + hdr;
             h[10] = h[10] == '0' ? '1' : '0';
         }
         write_text(mp, m);
@@ -2039,6 +2153,7 @@ int main(void)
     RUN(test_hf_config_round_trip);
     RUN(test_hf_config_variants);
     RUN(test_export_for_transformers);
+    RUN(test_shards_reshard);
     RUN(test_ckpt_commit_latest);
     RUN(test_ckpt_prune);
     RUN(test_ckpt_corruption);

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 
 #include "../../common/exit_codes.h"
+#include "../../common/version.h"
 #include "../check.h"
 
 #ifndef MOE_TOPO_BIN

@@ -165,7 +165,8 @@ static void test_resume_is_bit_identical(void)
     if (rc)
         fprintf(stderr, "  resume: %s\n", e.msg);
     CHECK(rc == 0);
-    const char *files[] = {"model.safetensors", "optimizer.safetensors", "train_state.json"};
+    const char *files[] = {"rank-00000-of-00001.safetensors", "checkpoint.index.json",
+                           "train_state.json"};
     for (int i = 0; i < 3; i++) {
         snprintf(pa, sizeof pa, "%s/step_00000008/%s", ca, files[i]);
         snprintf(pb, sizeof pb, "%s/step_00000008/%s", cb, files[i]);

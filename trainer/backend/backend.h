@@ -151,6 +151,10 @@ struct moe_backend {
     int (*upload)(moe_backend *be, void *dst, const void *src, size_t bytes, moe_err *e);
     int (*download)(moe_backend *be, void *dst, const void *src, size_t bytes, moe_err *e);
     void (*memset0)(moe_backend *be, void *p, size_t bytes);
+    /* Page-locked host memory for staging transfers (checkpoints), NULL where
+     * plain host memory is as fast (cpu): callers then use malloc/free. */
+    void *(*pinned_alloc)(moe_backend *be, size_t bytes, moe_err *e);
+    void (*pinned_free)(moe_backend *be, void *p);
     /* bytes from src to dst, either in backend or host memory, in stream
      * order (the in-process communicator and the optimizer's shards) */
     int (*copy)(moe_backend *be, void *dst, const void *src, size_t bytes, moe_err *e);

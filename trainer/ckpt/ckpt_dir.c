@@ -13,7 +13,11 @@
 #include "fsio.h"
 #include "sha256.h"
 
-#define MANIFEST_HEADER "moekit-manifest 1"
+#define MANIFEST_HEADER "# moekit-manifest 2 (check it with: sha256sum -c MANIFEST)"
+#define MANIFEST_V1_HEADER "moekit-manifest 1"
+/* Files up to this size are hashed when a resume looks for the newest
+ * checkpoint; the larger tensor files are verified block by block as read. */
+#define QUICK_HASH_MAX_BYTES ((uint64_t)64 << 20)
 #define MANIFEST_MAX_BYTES ((size_t)64 << 20)
 
 /* ---- names in a checkpoint root ------------------------------------------ */
@@ -242,8 +246,51 @@ static int open_member(const char *dir, const char *name, char *path, size_t n, 
 
 /* ---- commit --------------------------------------------------------------- */
 
+static const ckpt_hashed *find_hashed(const ckpt_hashed *pre, int n_pre, const char *name)
+{
+    for (int i = 0; i < n_pre; i++)
+        if (strcmp(pre[i].name, name) == 0)
+            return &pre[i];
+    return NULL;
+}
+
+/* One file's MANIFEST lines: its digest (computed here, and the file
+ * fsynced, unless its writer hashed and fsynced it: then only its size is
+ * checked) in sha256sum's format, then its size in a comment line. */
+static int manifest_file(const char *dir, const char *name, const ckpt_hashed *pre, FILE *mem,
+                         moe_err *e)
+{
+    char path[4096], hex[SHA256_HEX_LEN + 1];
+    int fd = open_member(dir, name, path, sizeof path, e);
+    if (fd < 0)
+        return -1;
+    uint64_t size;
+    int rc = 0;
+    if (pre) {
+        struct stat st;
+        if (fstat(fd, &st) != 0)
+            rc = moe_err_errno(e, errno, "%s: stat", path);
+        else if ((uint64_t)st.st_size != pre->size)
+            rc = moe_errf(e, "%s: %llu bytes, its writer wrote %llu", path,
+                          (unsigned long long)st.st_size, (unsigned long long)pre->size);
+        size = pre->size;
+        memcpy(hex, pre->hex, sizeof hex);
+    } else {
+        uint8_t digest[SHA256_DIGEST_LEN];
+        if (sha256_fd(fd, path, digest, &size, e) != 0)
+            rc = -1;
+        else if (fsync(fd) != 0)
+            rc = moe_err_errno(e, errno, "%s: fsync", path);
+        sha256_hex(digest, hex);
+    }
+    close(fd);
+    if (rc == 0)
+        fprintf(mem, "%s  %s\n# size %llu\n", hex, name, (unsigned long long)size);
+    return rc;
+}
+
 /* Hash and fsync every file, then write MANIFEST (fsynced) into the temp dir. */
-static int write_manifest(const char *dir, moe_err *e)
+static int write_manifest(const char *dir, const ckpt_hashed *pre, int n_pre, moe_err *e)
 {
     name_list files;
     int has_manifest;
@@ -261,26 +308,14 @@ static int write_manifest(const char *dir, moe_err *e)
     if (rc == 0)
         fprintf(mem, "%s\n", MANIFEST_HEADER);
     for (size_t i = 0; rc == 0 && i < files.n; i++) {
-        char path[4096];
-        int ffd = open_member(dir, files.names[i], path, sizeof path, e);
-        if (ffd < 0) {
-            rc = -1;
-            break;
-        }
-        uint8_t digest[SHA256_DIGEST_LEN];
-        uint64_t size;
-        if (sha256_fd(ffd, path, digest, &size, e) != 0)
-            rc = -1;
-        else if (fsync(ffd) != 0)
-            rc = moe_err_errno(e, errno, "%s: fsync", path);
-        close(ffd);
-        char hex[SHA256_HEX_LEN + 1];
-        sha256_hex(digest, hex);
-        if (rc == 0)
-            fprintf(mem, "%s %llu %s\n", hex, (unsigned long long)size, files.names[i]);
+        if (strchr(files.names[i], '\\'))
+            rc = moe_errf(e, "%s/%s: a backslash in a file name (sha256sum -c would misread it)", dir,
+                          files.names[i]);
+        else
+            rc = manifest_file(dir, files.names[i], find_hashed(pre, n_pre, files.names[i]), mem, e);
     }
     if (rc == 0)
-        fprintf(mem, "end %zu\n", files.n);
+        fprintf(mem, "# end %zu\n", files.n);
     if (mem && fclose(mem) != 0 && rc == 0)
         rc = moe_errf(e, "%s: out of memory", dir);
     char path[4096];
@@ -401,6 +436,18 @@ static int list_candidates(const char *root, int with_parked, candidate **out, s
     return 0;
 }
 
+/* Rename first: a half-deleted directory must never be a step_N. */
+static int discard(const char *root, const char *name, moe_err *e)
+{
+    char path[4096], doomed[4096];
+    int w = snprintf(doomed, sizeof doomed, "%s/.del-%s-%d", root, name, (int)getpid());
+    if (fsio_join(path, sizeof path, root, name, e) != 0 || w < 0 || (size_t)w >= sizeof doomed)
+        return moe_errf(e, "%s: path too long", root);
+    if (rename(path, doomed) != 0)
+        return moe_err_errno(e, errno, "rename %s -> %s", path, doomed);
+    return fsio_rm_rf(doomed, e);
+}
+
 static int prune(const ckpt_txn *t, int max_keep, moe_err *e)
 {
     if (max_keep == 0)
@@ -413,27 +460,21 @@ static int prune(const ckpt_txn *t, int max_keep, moe_err *e)
     for (size_t i = (size_t)max_keep; i < n && rc == 0; i++) {
         if (c[i].step == t->step)
             continue;
-        /* Rename first: a half-deleted directory must never be a step_N. */
-        char path[4096], doomed[4096];
-        int w = snprintf(doomed, sizeof doomed, "%s/.del-%s-%d", t->root, c[i].name, (int)getpid());
-        if (fsio_join(path, sizeof path, t->root, c[i].name, e) != 0 || w < 0 || (size_t)w >= sizeof doomed)
-            rc = moe_errf(e, "%s: path too long", t->root);
-        else if (rename(path, doomed) != 0)
-            rc = moe_err_errno(e, errno, "rename %s -> %s", path, doomed);
-        else
-            rc = fsio_rm_rf(doomed, e);
+        rc = discard(t->root, c[i].name, e);
     }
     free(c);
     return rc;
 }
 
-int ckpt_commit(ckpt_txn *t, int max_keep, moe_err *e)
+int ckpt_commit(ckpt_txn *t, int max_keep, moe_err *e) { return ckpt_commit_hashed(t, max_keep, NULL, 0, e); }
+
+int ckpt_commit_hashed(ckpt_txn *t, int max_keep, const ckpt_hashed *pre, int n_pre, moe_err *e)
 {
     if (!t->tmp_dir[0])
         return moe_errf(e, "checkpoint commit: no checkpoint in progress (call ckpt_begin first)");
     if (max_keep < 0)
         return moe_errf(e, "%s: max_keep %d is negative", t->root, max_keep);
-    if (write_manifest(t->tmp_dir, e) != 0 || fsio_fsync_path(t->tmp_dir, e) != 0 || publish(t, e) != 0)
+    if (write_manifest(t->tmp_dir, pre, n_pre, e) != 0 || fsio_fsync_path(t->tmp_dir, e) != 0 || publish(t, e) != 0)
         return moe_err_prefix(e, "checkpoint step %lld not committed", (long long)t->step);
     t->tmp_dir[0] = '\0';
     if (fsio_fsync_path(t->root, e) != 0 || prune(t, max_keep, e) != 0)
@@ -462,8 +503,58 @@ static int cmp_entry_name(const void *a, const void *b)
     return strcmp(((const manifest_entry *)a)->name, ((const manifest_entry *)b)->name);
 }
 
-/* Strict parse: any deviation from what write_manifest writes is damage. */
-static int parse_manifest(const char *path, char *text, size_t len, manifest_entry **out, size_t *n_out, moe_err *e)
+static int valid_member_name(const char *name)
+{
+    return name[0] && !strchr(name, '/') && strcmp(name, ".") != 0 && strcmp(name, "..") != 0 &&
+           strcmp(name, CKPT_MANIFEST) != 0;
+}
+
+/* One line after the header: v1 "<hex> <size> <name>" / "end <n>", v2
+ * "<hex>  <name>" followed by "# size <n>", and "# end <n>". */
+static int parse_line(const char *path, size_t ln, char *line, int v2, manifest_entry *m, size_t *n,
+                      int *ended, int *want_size, moe_err *e)
+{
+    const char *end_tag = v2 ? "# end " : "end ";
+    int64_t count;
+    if (*want_size) {
+        const char *p = line + 7;
+        if (strncmp(line, "# size ", 7) != 0 || parse_count(&p, &count) != 0 || *p != '\0')
+            return moe_errf(e, "%s: line %zu: expected \"# size <bytes>\"", path, ln);
+        m[*n - 1].size = (uint64_t)count;
+        *want_size = 0;
+        return 0;
+    }
+    if (strncmp(line, end_tag, strlen(end_tag)) == 0) {
+        const char *p = line + strlen(end_tag);
+        if (parse_count(&p, &count) != 0 || *p != '\0')
+            return moe_errf(e, "%s: line %zu: malformed end line", path, ln);
+        if ((uint64_t)count != *n)
+            return moe_errf(e, "%s: end line says %lld files, %zu are listed", path, (long long)count, *n);
+        *ended = 1;
+        return 0;
+    }
+    const char *p = line + SHA256_HEX_LEN + 1, *name;
+    int64_t size = 0;
+    if (strlen(line) < SHA256_HEX_LEN + 3 || line[SHA256_HEX_LEN] != ' ' || !is_lower_hex(line, SHA256_HEX_LEN) ||
+        (v2 ? *p != ' ' : (parse_count(&p, &size) != 0 || *p != ' ')))
+        return moe_errf(e, "%s: line %zu: expected \"%s\"", path, ln,
+                        v2 ? "<sha256 hex>  <name>" : "<sha256 hex> <size> <name>");
+    name = p + 1;
+    if (!valid_member_name(name))
+        return moe_errf(e, "%s: line %zu: \"%.200s\" is not a file name in the checkpoint", path, ln, name);
+    memcpy(m[*n].hex, line, SHA256_HEX_LEN);
+    m[*n].hex[SHA256_HEX_LEN] = '\0';
+    m[*n].size = (uint64_t)size;
+    m[*n].name = (char *)name;
+    (*n)++;
+    *want_size = v2;
+    return 0;
+}
+
+/* Strict parse: any deviation from what write_manifest writes (or wrote, in
+ * version 1) is damage. *v2: the version-2 format. */
+static int parse_manifest(const char *path, char *text, size_t len, manifest_entry **out, size_t *n_out, int *v2,
+                          moe_err *e)
 {
     *out = NULL;
     *n_out = 0;
@@ -478,7 +569,7 @@ static int parse_manifest(const char *path, char *text, size_t len, manifest_ent
     if (!m)
         return moe_errf(e, "%s: out of memory", path);
     size_t n = 0;
-    int rc = 0, ended = 0;
+    int rc = 0, ended = 0, want_size = 0;
     char *line = text;
     for (size_t ln = 1; rc == 0 && line < text + len; ln++) {
         char *nl = strchr(line, '\n');
@@ -486,36 +577,15 @@ static int parse_manifest(const char *path, char *text, size_t len, manifest_ent
         if (ended) {
             rc = moe_errf(e, "%s: line %zu: text after the end line", path, ln);
         } else if (ln == 1) {
-            if (strcmp(line, MANIFEST_HEADER) != 0)
+            *v2 = strcmp(line, MANIFEST_HEADER) == 0;
+            if (!*v2 && strcmp(line, MANIFEST_V1_HEADER) != 0)
                 rc = moe_errf(e, "%s: line 1: expected \"%s\"", path, MANIFEST_HEADER);
-        } else if (strncmp(line, "end ", 4) == 0) {
-            const char *p = line + 4;
-            int64_t count;
-            if (parse_count(&p, &count) != 0 || *p != '\0')
-                rc = moe_errf(e, "%s: line %zu: malformed end line", path, ln);
-            else if ((uint64_t)count != n)
-                rc = moe_errf(e, "%s: end line says %lld files, %zu are listed", path, (long long)count, n);
-            ended = 1;
         } else {
-            const char *p = line + SHA256_HEX_LEN + 1;
-            int64_t size;
-            if (strlen(line) < SHA256_HEX_LEN + 3 || line[SHA256_HEX_LEN] != ' ' ||
-                !is_lower_hex(line, SHA256_HEX_LEN) || parse_count(&p, &size) != 0 || *p != ' ' || !p[1]) {
-                rc = moe_errf(e, "%s: line %zu: expected \"<sha256 hex> <size> <name>\"", path, ln);
-            } else if (strchr(p + 1, '/') || strcmp(p + 1, ".") == 0 || strcmp(p + 1, "..") == 0 ||
-                       strcmp(p + 1, CKPT_MANIFEST) == 0) {
-                rc = moe_errf(e, "%s: line %zu: \"%.200s\" is not a file name in the checkpoint", path, ln, p + 1);
-            } else {
-                memcpy(m[n].hex, line, SHA256_HEX_LEN);
-                m[n].hex[SHA256_HEX_LEN] = '\0';
-                m[n].size = (uint64_t)size;
-                m[n].name = (char *)p + 1;
-                n++;
-            }
+            rc = parse_line(path, ln, line, *v2, m, &n, &ended, &want_size, e);
         }
         line = nl + 1;
     }
-    if (rc == 0 && !ended)
+    if (rc == 0 && (!ended || want_size))
         rc = moe_errf(e, "%s: truncated (no end line)", path);
     if (rc == 0) {
         qsort(m, n, sizeof *m, cmp_entry_name);
@@ -532,7 +602,8 @@ static int parse_manifest(const char *path, char *text, size_t len, manifest_ent
     return 0;
 }
 
-static int verify_file(const char *dir, const manifest_entry *m, moe_err *e)
+/* quick: hash only files up to QUICK_HASH_MAX_BYTES (the others' size is checked) */
+static int verify_file(const char *dir, const manifest_entry *m, int quick, moe_err *e)
 {
     char path[4096];
     int fd = open_member(dir, m->name, path, sizeof path, e);
@@ -549,10 +620,11 @@ static int verify_file(const char *dir, const manifest_entry *m, moe_err *e)
                       (unsigned long long)st.st_size, (unsigned long long)m->size);
     uint8_t digest[SHA256_DIGEST_LEN];
     uint64_t size;
-    if (rc == 0 && sha256_fd(fd, path, digest, &size, e) != 0)
+    int hash = !quick || m->size <= QUICK_HASH_MAX_BYTES;
+    if (rc == 0 && hash && sha256_fd(fd, path, digest, &size, e) != 0)
         rc = -1;
     close(fd);
-    if (rc == 0) {
+    if (rc == 0 && hash) {
         char hex[SHA256_HEX_LEN + 1];
         sha256_hex(digest, hex);
         if (strcmp(hex, m->hex) != 0)
@@ -562,7 +634,8 @@ static int verify_file(const char *dir, const manifest_entry *m, moe_err *e)
     return rc;
 }
 
-int ckpt_verify(const char *dir, moe_err *e)
+/* quick: version-2 checkpoints only have their small files hashed */
+static int verify_dir(const char *dir, int quick, moe_err *e)
 {
     char path[4096];
     if (fsio_join(path, sizeof path, dir, CKPT_MANIFEST, e) != 0)
@@ -578,9 +651,10 @@ int ckpt_verify(const char *dir, moe_err *e)
     size_t n = 0;
     name_list files = {0};
     int has_manifest;
-    int rc = parse_manifest(path, text, len, &m, &n, e);
+    int v2 = 0;
+    int rc = parse_manifest(path, text, len, &m, &n, &v2, e);
     for (size_t i = 0; rc == 0 && i < n; i++)
-        rc = verify_file(dir, &m[i], e);
+        rc = verify_file(dir, &m[i], quick && v2, e);
     if (rc == 0)
         rc = list_files(dir, &files, &has_manifest, e);
     for (size_t i = 0; rc == 0 && i < files.n; i++) {
@@ -593,6 +667,8 @@ int ckpt_verify(const char *dir, moe_err *e)
     free(text);
     return rc;
 }
+
+int ckpt_verify(const char *dir, moe_err *e) { return verify_dir(dir, 0, e); }
 
 int ckpt_latest(const char *ckpt_root, char *dir_out, size_t n, int64_t *step_out, moe_err *e)
 {
@@ -609,7 +685,7 @@ int ckpt_latest(const char *ckpt_root, char *dir_out, size_t n, int64_t *step_ou
     for (size_t i = 0; i < nc; i++) {
         char path[4096];
         moe_err ve;
-        if (fsio_join(path, sizeof path, ckpt_root, c[i].name, &ve) != 0 || ckpt_verify(path, &ve) != 0) {
+        if (fsio_join(path, sizeof path, ckpt_root, c[i].name, &ve) != 0 || verify_dir(path, 1, &ve) != 0) {
             int w = snprintf(skipped + used, sizeof skipped - used, "%sskipped broken checkpoint %s",
                              used ? "; " : "", ve.msg);
             if (w > 0)
@@ -628,5 +704,30 @@ int ckpt_latest(const char *ckpt_root, char *dir_out, size_t n, int64_t *step_ou
     free(c);
     if (rc != -1 && e)
         snprintf(e->msg, sizeof e->msg, "%s", skipped);
+    return rc;
+}
+
+int ckpt_count(const char *root, int64_t *newest, moe_err *e)
+{
+    candidate *c;
+    size_t n;
+    int rc = list_candidates(root, 1, &c, &n, e);
+    if (rc != 0)
+        return rc < 0 ? -1 : 0;
+    *newest = n ? c[0].step : -1;
+    free(c);
+    return (int)n;
+}
+
+int ckpt_remove_all(const char *root, moe_err *e)
+{
+    candidate *c;
+    size_t n;
+    int rc = list_candidates(root, 1, &c, &n, e);
+    if (rc != 0)
+        return rc < 0 ? -1 : 0;
+    for (size_t i = 0; i < n && rc == 0; i++)
+        rc = discard(root, c[i].name, e);
+    free(c);
     return rc;
 }

@@ -232,6 +232,11 @@ static void kv_bool(json_writer *w, const char *k, int v) { jw_key(w, k); jw_boo
 
 int hf_config_write(const char *path, const moe_model_cfg *cfg, moe_err *e)
 {
+    return hf_config_write_as(path, cfg, "float32", e);
+}
+
+int hf_config_write_as(const char *path, const moe_model_cfg *cfg, const char *torch_dtype, moe_err *e)
+{
     const struct {
         const char *name;
         int v;
@@ -266,7 +271,7 @@ int hf_config_write(const char *path, const moe_model_cfg *cfg, moe_err *e)
     jw_array_end(&w);
     kv_double(&w, "attention_dropout", 0.0);
     kv_int(&w, "bos_token_id", 2);
-    kv_string(&w, "dtype", "float32");
+    kv_string(&w, "dtype", torch_dtype);
     kv_int(&w, "eos_token_id", 0);
     kv_int(&w, "head_dim", head_dim);
     kv_string(&w, "hidden_act", "silu");
@@ -294,7 +299,7 @@ int hf_config_write(const char *path, const moe_model_cfg *cfg, moe_err *e)
     jw_key(&w, "sliding_window");
     jw_null(&w);
     kv_bool(&w, "tie_word_embeddings", 0);
-    kv_string(&w, "torch_dtype", "float32");
+    kv_string(&w, "torch_dtype", torch_dtype);
     kv_bool(&w, "use_cache", 1);
     kv_int(&w, "vocab_size", cfg->vocab_size);
     jw_object_end(&w);

@@ -28,5 +28,7 @@ int hf_config_read(const char *path, moe_model_cfg *out, moe_err *e);
 
 /* Write config.json for cfg (head_dim 0 = hidden_size / num_heads). */
 int hf_config_write(const char *path, const moe_model_cfg *cfg, moe_err *e);
+/* The same, saying the weights are stored as torch_dtype ("bfloat16", ...). */
+int hf_config_write_as(const char *path, const moe_model_cfg *cfg, const char *torch_dtype, moe_err *e);
 
 #endif

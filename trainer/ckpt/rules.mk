@@ -1,7 +1,8 @@
 # trainer/ckpt: safetensors, Hugging Face model directories and config.json,
 # crash-safe checkpoint directories.
 CKPT_SRCS := trainer/ckpt/fsio.c trainer/ckpt/json.c trainer/ckpt/half.c trainer/ckpt/safetensors.c \
-	trainer/ckpt/sha256.c trainer/ckpt/hf_dir.c trainer/ckpt/hf_config.c trainer/ckpt/ckpt_dir.c
+	trainer/ckpt/sha256.c trainer/ckpt/hf_dir.c trainer/ckpt/hf_config.c trainer/ckpt/ckpt_dir.c \
+	trainer/ckpt/hashed_file.c trainer/ckpt/shard_write.c trainer/ckpt/shard_read.c trainer/ckpt/ckpt_lock.c
 CKPT_LIB := $(B)/lib/libmoe_ckpt.a
 $(CKPT_LIB): $(call obj,$(CKPT_SRCS))
 ALL_LIBS += $(CKPT_LIB)

@@ -506,7 +506,7 @@ static int cmp_meta_key(const void *a, const void *b)
     return strcmp(((const st_meta *)a)->key, ((const st_meta *)b)->key);
 }
 
-static int check_tensor(const char *path, int i, const st_tensor *t, plan_entry *p, moe_err *e)
+static int check_tensor(const char *path, int i, const st_tensor *t, plan_entry *p, int need_data, moe_err *e)
 {
     if (!t->name || !t->name[0])
         return moe_errf(e, "%s: tensor #%d has no name", path, i);
@@ -525,7 +525,7 @@ static int check_tensor(const char *path, int i, const st_tensor *t, plan_entry 
     if (t->data_is_f32 && t->dtype != ST_F32 && t->dtype != ST_BF16 && t->dtype != ST_F16)
         return moe_errf(e, "%s: tensor \"%.200s\": fp32 data converts only to F32, BF16 or F16, not %s", path,
                         t->name, st_dtype_name(t->dtype));
-    if (p->nbytes && !t->data)
+    if (need_data && p->nbytes && !t->data)
         return moe_errf(e, "%s: tensor \"%.200s\": data is NULL", path, t->name);
     p->t = t;
     return 0;
@@ -608,7 +608,7 @@ int st_write(const char *path, const st_tensor *tensors, int n, const st_meta *m
         goto done;
     }
     for (int i = 0; i < n; i++)
-        if (check_tensor(path, i, &tensors[i], &plan[i], e) != 0)
+        if (check_tensor(path, i, &tensors[i], &plan[i], 1, e) != 0)
             goto done;
     qsort(plan, (size_t)n, sizeof *plan, cmp_plan_name);
     for (int i = 1; i < n; i++) {
@@ -679,4 +679,48 @@ done:
     free(plan);
     free(msorted);
     return rc;
+}
+
+int st_header_make(const char *path, const st_tensor *tensors, int n, const st_meta *meta, int n_meta,
+                   char **header, size_t *len, uint64_t *data_bytes, moe_err *e)
+{
+    *header = NULL;
+    plan_entry *plan = calloc(n ? (size_t)n : 1, sizeof *plan);
+    if (!plan)
+        return moe_errf(e, "%s: out of memory", path);
+    json_writer w;
+    jw_init(&w, 0);
+    int rc = 0;
+    uint64_t off = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        rc = check_tensor(path, i, &tensors[i], &plan[i], 0, e);
+        plan[i].begin = off; /* in the caller's order */
+        off += plan[i].nbytes;
+    }
+    if (!rc) {
+        qsort(plan, (size_t)n, sizeof *plan, cmp_plan_name);
+        for (int i = 1; i < n && !rc; i++)
+            if (strcmp(plan[i - 1].t->name, plan[i].t->name) == 0)
+                rc = moe_errf(e, "%s: two tensors are named \"%.200s\"", path, plan[i].t->name);
+    }
+    if (!rc)
+        rc = build_header(path, plan, n, meta, n_meta, &w, e);
+    free(plan);
+    if (rc) {
+        jw_free(&w);
+        return -1;
+    }
+    char *h = malloc(8 + w.len);
+    if (!h) {
+        jw_free(&w);
+        return moe_errf(e, "%s: out of memory", path);
+    }
+    for (int i = 0; i < 8; i++)
+        h[i] = (char)((uint64_t)w.len >> (8 * i));
+    memcpy(h + 8, w.buf, w.len);
+    *header = h;
+    *len = 8 + w.len;
+    *data_bytes = off;
+    jw_free(&w);
+    return 0;
 }

@@ -110,4 +110,11 @@ int st_read_raw(st_file *f, const char *name, void *dst, size_t dst_bytes, moe_e
  * failed write removes the partial file. No fsync: see ckpt_dir.h. */
 int st_write(const char *path, const st_tensor *tensors, int n, const st_meta *meta, int n_meta, moe_err *e);
 
+/* For writers that stream the data themselves: the bytes before the data
+ * (length prefix and header, *header malloc'd) of a file whose tensors are
+ * laid out in the given order, and the data bytes that must follow. meta
+ * must be sorted by key. The data pointers are not used. */
+int st_header_make(const char *path, const st_tensor *tensors, int n, const st_meta *meta, int n_meta,
+                   char **header, size_t *len, uint64_t *data_bytes, moe_err *e);
+
 #endif

@@ -91,6 +91,9 @@ typedef struct {
     int resume_from_checkpoint;     /* checkpoint.resume_from_checkpoint (bool): latest in ckpt_dir */
     int save_final_model;           /* checkpoint.save_final_model (bool) */
     char init_from[MOE_PATH_MAX];   /* checkpoint.init_from: an HF Mixtral dir to start from ("" = random) */
+    int overwrite;                  /* checkpoint.overwrite (bool): a run without resume may replace
+                                       the checkpoints already in ckpt_dir */
+    int staging_mb;                 /* checkpoint.staging_mb: host staging buffer per rank (MiB) */
 } moe_ckpt_cfg;
 
 typedef struct {

@@ -142,6 +142,10 @@ const config_key config_keys[] = {
              "save the model when training ends"),
     STRING_KEY("checkpoint.init_from", checkpoint.init_from, "",
                "Hugging Face Mixtral directory to start from; empty = random init"),
+    BOOL_KEY("checkpoint.overwrite", checkpoint.overwrite, "false",
+             "a run without resume_from_checkpoint replaces the checkpoints in ckpt_dir"),
+    INT_KEY("checkpoint.staging_mb", checkpoint.staging_mb, BETWEEN(1, 1048576), "1024",
+            "host staging buffer per rank for checkpoint I/O, MiB (pinned on GPUs)"),
 
     INT_KEY("logger.frequency", logger.frequency, AT_LEAST(1), "10",
             "print a log line every N steps"),

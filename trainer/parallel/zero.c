@@ -1,6 +1,8 @@
 /* moekit: the distributed optimizer on the backend's memory (see zero.h). */
 #include "zero.h"
 
+#include "../model/model_slices.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -428,4 +430,65 @@ int zero_set_moments(moe_zero *z, const real *m_host, const real *v_host, moe_er
     }
     free(host);
     return rc;
+}
+
+/* ---- the state as checkpoint slices ---- */
+
+/* This rank's slice of every bucket, as slices of one kind: the shard's
+ * state index of flat element x is b->state + (x - the slice's start). */
+static int shard_slices(moe_zero *z, const char *prefix, slice_src src, void *base,
+                        ckpt_slice_list *out, moe_err *e)
+{
+    for (int k = 0; k < z->n_buckets; k++) {
+        const bucket *b = &z->b[k];
+        int me = z->comm[b->group]->rank;
+        if (b->counts[me] &&
+            model_flat_slices(z->model, b->flat + b->displs[me], b->counts[me], prefix, src, base,
+                              b->state, out, e))
+            return -1;
+    }
+    return 0;
+}
+
+int zero_ckpt_master_slices(moe_zero *z, ckpt_slice_list *out, moe_err *e)
+{
+    moe_model *m = z->model;
+    moe_backend *be = m->be;
+    /* split masters: the low halves here and the compute copy; else the
+     * compute copy is the fp32 master (the cpu backend) */
+    if (m->split_master)
+        return shard_slices(z, "", SLICE_SRC_SPLIT_SHARD, z->lo, out, e);
+    if (be->act_bytes(be, 1) != sizeof(real))
+        return moe_errf(e, "the %s backend keeps no fp32 masters to checkpoint", be->name);
+    return shard_slices(z, "", SLICE_SRC_FLAT, m->wc, out, e);
+}
+
+int zero_ckpt_slices(moe_zero *z, int for_save, ckpt_slice_list *out, moe_err *e)
+{
+    /* Saving and loading alike, a rank's slices are its shard: every element
+     * once over the job, and a load at any EP/DP reads each rank's own part
+     * (zero_ckpt_loaded then gathers the compute copy). Moments are stored as
+     * the run keeps them; the reader converts stored F32 to bf16 slices and
+     * back, so for_save changes nothing here. */
+    (void)for_save;
+    slice_src src = z->msz == sizeof(real) ? SLICE_SRC_SHARD : SLICE_SRC_SHARD_BF16;
+    return zero_ckpt_master_slices(z, out, e) || shard_slices(z, "exp_avg.", src, z->m, out, e) ||
+                   shard_slices(z, "exp_avg_sq.", src, z->v, out, e)
+               ? -1
+               : 0;
+}
+
+int zero_ckpt_loaded(moe_zero *z, moe_err *e)
+{
+    moe_model *m = z->model;
+    moe_backend *be = m->be;
+    size_t es = act_es(m);
+    if (be->sync(be, e))
+        return moe_err_prefix(e, "loading the optimizer's shard");
+    for (int k = 0; k < z->n_buckets; k++) {
+        const bucket *b = &z->b[k];
+        if (gather_bucket(z, b, (char *)m->wc + es * b->flat, es, e))
+            return moe_err_prefix(e, "gathering loaded %s weights", b->group ? "expert" : "dense");
+    }
+    return 0;
 }

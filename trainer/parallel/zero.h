@@ -25,6 +25,7 @@
 #ifndef MOE_ZERO_H
 #define MOE_ZERO_H
 
+#include "../ckpt/slices.h"
 #include "../model/model.h"
 #include "parallel.h"
 
@@ -66,5 +67,19 @@ int zero_n_buckets(const moe_zero *z);
 int zero_get_moments(moe_zero *z, real *m_host, real *v_host, moe_err *e);
 /* Local: keep this rank's shards of moments in this rank's layout. */
 int zero_set_moments(moe_zero *z, const real *m_host, const real *v_host, moe_err *e);
+
+/* The training state in checkpoints (ckpt/slices.h): with for_save, what
+ * this rank writes, else what it loads from any layout; both are this
+ * rank's shard, so the job writes every element once, in parallel: the fp32
+ * masters of its slices (rebuilt from the low halves and the compute copy,
+ * or the compute copy itself where that is fp32) and its slices of both
+ * moments, named exp_avg.<tensor> and exp_avg_sq.<tensor>, BF16 with bf16
+ * moments, else F32. After loading, zero_ckpt_loaded. */
+int zero_ckpt_slices(moe_zero *z, int for_save, ckpt_slice_list *out, moe_err *e);
+/* The masters of the shard alone (initialising from weights). */
+int zero_ckpt_master_slices(moe_zero *z, ckpt_slice_list *out, moe_err *e);
+/* Collective, after every rank has loaded its slices: the compute copy
+ * all-gathered, so every rank holds its whole weights again. */
+int zero_ckpt_loaded(moe_zero *z, moe_err *e);
 
 #endif

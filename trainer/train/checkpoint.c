@@ -1,13 +1,25 @@
 /* moekit: checkpoints of a training run.
  *
  * <ckpt_dir>/step_<N>/ holds
- *   model.safetensors      fp32 masters under the Hugging Face Mixtral names
- *   config.json            so transformers' MixtralForCausalLM.from_pretrained loads the dir
- *   optimizer.safetensors  AdamW moments (exp_avg.<name>, exp_avg_sq.<name>)
- *   train_state.json       step, tokens seen, the data cursor, the seed
+ *   rank-0000R-of-0000W.safetensors  what rank R owns, written by R in parallel
+ *                          with the others: its share of the fp32 masters
+ *                          (Hugging Face names) and its shards of the AdamW
+ *                          moments (exp_avg.<name>, exp_avg_sq.<name>), each a
+ *                          whole tensor or a piece "<name>@<first element>"
+ *   checkpoint.index.json  every rank file (size, SHA-256, per-block SHA-256)
+ *                          and its pieces (tensor, dtype, full shape, element
+ *                          range, byte offset); written last, by rank 0
+ *   config.json            the model's Hugging Face config
+ *   train_state.json       step, tokens seen, the data cursor, the seed, losses
  *   moekit.cfg             the effective configuration
- *   MANIFEST               checksums, written last by the crash-safe commit
- * The directory appears by rename only when complete (ckpt_dir.h). */
+ *   MANIFEST               sha256sum -c list, written by the crash-safe commit
+ * The directory appears by rename only when complete (ckpt_dir.h). State
+ * moves between the device and the files through one staging buffer per
+ * rank (checkpoint.staging_mb, pinned where the backend pins): no rank
+ * holds more than its own state and that buffer. A resume at any EP/DP
+ * reads each rank's slices straight from the files (shard_read.h). The
+ * Hugging Face model (final_model, `moe-train export`) is an export of a
+ * checkpoint (hf_export.h). */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -16,18 +28,33 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../ckpt/ckpt_dir.h"
 #include "../ckpt/fsio.h"
 #include "../ckpt/hf_config.h"
 #include "../ckpt/json.h"
-#include "../parallel/layout_io.h"
+#include "../ckpt/shard_read.h"
+#include "../ckpt/shard_write.h"
+#include "../model/model_slices.h"
 #include "../parallel/watchdog.h"
+#include "ckpt_io.h"
+#include "hf_export.h"
 #include "trainer.h"
 #include "weights_io.h"
 
-static const st_meta ST_FORMAT[] = {{"format", "pt"}};
+/* Block size of the per-block digests: a resume reading a slice rounds out
+ * to whole blocks, so small enough to read little beyond a slice, large
+ * enough to keep the index small (557 GB -> 531k digests, 36 MB). */
+#define CKPT_BLOCK_BYTES ((uint64_t)1 << 20)
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 static int write_state_json(moe_trainer *t, const char *path, moe_err *e)
 {
@@ -47,8 +74,14 @@ static int write_state_json(moe_trainer *t, const char *path, moe_err *e)
     jw_int(&w, (int64_t)t->cfg.train.seed);
     jw_key(&w, "config");
     jw_string(&w, t->cfg.name);
+    jw_key(&w, "precision");
+    jw_string(&w, t->precision ? t->precision : "?");
     jw_key(&w, "last_loss");
     jw_double(&w, t->last_loss);
+    if (t->last_val_loss > 0) {
+        jw_key(&w, "val_loss");
+        jw_double(&w, t->last_val_loss);
+    }
     jw_key(&w, "data_cursor");
     jw_object_begin(&w);
     jw_key(&w, "epoch");
@@ -66,77 +99,112 @@ static int write_state_json(moe_trainer *t, const char *path, moe_err *e)
     return rc;
 }
 
-/* The run's weights (and moments) in the full layout, every expert, on
- * every rank. Collective: every rank calls it. */
-typedef struct {
-    moe_model full;   /* parameter table of the full layout */
-    real *w, *m, *v;  /* host, full.n_elems each (m, v NULL without the optimizer) */
-} full_state;
-
-static void full_state_free(full_state *fs)
-{
-    layout_full_free(&fs->full);
-    free(fs->w);
-    free(fs->m);
-    free(fs->v);
-    memset(fs, 0, sizeof *fs);
-}
-
-static int full_state_gather(moe_trainer *t, full_state *fs, int with_optimizer, moe_err *e)
+/* What this rank saves or loads: the optimizer's slices when it shards the
+ * state, else the model's masters and moments whole. */
+static int state_slices(moe_trainer *t, int for_save, int weights_only, ckpt_slice_list *l,
+                        moe_err *e)
 {
     moe_model *m = t->model;
-    memset(fs, 0, sizeof *fs);
-    if (layout_full_make(&fs->full, m, e))
-        return -1;
-    size_t nl = m->n_elems, nf = fs->full.n_elems;
-    real *local = malloc(sizeof(real) * nl * 3);
-    fs->w = malloc(sizeof(real) * nf);
-    if (with_optimizer) {
-        fs->m = malloc(sizeof(real) * nf);
-        fs->v = malloc(sizeof(real) * nf);
-    }
-    int rc = -1;
-    if (!local || !fs->w || (with_optimizer && (!fs->m || !fs->v))) {
-        moe_errf(e, "out of memory gathering the model for a checkpoint");
-        goto out;
-    }
-    if (model_get_masters(m, local, e) ||
-        layout_gather_full(&t->par, m, &fs->full, local, fs->w, e))
-        goto out;
-    if (with_optimizer) {
-        real *lm = local + nl, *lv = local + 2 * nl;
-        if (t->zero ? zero_get_moments(t->zero, lm, lv, e)
-                    : model_get_moments(m, lm, lv, e))
-            goto out;
-        if (layout_gather_full(&t->par, m, &fs->full, lm, fs->m, e) ||
-            layout_gather_full(&t->par, m, &fs->full, lv, fs->v, e))
-            goto out;
-    }
-    rc = 0;
-out:
-    free(local);
-    if (rc)
-        full_state_free(fs);
+    if (t->zero)
+        return weights_only ? zero_ckpt_master_slices(t->zero, l, e)
+                            : zero_ckpt_slices(t->zero, for_save, l, e);
+    if (weights_only)
+        return model_all_slices(m, "", SLICE_SRC_MASTERS, NULL, l, e);
+    slice_src moments = m->moments_bf16 ? SLICE_SRC_FLAT_BF16 : SLICE_SRC_FLAT;
+    return model_all_slices(m, "", SLICE_SRC_MASTERS, NULL, l, e) ||
+           model_all_slices(m, "exp_avg.", moments, m->m, l, e) ||
+           model_all_slices(m, "exp_avg_sq.", moments, m->v, l, e);
+}
+
+/* This rank's file into dir; its index record into *record. */
+static int write_rank_file(moe_trainer *t, const char *dir, json_writer *record, moe_err *e)
+{
+    ckpt_slice_list l = {0};
+    char name[64];
+    snprintf(name, sizeof name, "rank-%05d-of-%05d.safetensors", t->rank, t->world);
+    int rc = ckpt_io_staging(t, e) || state_slices(t, 1, 0, &l, e) ||
+             shard_write(dir, name, &l, CKPT_BLOCK_BYTES, t->ckpt->staging,
+                         t->ckpt->staging_bytes, record, e);
+    ckpt_slices_free(&l);
     return rc;
 }
 
-static int write_model_files(moe_trainer *t, const char *dir, const full_state *fs, moe_err *e)
+/* Every rank's record, in rank order, on every rank (*texts: malloc'd,
+ * one after another; lens[r] bytes each). */
+static int gather_records(moe_trainer *t, const json_writer *rec, char **texts, size_t *lens,
+                          moe_err *e)
+{
+    int W = t->world;
+    int64_t mine = (int64_t)rec->len, *all = calloc((size_t)W, sizeof *all);
+    size_t *displs = calloc((size_t)W, sizeof *displs);
+    *texts = NULL;
+    int rc = !all || !displs ? moe_errf(e, "out of memory") : 0;
+    if (!rc)
+        rc = comm_allgather(t->par.world, &mine, all, 1, MOE_DT_INT64, e);
+    size_t total = 0;
+    for (int r = 0; !rc && r < W; r++) {
+        lens[r] = (size_t)all[r];
+        displs[r] = total;
+        total += lens[r];
+    }
+    if (!rc && !(*texts = malloc(total + 1)))
+        rc = moe_errf(e, "out of memory for the checkpoint index");
+    if (!rc)
+        rc = comm_allgatherv(t->par.world, rec->buf, rec->len, *texts, lens, displs, MOE_DT_BYTE, e);
+    free(all);
+    free(displs);
+    return rc;
+}
+
+/* Rank 0: the index from the records, the ranks' digests for MANIFEST. */
+static int write_index(moe_trainer *t, const char *dir, const char *texts, const size_t *lens,
+                       ckpt_hashed *pre, moe_err *e)
+{
+    json_writer w;
+    jw_init(&w, 0);
+    jw_object_begin(&w);
+    jw_key(&w, "format");
+    jw_string(&w, CKPT_INDEX_FORMAT);
+    jw_key(&w, "layout");
+    jw_string(&w, t->par.layout);
+    jw_key(&w, "block_bytes");
+    jw_int(&w, (int64_t)CKPT_BLOCK_BYTES);
+    jw_key(&w, "files");
+    jw_array_begin(&w);
+    const char *p = texts;
+    int rc = 0;
+    for (int r = 0; r < t->world && !rc; r++) {
+        json_doc *doc;
+        if (json_parse(p, lens[r], NULL, &doc, e)) /* our own records: checked all the same */
+            return moe_err_prefix(e, "rank %d's checkpoint record", r);
+        const json_value *root = json_root(doc), *f = json_get(root, "file"),
+                         *sz = json_get(root, "size"), *h = json_get(root, "sha256");
+        pre[r].name = strdup(f && f->type == JSON_STRING ? f->str.s : "");
+        snprintf(pre[r].hex, sizeof pre[r].hex, "%s", h && h->type == JSON_STRING ? h->str.s : "");
+        pre[r].size = sz && sz->type == JSON_NUMBER ? (uint64_t)sz->num.integer : 0;
+        json_free(doc);
+        if (!pre[r].name)
+            rc = moe_errf(e, "out of memory");
+        if (r)
+            jw_raw(&w, ",", 1);
+        jw_raw(&w, p, lens[r]); /* each record is one JSON object */
+        p += lens[r];
+    }
+    jw_array_end(&w);
+    jw_object_end(&w);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, CKPT_INDEX_FILE);
+    if (!rc && !(rc = jw_finish(&w, e)))
+        rc = fsio_write_all(path, w.buf, w.len, e);
+    jw_free(&w);
+    return rc;
+}
+
+static int write_small_files(moe_trainer *t, const char *dir, moe_err *e)
 {
     char path[4200];
-    const char *pfx[] = {""};
-    const real *bufs[] = {fs->w};
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    if (weights_write(&fs->full, path, 1, pfx, bufs, ST_FORMAT, 1, e))
-        return -1;
     snprintf(path, sizeof path, "%s/config.json", dir);
     if (hf_config_write(path, &t->cfg.model, e))
-        return -1;
-    if (!fs->m)
-        return 0;
-    const char *opfx[] = {"exp_avg.", "exp_avg_sq."};
-    const real *obufs[] = {fs->m, fs->v};
-    snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
-    if (weights_write(&fs->full, path, 2, opfx, obufs, ST_FORMAT, 1, e))
         return -1;
     snprintf(path, sizeof path, "%s/train_state.json", dir);
     if (write_state_json(t, path, e))
@@ -145,112 +213,95 @@ static int write_model_files(moe_trainer *t, const char *dir, const full_state *
     return config_save(&t->cfg, path, e);
 }
 
-int trainer_save_checkpoint(moe_trainer *t, moe_err *e)
+/* Rank 0, once every rank's file is on disk: index, small files, commit. */
+static int commit_on_rank0(moe_trainer *t, ckpt_txn *txn, const char *texts, const size_t *lens,
+                           uint64_t *bytes, moe_err *e)
 {
-    full_state fs;
-    if (full_state_gather(t, &fs, 1, e))
-        return moe_err_prefix(e, "saving the checkpoint of step %d", t->step);
-    int rc = 0;
-    ckpt_txn txn;
-    if (t->rank == 0) { /* rank 0 writes for every rank */
-        if (ckpt_begin(&txn, t->cfg.checkpoint.ckpt_dir, t->step, e)) {
-            rc = moe_err_prefix(e, "checkpoint.ckpt_dir");
+    ckpt_hashed *pre = calloc((size_t)t->world, sizeof *pre);
+    int rc = pre ? 0 : moe_errf(e, "out of memory");
+    if (!rc)
+        rc = write_index(t, txn->tmp_dir, texts, lens, pre, e) ||
+             write_small_files(t, txn->tmp_dir, e) ||
+             ckpt_commit_hashed(txn, t->cfg.checkpoint.max_checkpoints, pre, t->world, e);
+    for (int r = 0; pre && r < t->world; r++) {
+        *bytes += pre[r].size;
+        free((char *)pre[r].name);
+    }
+    free(pre);
+    return rc;
+}
+
+/* Rank 0 opens the transaction; every rank learns its temp directory. */
+static int begin_everywhere(moe_trainer *t, ckpt_txn *txn, char *tmp, moe_err *e)
+{
+    struct {
+        int32_t failed;
+        char dir[4096];
+    } b;
+    memset(&b, 0, sizeof b);
+    if (t->rank == 0) {
+        if (ckpt_begin(txn, t->cfg.checkpoint.ckpt_dir, t->step, e)) {
+            moe_err_prefix(e, "checkpoint.ckpt_dir");
+            b.failed = 1;
         } else {
-            rc = write_model_files(t, txn.tmp_dir, &fs, e);
-            if (!rc)
-                rc = ckpt_commit(&txn, t->cfg.checkpoint.max_checkpoints, e);
-            if (rc) {
-                ckpt_abort(&txn);
-                moe_err_prefix(e, "saving the checkpoint of step %d (the previous one is kept)",
-                               t->step);
-            }
+            snprintf(b.dir, sizeof b.dir, "%s", txn->tmp_dir);
         }
     }
-    full_state_free(&fs);
-    watchdog_allow(INFINITY); /* the others wait for rank 0's file system */
-    if (comm_agree(t->par.world, rc, "saving a checkpoint", e))
+    watchdog_allow(INFINITY); /* file systems take their time */
+    if (comm_agree(t->par.world, b.failed, "starting a checkpoint", e) ||
+        comm_broadcast(t->par.world, &b, sizeof b, 0, e))
         return -1;
-    if (t->rank == 0 && !t->quiet)
-        printf("ckpt  %5d | saved %s\n", t->step, txn.final_dir);
+    memcpy(tmp, b.dir, sizeof b.dir);
     return 0;
 }
 
-static int save_final_files(moe_trainer *t, const full_state *fs, moe_err *e);
+int trainer_save_checkpoint(moe_trainer *t, moe_err *e)
+{
+    double t0 = now_s();
+    ckpt_io_peak_reset();
+    ckpt_txn txn;
+    char tmp[4096];
+    memset(&txn, 0, sizeof txn);
+    if (begin_everywhere(t, &txn, tmp, e))
+        return moe_err_prefix(e, "saving the checkpoint of step %d", t->step);
+    json_writer rec;
+    jw_init(&rec, 0);
+    int failed = write_rank_file(t, tmp, &rec, e) || jw_finish(&rec, e);
+    int rc = comm_agree(t->par.world, failed, "writing the checkpoint files", e);
+    char *texts = NULL;
+    size_t *lens = calloc((size_t)t->world, sizeof *lens);
+    if (!rc)
+        rc = lens ? gather_records(t, &rec, &texts, lens, e) : moe_errf(e, "out of memory");
+    failed = rc;
+    uint64_t bytes = 0;
+    if (!failed && t->rank == 0)
+        failed = commit_on_rank0(t, &txn, texts, lens, &bytes, e);
+    if (t->rank == 0 && txn.tmp_dir[0])
+        ckpt_abort(&txn);
+    jw_free(&rec);
+    free(texts);
+    free(lens);
+    if (rc || comm_agree(t->par.world, failed, "saving a checkpoint", e))
+        return moe_err_prefix(e, "saving the checkpoint of step %d (the previous one is kept)",
+                              t->step);
+    if (comm_broadcast(t->par.world, txn.final_dir, sizeof txn.final_dir, 0, e))
+        return -1;
+    snprintf(t->ckpt->last_saved, sizeof t->ckpt->last_saved, "%s", txn.final_dir);
+    t->ckpt->last_step = t->step;
+    ckpt_io_report(t, "saved", txn.final_dir, now_s() - t0, bytes);
+    return 0;
+}
 
 int trainer_save_final_model(moe_trainer *t, moe_err *e)
 {
-    full_state fs;
-    if (full_state_gather(t, &fs, 0, e))
-        return moe_err_prefix(e, "saving the final model");
-    int rc = t->rank == 0 ? save_final_files(t, &fs, e) : 0;
-    full_state_free(&fs);
-    watchdog_allow(INFINITY);
-    return comm_agree(t->par.world, rc, "saving the final model", e);
-}
-
-static int save_final_files(moe_trainer *t, const full_state *fs, moe_err *e)
-{
-    /* the final model is a plain HF directory, made complete before it is
-     * renamed into place like a checkpoint */
-    char tmp[4200], final[4200], old[4300];
-    snprintf(final, sizeof final, "%s/final_model", t->cfg.checkpoint.ckpt_dir);
-    snprintf(tmp, sizeof tmp, "%s/.tmp-final_model-%d", t->cfg.checkpoint.ckpt_dir, (int)getpid());
-    snprintf(old, sizeof old, "%s/.old-final_model-%d", t->cfg.checkpoint.ckpt_dir, (int)getpid());
-    if (fsio_rm_rf(tmp, e) || fsio_mkdir_p(tmp, 0755, e))
+    /* the export reads the run's last checkpoint: save one unless this step's is there */
+    if ((!t->ckpt->last_saved[0] || t->ckpt->last_step != t->step) &&
+        trainer_save_checkpoint(t, e))
         return -1;
-    int rc = write_model_files(t, tmp, fs, e);
-    char p[4300];
-    if (!rc) {
-        snprintf(p, sizeof p, "%s/model.safetensors", tmp);
-        rc = fsio_fsync_path(p, e);
-    }
-    if (!rc) {
-        snprintf(p, sizeof p, "%s/config.json", tmp);
-        rc = fsio_fsync_path(p, e) || fsio_fsync_path(tmp, e);
-    }
-    if (!rc) {
-        int had_old = access(final, F_OK) == 0;
-        if (had_old && rename(final, old))
-            rc = moe_err_errno(e, errno, "cannot move the previous %s aside", final);
-        else if (rename(tmp, final))
-            rc = moe_err_errno(e, errno, "cannot rename %s to %s", tmp, final);
-        else {
-            rc = fsio_fsync_path(t->cfg.checkpoint.ckpt_dir, e);
-            if (had_old)
-                fsio_rm_rf(old, NULL);
-        }
-    }
-    if (rc) {
-        fsio_rm_rf(tmp, NULL);
-        return moe_err_prefix(e, "saving the final model");
-    }
-    if (!t->quiet)
-        printf("final       | model saved to %s (Hugging Face layout)\n", final);
-    return 0;
+    return ckpt_io_final_model(t, e);
 }
 
-static int model_cfg_matches(const moe_model_cfg *a, const moe_model_cfg *b, const char *path,
-                             moe_err *e)
-{
-#define SAME(field, key)                                                                           \
-    if (a->field != b->field)                                                                      \
-        return moe_errf(e, "%s has %s = %g but the config says model.%s = %g", path, key,          \
-                        (double)a->field, #field, (double)b->field);
-    SAME(hidden_size, "hidden_size");
-    SAME(num_layers, "num_hidden_layers");
-    SAME(num_heads, "num_attention_heads");
-    SAME(num_kv_heads, "num_key_value_heads");
-    SAME(num_experts, "num_local_experts");
-    SAME(top_k, "num_experts_per_tok");
-    SAME(intermediate_size, "intermediate_size");
-    SAME(vocab_size, "vocab_size");
-#undef SAME
-    int hda = a->head_dim ? a->head_dim : a->hidden_size / a->num_heads;
-    int hdb = b->head_dim ? b->head_dim : b->hidden_size / b->num_heads;
-    if (hda != hdb)
-        return moe_errf(e, "%s has head_dim = %d but the config says %d", path, hda, hdb);
-    return 0;
-}
+/* ---- loading -------------------------------------------------------------------- */
 
 /* config.json keys and the model.* key each one fills */
 typedef struct {
@@ -345,93 +396,52 @@ static int read_state_json(const char *path, train_state *st, moe_err *e)
     return rc;
 }
 
-/* Rank 0's part of loading: the files into full-layout buffers. */
-static int read_files(moe_trainer *t, const char *dir, int weights_only, full_state *fs,
-                      train_state *st, moe_err *e)
+/* This rank's part: its slices, from whichever files hold them. */
+static int load_local(moe_trainer *t, const char *dir, int weights_only, train_state *st,
+                      uint64_t *bytes_read, moe_err *e)
 {
-    char path[4200];
-    if (!weights_only && ckpt_verify(dir, e))
-        return -1;
     moe_model_cfg hc;
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    if (hf_config_read(path, &hc, e) || model_cfg_matches(&hc, &t->cfg.model, path, e))
+    if (weights_check(dir, &t->cfg.model, &hc, weights_only, e) || ckpt_io_staging(t, e))
         return -1;
-    hf_dir *hd = NULL;
-    int rc = hf_dir_open(dir, &hd, e);
-    if (!rc)
-        rc = weights_read(&fs->full, weights_source_hf(hd, dir), "", 1, fs->w, e);
-    if (hd)
-        hf_dir_close(hd);
+    shard_set *s = NULL;
+    ckpt_slice_list l = {0};
+    int rc = shard_set_open(dir, &s, e) || state_slices(t, 0, weights_only, &l, e) ||
+             shard_set_fill(s, &l, t->ckpt->staging, t->ckpt->staging_bytes, e);
+    *bytes_read = s ? shard_set_bytes_read(s) : 0;
+    ckpt_slices_free(&l);
+    shard_set_close(s);
     if (!rc && !weights_only) {
-        st_file *f = NULL;
-        snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
-        rc = st_open(path, &f, e);
-        if (!rc) {
-            weights_source src = weights_source_st(f, path);
-            rc = weights_read(&fs->full, src, "exp_avg.", 0, fs->m, e) ||
-                 weights_read(&fs->full, src, "exp_avg_sq.", 0, fs->v, e);
-            st_close(f);
-        }
-        if (!rc) {
-            snprintf(path, sizeof path, "%s/train_state.json", dir);
-            rc = read_state_json(path, st, e);
-        }
+        char path[4200];
+        snprintf(path, sizeof path, "%s/train_state.json", dir);
+        rc = read_state_json(path, st, e);
     }
     return rc;
 }
 
-/* Rank 0 reads; every rank gets the full buffers and keeps its part, so a
- * checkpoint saved at one EP/DP resumes at any other. */
+/* Every rank reads what it holds, nothing else: a checkpoint saved at one
+ * EP/DP resumes at any other, and no rank sees the whole model. */
 int trainer_load_checkpoint(moe_trainer *t, const char *dir, int weights_only, moe_err *e)
 {
-    moe_model *m = t->model;
-    full_state fs;
-    memset(&fs, 0, sizeof fs);
+    double t0 = now_s();
     train_state st;
     memset(&st, 0, sizeof st);
-    int rc = layout_full_make(&fs.full, m, e);
-    size_t nf = fs.full.n_elems;
-    real *local = rc ? NULL : malloc(sizeof(real) * m->n_elems * 3);
-    if (!rc) {
-        fs.w = malloc(sizeof(real) * nf);
-        fs.m = malloc(sizeof(real) * nf);
-        fs.v = malloc(sizeof(real) * nf);
-        if (!local || !fs.w || !fs.m || !fs.v)
-            rc = moe_errf(e, "out of memory loading %s", dir);
-    }
-    int failed = rc;
-    if (!failed && t->rank == 0)
-        failed = read_files(t, dir, weights_only, &fs, &st, e);
+    uint64_t bytes = 0;
+    int failed = load_local(t, dir, weights_only, &st, &bytes, e);
     watchdog_allow(INFINITY);
-    rc = comm_agree(t->par.world, failed, "reading the checkpoint", e);
-    size_t bytes = sizeof(real) * nf;
-    if (!rc)
-        rc = comm_broadcast(t->par.world, fs.w, bytes, 0, e);
-    if (!rc && !weights_only)
-        rc = comm_broadcast(t->par.world, fs.m, bytes, 0, e) ||
-             comm_broadcast(t->par.world, fs.v, bytes, 0, e) ||
-             comm_broadcast(t->par.world, &st, sizeof st, 0, e);
-    if (!rc) {
-        layout_slice_local(m, &fs.full, fs.w, local);
-        rc = model_set_masters(m, local, e);
-    }
+    int rc = comm_agree(t->par.world, failed, "reading the checkpoint", e);
+    if (!rc && t->zero) /* each rank loaded its shard of the weights */
+        rc = zero_ckpt_loaded(t->zero, e);
     if (!rc && !weights_only) {
-        real *lm = local + m->n_elems, *lv = local + 2 * m->n_elems;
-        layout_slice_local(m, &fs.full, fs.m, lm);
-        layout_slice_local(m, &fs.full, fs.v, lv);
-        rc = t->zero ? zero_set_moments(t->zero, lm, lv, e)
-                     : model_set_moments(m, lm, lv, e);
-        if (!rc) {
-            t->step = (int)st.step;
-            t->tokens_seen = (uint64_t)st.tokens_seen;
-            if (dataset_seek(t->data, st.cursor, e))
-                rc = moe_err_prefix(e, "%s/train_state.json: data cursor", dir);
-        }
+        t->step = (int)st.step;
+        t->tokens_seen = (uint64_t)st.tokens_seen;
+        if (dataset_seek(t->data, st.cursor, e))
+            rc = moe_err_prefix(e, "%s/train_state.json: data cursor", dir);
     }
-    free(local);
-    full_state_free(&fs);
+    if (!rc)
+        rc = comm_allreduce_sum(t->par.world, &bytes, 1, MOE_DT_INT64, e);
     if (rc)
         return moe_err_prefix(e, "loading %s", dir);
+    ckpt_io_report(t, "read", dir, now_s() - t0, bytes);
     if (weights_only && !t->quiet && t->rank == 0)
         printf("moe-train: initialised the weights from %s\n", dir);
     return 0;

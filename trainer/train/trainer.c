@@ -13,6 +13,7 @@
 
 #include "../backend/select.h"
 #include "../ckpt/ckpt_dir.h"
+#include "ckpt_io.h"
 #include "../model/dims_config.h"
 #include "../plan/plan.h"
 #include "../parallel/comm_nccl.h"
@@ -518,8 +519,14 @@ int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, i
     long resume_step = -1;
     if (trainer_adopt_init_config(&t->cfg, e))
         return -1;
-    if (open_ranks(t, backend, e) || open_backend(t, backend, why, sizeof why, e))
+    if (open_ranks(t, backend, e))
         return -1;
+    /* the checkpoint directory, locked and checked before anything large is
+     * allocated (a collective: every rank fails together) */
+    if (ckpt_io_open(t, e))
+        goto fail;
+    if (open_backend(t, backend, why, sizeof why, e))
+        goto fail;
     if (configure_backend(t, e) || open_dispatcher(t, e))
         goto fail;
     t->startup_s[0] = lap(&t0);
@@ -544,6 +551,7 @@ fail:
 void trainer_destroy(moe_trainer *t)
 {
     metrics_close(&t->metrics);
+    ckpt_io_close(t); /* its staging may be the backend's pinned memory */
     zero_destroy(t->zero); /* its shards are backend memory: before the backend goes */
     t->zero = NULL;
     if (t->model)

@@ -40,6 +40,7 @@ typedef struct {
     char layout_note[160];  /* the summary's word on a multi-rank layout run on one rank */
     int stop_after_steps;   /* >0: stop (checkpoint and exit as on a signal) after this many
                                steps of this run, e.g. to fit a job's time slot */
+    struct trainer_ckpt *ckpt; /* the checkpoint directory's lock and staging (ckpt_io.h) */
 } moe_trainer;
 
 /* Set by SIGTERM / SIGUSR1 handlers: finish the step, checkpoint, exit. */

@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ckpt/shard_read.h"
 #include "../model/params.h"
+#include "trainer.h"
 
 /* Hugging Face tensors of the model: one per matrix (per expert for expert
  * tensors). Calls fn for each with its name, shape and element offset. */
@@ -25,65 +27,6 @@ static int foreach_tensor(const moe_model *m, each_fn fn, void *ctx, moe_err *e)
         }
     }
     return 0;
-}
-
-typedef struct {
-    st_tensor *t;
-    char (*names)[256];
-    int n, cap;
-    const char *prefix;
-    const real *host;
-} write_ctx;
-
-static int collect(void *ctx_, const char *name, int ndim, const int64_t *shape, size_t offset,
-                   size_t n, moe_err *e)
-{
-    write_ctx *c = ctx_;
-    if (c->n >= c->cap)
-        return moe_errf(e, "internal: tensor table overflow");
-    snprintf(c->names[c->n], sizeof c->names[c->n], "%s%s", c->prefix, name);
-    st_tensor *t = &c->t[c->n++];
-    memset(t, 0, sizeof *t);
-    t->name = c->names[c->n - 1];
-    t->dtype = ST_F32;
-    t->ndim = ndim;
-    for (int d = 0; d < ndim; d++)
-        t->shape[d] = shape[d];
-    t->data = c->host + offset;
-    t->data_is_f32 = 0;
-    return 0;
-}
-
-static int count_tensors(const moe_model *m)
-{
-    int n = 0;
-    for (int i = 0; i < m->n_params; i++)
-        n += m->params[i].n_experts > 0 ? m->params[i].n_experts : 1;
-    return n;
-}
-
-int weights_write(const moe_model *m, const char *path, int n_buffers, const char *const *prefix,
-                  const real *const *host, const st_meta *meta, int n_meta, moe_err *e)
-{
-    _Static_assert(sizeof(real) == sizeof(float), "checkpoints store the fp32 masters as written");
-    int per = count_tensors(m), cap = per * n_buffers;
-    write_ctx c = {calloc((size_t)cap, sizeof(st_tensor)), calloc((size_t)cap, 256), 0, cap, 0, 0};
-    if (!c.t || !c.names) {
-        free(c.t);
-        free(c.names);
-        return moe_errf(e, "out of memory writing %s", path);
-    }
-    int rc = 0;
-    for (int b = 0; b < n_buffers && !rc; b++) {
-        c.prefix = prefix[b];
-        c.host = host[b];
-        rc = foreach_tensor(m, collect, &c, e);
-    }
-    if (!rc)
-        rc = st_write(path, c.t, c.n, meta, n_meta, e);
-    free(c.t);
-    free(c.names);
-    return rc;
 }
 
 static int hf_read(void *src, const char *name, int ndim, const int64_t *shape, float *dst,
@@ -140,4 +83,95 @@ int weights_read(const moe_model *m, weights_source src, const char *prefix, int
                         "model shape",
                         src.what, src.count(src.src), c.found);
     return 0;
+}
+
+int weights_cfg_matches(const moe_model_cfg *a, const moe_model_cfg *b, const char *path,
+                        moe_err *e)
+{
+#define SAME(field, key)                                                                           \
+    if (a->field != b->field)                                                                      \
+        return moe_errf(e, "%s has %s = %g but the config says model.%s = %g", path, key,          \
+                        (double)a->field, #field, (double)b->field);
+    SAME(hidden_size, "hidden_size");
+    SAME(num_layers, "num_hidden_layers");
+    SAME(num_heads, "num_attention_heads");
+    SAME(num_kv_heads, "num_key_value_heads");
+    SAME(num_experts, "num_local_experts");
+    SAME(top_k, "num_experts_per_tok");
+    SAME(intermediate_size, "intermediate_size");
+    SAME(vocab_size, "vocab_size");
+#undef SAME
+    int hda = a->head_dim ? a->head_dim : a->hidden_size / a->num_heads;
+    int hdb = b->head_dim ? b->head_dim : b->hidden_size / b->num_heads;
+    if (hda != hdb)
+        return moe_errf(e, "%s has head_dim = %d but the config says %d", path, hda, hdb);
+    return 0;
+}
+
+typedef struct {
+    const shard_set *s;
+    const char *dir;
+    int found;
+} check_ctx;
+
+static int check_one(void *ctx_, const char *name, int ndim, const int64_t *shape, size_t offset,
+                     size_t n, moe_err *e)
+{
+    check_ctx *c = ctx_;
+    const shard_tensor *t = shard_set_find(c->s, name);
+    if (!t)
+        return moe_errf(e, "%s: no tensor %s, which its config.json implies", c->dir, name);
+    int same = t->ndim == ndim;
+    for (int d = 0; same && d < ndim; d++)
+        same = t->shape[d] == shape[d];
+    if (!same) {
+        char a[64] = "", b[64] = "";
+        for (int d = 0; d < t->ndim; d++)
+            snprintf(a + strlen(a), sizeof a - strlen(a), "%s%lld", d ? "," : "", (long long)t->shape[d]);
+        for (int d = 0; d < ndim; d++)
+            snprintf(b + strlen(b), sizeof b - strlen(b), "%s%lld", d ? "," : "", (long long)shape[d]);
+        return moe_errf(e, "%s: %s is [%s] but its config.json implies [%s]: the weights and "
+                           "config.json disagree", c->dir, name, a, b);
+    }
+    c->found++;
+    return 0;
+}
+
+static int is_optimizer_tensor(const char *name)
+{
+    return !strncmp(name, "exp_avg.", 8) || !strncmp(name, "exp_avg_sq.", 11);
+}
+
+int weights_check(const char *dir, const moe_model_cfg *want, moe_model_cfg *got, int exact,
+                  moe_err *e)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    memset(got, 0, sizeof *got);
+    if (hf_config_read(path, got, e) || (want && weights_cfg_matches(got, want, path, e)))
+        return -1;
+    moe_model full;
+    memset(&full, 0, sizeof full);
+    full.d = trainer_model_dims(got);
+    full.ep_size = 1;
+    full.E_local = full.d.E;
+    shard_set *s = NULL;
+    int rc = params_layout(&full, e);
+    if (!rc)
+        rc = shard_set_open(dir, &s, e);
+    check_ctx c = {s, dir, 0};
+    if (!rc)
+        rc = foreach_tensor(&full, check_one, &c, e);
+    if (!rc && exact) {
+        int model_tensors = 0;
+        for (int i = 0; i < shard_set_count(s); i++)
+            model_tensors += !is_optimizer_tensor(shard_set_tensor(s, i)->name);
+        if (model_tensors != c.found)
+            rc = moe_errf(e, "%s holds %d tensors but this model has %d: it was written for "
+                             "another model shape", dir, model_tensors, c.found);
+    }
+    shard_set_close(s);
+    free(full.params);
+    free(full.spans);
+    return rc;
 }

@@ -1,17 +1,13 @@
-/* moekit: moving the model's flat parameter buffers to and from
- * safetensors under the Hugging Face Mixtral names (one tensor per expert
- * matrix), for checkpoints and for initialising from a Hub checkpoint. */
+/* moekit: the model's tensors in files under the Hugging Face Mixtral names
+ * (one tensor per expert matrix): reading them into flat buffers (tests)
+ * and checking a directory against a config before loading it. */
 #ifndef MOE_WEIGHTS_IO_H
 #define MOE_WEIGHTS_IO_H
 
 #include "../ckpt/hf_dir.h"
 #include "../ckpt/safetensors.h"
+#include "../config/config.h"
 #include "../model/model.h"
-
-/* Write buffers host[i] (each n_elems of the model's layout) into one
- * safetensors file as fp32, each tensor name prefixed by prefix[i]. */
-int weights_write(const moe_model *m, const char *path, int n_buffers, const char *const *prefix,
-                  const real *const *host, const st_meta *meta, int n_meta, moe_err *e);
 
 /* Something tensors can be read from by name, converted to fp32. */
 typedef struct {
@@ -30,5 +26,18 @@ weights_source weights_source_st(st_file *f, const char *path);
  * of another model shape is refused rather than half-loaded). */
 int weights_read(const moe_model *m, weights_source src, const char *prefix, int exact, real *host,
                  moe_err *e);
+
+/* A model directory (checkpoint, Hugging Face export or Hub model) before
+ * anything is allocated for it: *got from its config.json, which must
+ * describe `want` when given; then every tensor of that model must be in
+ * the directory's files with the shape config.json implies (a config.json
+ * that lies about the sizes is refused here, not by an allocation), and
+ * with exact = 1 no other model tensor (optimizer moments aside) may be. */
+int weights_check(const char *dir, const moe_model_cfg *want, moe_model_cfg *got, int exact,
+                  moe_err *e);
+
+/* model.* sizes of a and b agree (b: the run's config; path names a). */
+int weights_cfg_matches(const moe_model_cfg *a, const moe_model_cfg *b, const char *path,
+                        moe_err *e);
 
 #endif

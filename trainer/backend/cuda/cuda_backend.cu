@@ -83,6 +83,19 @@ static int cu_download(moe_backend *be, void *dst, const void *src, size_t bytes
     return cuda_check(be, e);
 }
 
+static void *cu_pinned_alloc(moe_backend *be, size_t bytes, moe_err *e)
+{
+    void *p = NULL;
+    cudaError_t err = cudaMallocHost(&p, bytes);
+    if (err != cudaSuccess) {
+        moe_errf(e, "cuda: cannot pin %zu bytes of host memory: %s", bytes, cudaGetErrorString(err));
+        return NULL;
+    }
+    return p;
+}
+
+static void cu_pinned_free(moe_backend *be, void *p) { cudaFreeHost(p); }
+
 static void cu_memset0(moe_backend *be, void *p, size_t bytes)
 {
     CU(be, "memset", cudaMemsetAsync(p, 0, bytes, CTX(be)->stream));
@@ -307,6 +320,8 @@ extern "C" int cuda_backend_create(moe_backend **out, int device, moe_err *e)
     be->upload = cu_upload;
     be->download = cu_download;
     be->memset0 = cu_memset0;
+    be->pinned_alloc = cu_pinned_alloc;
+    be->pinned_free = cu_pinned_free;
     be->copy = cu_copy;
     be->act_from_real = cu_act_from_real;
     be->act_to_real = cu_act_to_real;

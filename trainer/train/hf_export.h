@@ -1,0 +1,48 @@
+/* moekit: a checkpoint as a complete Hugging Face model directory.
+ *
+ * From any checkpoint moekit reads (sharded in any rank layout, single-file,
+ * or a model directory), streamed through a bounded staging buffer:
+ *   model.safetensors, or model-0000N-of-0000M.safetensors and
+ *   model.safetensors.index.json past max_shard_bytes   the weights (bf16 or fp32)
+ *   config.json, generation_config.json                  for MixtralForCausalLM
+ *   tokenizer.json, tokenizer_config.json,
+ *   special_tokens_map.json                              the byte tokenizer
+ *   README.md                                            the model card: data, steps,
+ *                                                        held-out loss, precision,
+ *                                                        moekit version, the config
+ * Shards are independent: rank r of w writes the shards i with i % w == r,
+ * then one rank writes the rest. */
+#ifndef MOE_HF_EXPORT_H
+#define MOE_HF_EXPORT_H
+
+#include <stdio.h>
+
+#include <stdint.h>
+
+#include "../ckpt/safetensors.h"
+
+#define HF_EXPORT_DEFAULT_SHARD_BYTES ((uint64_t)5000000000) /* "5GB", as save_pretrained */
+
+typedef struct {
+    st_dtype dtype;           /* ST_BF16 or ST_F32 */
+    uint64_t max_shard_bytes; /* a shard grows up to this (a larger tensor gets its own) */
+    void *staging;            /* at least 16 bytes */
+    size_t staging_bytes;
+} hf_export_opts;
+
+int hf_export_shards(const char *ckpt, const char *out, const hf_export_opts *o, int rank,
+                     int world, moe_err *e);
+int hf_export_finish(const char *ckpt, const char *out, const hf_export_opts *o, moe_err *e);
+
+/* Replace (or create) final with the complete directory tmp: rename, with
+ * the previous one moved aside until the new one is in place. */
+int hf_export_publish(const char *tmp, const char *final, moe_err *e);
+
+/* moe-train export --checkpoint DIR --out DIR [--dtype bf16|fp32] [--max-shard-size 5GB]
+ * [--staging-mb N] */
+int export_main(int argc, char **argv);
+
+/* export's options as --help lines. */
+void export_print_options(FILE *f);
+
+#endif
