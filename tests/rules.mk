@@ -10,8 +10,8 @@ FUZZ_CORPUS_ROOT := $(abspath tests/fuzz/corpus)
 
 # What each harness links: the reader under test and what it calls.
 FUZZ_SRCS_config := $(CONFIG_SRCS)
-FUZZ_SRCS_fasta := $(DATA_SRCS)
-FUZZ_SRCS_store_index := $(DATA_SRCS)
+FUZZ_SRCS_fasta := $(DATA_SRCS) trainer/ckpt/json.c trainer/ckpt/fsio.c # hf_tokenizer.c writes JSON
+FUZZ_SRCS_store_index := $(DATA_SRCS) trainer/ckpt/json.c trainer/ckpt/fsio.c
 FUZZ_SRCS_safetensors := $(CKPT_SRCS)
 FUZZ_SRCS_json := $(CKPT_SRCS)
 FUZZ_SRCS_hf_config := $(CKPT_SRCS)
