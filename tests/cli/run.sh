@@ -200,6 +200,7 @@ for l in steps:
     assert l["time"] > 1.7e9 and l["elapsed_s"] > 0 and l["tokens_per_s"] > 0, l
     assert l["tflops"] > 0 and l["mem_bytes"] > 1e6, l
     assert l["mfu"] is None, l  # the CPU has no known peak
+    assert l["host_link_bytes"] is None, l  # nor a host link: its buffers are host memory
 assert steps[-1]["elapsed_s"] >= steps[0]["elapsed_s"]
 PY
 then ok metrics_jsonl_fields; else bad metrics_jsonl_fields "exit $rc" "$(head -2 "$T/tb/metrics.jsonl")"; fi

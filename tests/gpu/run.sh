@@ -70,6 +70,26 @@ for prec in bf16:0.02 fp8_block:0.03 fp8_block+all:0.03 mxfp8_emulated:0.03 mxfp
     fi
 done
 
+# PCIe per step (metrics.jsonl host_link_bytes): the batch's tokens and the routing's indices,
+# never weights, gradients or optimizer state; bound: 16 B a token + 32 B a token a layer + 64 KiB
+if python3 - "$T/cuda_bf16/metrics.jsonl" "$T/cuda_bf16/config.cfg" <<'PY'
+import json, re, sys
+steps = [json.loads(l) for l in open(sys.argv[1])]
+steps = [s for s in steps if "loss" in s]
+layers = int(re.search(r"num_layers\s*=\s*(\d+)", open(sys.argv[2]).read()).group(1))
+for a, b in zip(steps, steps[1:]):
+    tokens, moved = b["tokens"] - a["tokens"], b["host_link_bytes"]
+    bound = tokens * (16 + 32 * layers) + 65536
+    print("  step %d: %d bytes over PCIe for %d tokens (bound %d)"
+          % (b["step"], moved, tokens, bound))
+    assert 0 < moved <= bound, (b["step"], moved, bound)
+PY
+then
+    ok pcie_bytes_per_step
+else
+    bad pcie_bytes_per_step "see the lines above"
+fi
+
 for t in test_lowp_cuda "test_fp8_gemm --no-bench" test_linear_lowp; do
     if "$ROOT/$B/tests/gpu/"$t > "$T/${t%% *}.log" 2>&1 && tail -1 "$T/${t%% *}.log" | grep -q ' 0 failed$'; then
         ok "${t%% *}"

@@ -408,12 +408,14 @@ static void test_split_masters(void)
 /* The device's weight initialisation against the host's, bit for bit: a
  * fresh key, a length that is not a multiple of anything, an interior
  * offset (the values depend on the index in the stream, not the address),
+ * an odd place in the stream to start from (a shard's slice of a matrix),
  * the constant fill, and a poisoned buffer so an unwritten value fails. */
 static void test_masters_init(void)
 {
     CHECK(gpu->masters_init != NULL);
     moe_err e = {{0}};
     size_t P = (size_t)3 << 20 | 12345, off = 777, n = P - off - 5;
+    uint64_t start = 2 * (uint64_t)(urand() * 1e6) + 1;
     uint64_t key = (uint64_t)(urand() * 0x1p53) * 2654435761ull;
     double std = 0.02 + urand();
     uint16_t *lo = gpu->alloc(gpu, sizeof(uint16_t) * P, &e);
@@ -421,15 +423,15 @@ static void test_masters_init(void)
     float *back = malloc(sizeof(float) * P);
     memset(back, 0xff, sizeof(float) * P);
     CHECK(gpu->masters_upload(gpu, lo, wc, back, P, &e) == 0); /* NaN everywhere */
-    CHECK(gpu->masters_init(gpu, lo + off, (char *)wc + gpu->act_bytes(gpu, off), n, 1, key, std,
-                            0.f, &e) == 0);
-    CHECK(gpu->masters_init(gpu, lo, wc, off, 0, 0, 0, 1.0f, &e) == 0);
+    CHECK(gpu->masters_init(gpu, lo + off, (char *)wc + gpu->act_bytes(gpu, off), n, start, 1, key,
+                            std, 0.f, &e) == 0);
+    CHECK(gpu->masters_init(gpu, lo, wc, off, 0, 0, 0, 0, 1.0f, &e) == 0);
     CHECK(gpu->masters_download(gpu, back, lo, wc, P, &e) == 0);
     size_t bad = 0, nan_tail = 0;
     for (size_t i = 0; i < off; i++)
         bad += back[i] != 1.0f;
     for (size_t j = 0; j < n; j++) {
-        float want = init_weight(key, j, std);
+        float want = init_weight(key, start + j, std);
         bad += memcmp(&want, &back[off + j], 4) != 0;
     }
     for (size_t i = off + n; i < P; i++)

@@ -76,12 +76,38 @@ typedef struct {
     size_t n;
     const real *ref_full; /* the one-rank run's masters */
     int moments_round_trip;
+    int init_same;        /* the masters' initialisation where they live == the host's */
     char err[MOE_ERR_LEN];
 } job;
 
 static int world_sum(void *ctx, double *v, int n, moe_err *e)
 {
     return comm_allreduce_sum(ctx, v, (size_t)n, MOE_DT_DOUBLE, e);
+}
+
+/* The seeded masters made where they live (on cuda: in the optimizer's
+ * shards, on the device) against the host's initialisation, bit for bit. */
+static int init_both_ways(job *j, moe_model *m, moe_err *e)
+{
+    size_t bytes = sizeof(real) * m->n_elems;
+    real *here = malloc(bytes), *host = malloc(bytes);
+    int rc = -1;
+    if (!here || !host) {
+        moe_errf(e, "out of memory");
+        goto out;
+    }
+    m->init_on_host = 1;
+    if (model_init_random(m, 42, 0.2, e) || model_get_masters(m, host, e))
+        goto out;
+    m->init_on_host = 0;
+    if (model_init_random(m, 42, 0.2, e) || model_get_masters(m, here, e))
+        goto out;
+    j->init_same = !memcmp(here, host, bytes);
+    rc = 0;
+out:
+    free(here);
+    free(host);
+    return rc;
 }
 
 static int train_rank(job *j, moe_backend *be, moe_par *p, moe_err *e)
@@ -96,7 +122,7 @@ static int train_rank(job *j, moe_backend *be, moe_par *p, moe_err *e)
         goto out;
     moe_zero_opts zo = {.bucket_bytes = 512 * sizeof(real), .moments_bf16 = j->bf16};
     if (model_create_parallel(&m, &DIMS, be, disp, B, T, p->ep_rank, p->ep_size, 0, 0, e) ||
-        zero_create(&z, m, p, &zo, e) || model_init_random(m, 42, 0.2, e))
+        zero_create(&z, m, p, &zo, e) || init_both_ways(j, m, e))
         goto out;
     m->stats_sum = world_sum;
     m->stats_ctx = p->world;
@@ -258,6 +284,8 @@ static void check_layout(int ep, int dp, int bf16)
             worst_w = fmax(worst_w, fabs((double)j->masters[i] - j->expected[i]));
         CHECK_MSG(j->moments_round_trip, "EP=%d x DP=%d rank %d: moments did not come back", ep,
                   dp, r);
+        CHECK_MSG(j->init_same, "EP=%d x DP=%d rank %d: the masters initialised in the shards "
+                  "differ from the host's initialisation", ep, dp, r);
         free(j->masters);
         free(j->expected);
     }

@@ -145,6 +145,12 @@ struct moe_backend {
      * (the model, the dispatcher, the optimizer) sets mem_kind first. */
     int mem_kind;
     size_t mem_bytes[MOE_MEM_KINDS];
+    /* 1 where the buffers are device memory across a host link (cuda), 0
+     * where they are host memory (cpu) */
+    int device_memory;
+    /* bytes the backend's copies moved over the host link since creation:
+     * [0] host to device, [1] device to host (0 on host-memory backends) */
+    uint64_t host_bytes[2];
     void *(*alloc)(moe_backend *be, size_t bytes, moe_err *e);
     void (*free)(moe_backend *be, void *p);
     size_t (*act_bytes)(moe_backend *be, size_t n_elems);
@@ -173,11 +179,12 @@ struct moe_backend {
                           moe_err *e);
     int (*masters_download)(moe_backend *be, real *host, const uint16_t *lo, const act *wc,
                             size_t n, moe_err *e);
-    /* Split masters filled where they live: value j is init_weight(key, j,
-     * std) of model/init_normal.h when `normal`, else `fill`; the same bits
-     * as the host's initialisation. NULL where the host initialises. */
-    int (*masters_init)(moe_backend *be, uint16_t *lo, act *wc, size_t n, int normal,
-                        uint64_t key, double std, float fill, moe_err *e);
+    /* Split masters filled where they live: element i is value start + i of
+     * the stream, init_weight(key, start + i, std) of model/init_normal.h
+     * when `normal`, else `fill`; the same bits as the host's
+     * initialisation. NULL where the host initialises. */
+    int (*masters_init)(moe_backend *be, uint16_t *lo, act *wc, size_t n, uint64_t start,
+                        int normal, uint64_t key, double std, float fill, moe_err *e);
     int (*sync)(moe_backend *be, moe_err *e);
     void (*destroy)(moe_backend *be);
     /* For the metrics: bytes of the device's memory in use now (the GPU's

@@ -47,6 +47,9 @@ typedef struct {
 } moe_param;
 
 typedef struct moe_layer_acts moe_layer_acts;
+/* writes the compute copy of the model's flat range [flat, flat + n) and the
+ * range's split-master low halves to lo (backend memory); see masters_fill */
+typedef int (*moe_masters_fill_fn)(void *arg, size_t flat, size_t n, uint16_t *lo, moe_err *e);
 
 typedef struct {
     moe_backend *be;
@@ -72,6 +75,10 @@ typedef struct {
      * of split masters) sets this: model_get_masters (collective then) and
      * model_set_masters go through it, m->master is NULL. */
     int (*masters_io)(void *ctx, real *host, int to_host, moe_err *e);
+    /* ... and fills them where they live: fill(arg, flat, n, lo) writes the
+     * compute copy of [flat, flat + n) and that range's low halves to lo
+     * (device scratch the optimizer keeps its own slice of) */
+    int (*masters_fill)(void *ctx, moe_masters_fill_fn fill, void *arg, moe_err *e);
     void *masters_ctx;
     act *wc;                  /* compute copy */
     /* per layer: its expert weight gradients hold stale values that the next

@@ -10,44 +10,74 @@
 #define INIT_BLOCK 2048 /* values a host thread makes at a time */
 
 /* Where the device can fill the split masters itself, the weights never
- * cross PCIe: seconds of host libm and a 4-byte-a-parameter upload saved.
- * m->init_on_host (runtime.init_on=host) forces the host path (the same
- * bits; for comparison). */
+ * cross PCIe: seconds of host libm and a 4-byte-a-parameter upload saved
+ * (28 GB a rank for Mixtral-8x7B at EP=8). A sharded optimizer keeps the low
+ * halves (masters_fill), else the model does. m->init_on_host
+ * (runtime.init_on=host) forces the host path (the same bits; for
+ * comparison). */
 static int init_on_device(const moe_model *m)
 {
-    return !m->init_on_host && m->split_master && m->master && m->be->masters_init;
+    return !m->init_on_host && m->split_master && m->be->masters_init &&
+           (m->master || m->masters_fill);
 }
 
-int model_init_random(moe_model *m, uint64_t seed, double std, moe_err *e)
+typedef struct {
+    moe_model *m;
+    uint64_t seed;
+    double std;
+} init_args;
+
+/* the stream key of expert x's copy of parameter p: one stream per named
+ * matrix, so the values are the same whatever the expert-parallel layout,
+ * the backend or the thread count; 0 for norms, which start at 1 */
+static uint64_t matrix_key(const moe_model *m, const moe_param *p, int x, uint64_t seed)
 {
-    moe_backend *be = m->be;
-    int on_device = init_on_device(m);
-    real *host = on_device ? NULL : malloc(sizeof(real) * m->n_elems);
-    if (!on_device && !host)
-        return moe_errf(e, "out of memory initialising %zu parameters", m->n_elems);
+    if (p->ndim == 1)
+        return 0;
     char name[160];
+    model_param_name(m, p, x, name, sizeof name);
+    return seed ^ rng_hash(name);
+}
+
+/* moe_masters_fill_fn: every matrix's overlap with [flat, flat + n) on the
+ * device, each from its place in its own stream */
+static int fill_range(void *arg, size_t flat, size_t n, uint16_t *lo, moe_err *e)
+{
+    const init_args *a = arg;
+    moe_model *m = a->m;
+    moe_backend *be = m->be;
     for (int i = 0; i < m->n_params; i++) {
         const moe_param *p = &m->params[i];
         int nx = p->n_experts > 0 ? p->n_experts : 1;
         size_t per = params_matrix_elems(p);
         for (int x = 0; x < nx; x++) {
             size_t off = p->offset + (size_t)x * per;
-            /* one stream per named matrix: the same values whatever the
-             * expert-parallel layout, the backend or the thread count */
-            int normal = p->ndim != 1; /* norms start at 1 */
-            uint64_t key = 0;
-            if (normal) {
-                model_param_name(m, p, x, name, sizeof name);
-                key = seed ^ rng_hash(name);
-            }
-            if (on_device) {
-                uint16_t *lo = (uint16_t *)m->master + off;
-                act *wc = (char *)m->wc + be->act_bytes(be, off);
-                if (be->masters_init(be, lo, wc, per, normal, key, std, 1.0f, e))
-                    return moe_err_prefix(e, "initialising %s on the device", p->name);
+            size_t from = off > flat ? off : flat;
+            size_t to = off + per < flat + n ? off + per : flat + n;
+            if (from >= to)
                 continue;
-            }
-            real *dst = host + off;
+            act *wc = (char *)m->wc + be->act_bytes(be, from);
+            if (be->masters_init(be, lo + (from - flat), wc, to - from, from - off,
+                                 p->ndim != 1, matrix_key(m, p, x, a->seed), a->std, 1.0f, e))
+                return moe_err_prefix(e, "initialising %s on the device", p->name);
+        }
+    }
+    return 0;
+}
+
+static int init_host(moe_model *m, uint64_t seed, double std, moe_err *e)
+{
+    real *host = malloc(sizeof(real) * m->n_elems);
+    if (!host)
+        return moe_errf(e, "out of memory initialising %zu parameters", m->n_elems);
+    for (int i = 0; i < m->n_params; i++) {
+        const moe_param *p = &m->params[i];
+        int nx = p->n_experts > 0 ? p->n_experts : 1;
+        size_t per = params_matrix_elems(p);
+        for (int x = 0; x < nx; x++) {
+            real *dst = host + p->offset + (size_t)x * per;
+            int normal = p->ndim != 1;
+            uint64_t key = matrix_key(m, p, x, seed);
             size_t n_blocks = (per + INIT_BLOCK - 1) / INIT_BLOCK;
 #pragma omp parallel for schedule(static)
             for (size_t bk = 0; bk < n_blocks; bk++) {
@@ -60,9 +90,17 @@ int model_init_random(moe_model *m, uint64_t seed, double std, moe_err *e)
             }
         }
     }
-    if (on_device)
-        return 0;
     int rc = model_set_masters(m, host, e);
     free(host);
     return rc;
+}
+
+int model_init_random(moe_model *m, uint64_t seed, double std, moe_err *e)
+{
+    if (!init_on_device(m))
+        return init_host(m, seed, std, e);
+    init_args a = {m, seed, std};
+    if (m->master)
+        return fill_range(&a, 0, m->n_elems, m->master, e);
+    return m->masters_fill(m->masters_ctx, fill_range, &a, e);
 }

@@ -58,6 +58,9 @@ struct moe_comm {
     int rank, size;
     int *world_ranks;      /* [size]: world rank of each member, for messages */
     int device_memory;     /* 1: buffers are backend (GPU) memory, else host memory */
+    /* bytes staged over the host link for host buffers handed to a GPU
+     * transport: [0] host to device, [1] device to host */
+    uint64_t host_bytes[2];
     const moe_comm_ops *ops;
     void *impl_ctx;
 };

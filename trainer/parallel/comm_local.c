@@ -238,7 +238,7 @@ static int wrap(moe_comm **out, lgroup *g, int rank, const int *world_ranks, moe
         free(x);
         return -1;
     }
-    c->device_memory = strcmp(be->name, "cpu") != 0;
+    c->device_memory = be->device_memory;
     *out = c;
     return 0;
 }

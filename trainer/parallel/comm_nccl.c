@@ -137,8 +137,10 @@ static int stage(moe_comm *c, staged *s, const void *send, size_t sbytes, void *
     if (scratch(c, so + rbytes + 1, e))
         return -1;
     nccl_ctx *x = CX(c);
-    if (send && sbytes)
+    if (send && sbytes) {
         CUDA_TRY(cudaMemcpyAsync(x->scratch, send, sbytes, cudaMemcpyDefault, x->stream));
+        c->host_bytes[0] += is_device(send) ? 0 : sbytes;
+    }
     s->send = x->scratch;
     s->recv = x->scratch + so;
     if (send == recv && send) /* in place */
@@ -151,9 +153,11 @@ static int stage(moe_comm *c, staged *s, const void *send, size_t sbytes, void *
 static int finish(moe_comm *c, staged *s, moe_err *e)
 {
     nccl_ctx *x = CX(c);
-    if (s->host_recv && s->recv_bytes)
+    if (s->host_recv && s->recv_bytes) {
         CUDA_TRY(cudaMemcpyAsync(s->host_recv, s->recv, s->recv_bytes, cudaMemcpyDefault,
                                  x->stream));
+        c->host_bytes[1] += is_device(s->host_recv) ? 0 : s->recv_bytes;
+    }
     return wait_done(c, e);
 }
 

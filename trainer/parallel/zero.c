@@ -199,6 +199,30 @@ static int masters_io(void *ctx, real *host, int to_host, moe_err *e)
               : 0;
 }
 
+/* model_init_random's device path: each bucket filled whole into one bucket
+ * of scratch (the compute copy is replicated over the bucket's group), its
+ * own slice of low halves kept. Nothing crosses PCIe and nothing is sent. */
+static int masters_fill(void *ctx, moe_masters_fill_fn fill, void *arg, moe_err *e)
+{
+    moe_zero *z = ctx;
+    moe_backend *be = z->model->be;
+    uint16_t *tmp = be->alloc(be, sizeof(uint16_t) * max_bucket(z), e);
+    if (!tmp)
+        return moe_err_prefix(e, "the masters' staging bucket");
+    int rc = 0;
+    for (int k = 0; k < z->n_buckets && !rc; k++) {
+        const bucket *b = &z->b[k];
+        int me = z->comm[b->group]->rank;
+        rc = fill(arg, b->flat, b->n, tmp, e) ||
+             be->copy(be, z->lo + b->state, tmp + b->displs[me], sizeof(uint16_t) * b->counts[me],
+                      e);
+    }
+    if (!rc)
+        rc = be->sync(be, e);
+    be->free(be, tmp);
+    return rc ? moe_err_prefix(e, "initialising the sharded master weights") : 0;
+}
+
 /* ---- create / destroy ---- */
 
 int zero_create(moe_zero **out, moe_model *m, moe_par *p, const moe_zero_opts *o, moe_err *e)
@@ -207,10 +231,9 @@ int zero_create(moe_zero **out, moe_model *m, moe_par *p, const moe_zero_opts *o
     if (m->master || m->m)
         return moe_errf(e, "internal: the distributed optimizer needs a model without its own "
                            "optimizer state (model_create_parallel with_moments = 0)");
-    int host_be = !strcmp(be->name, "cpu");
     moe_comm *groups[3] = {p->world, p->dp, p->world};
     for (int i = 0; i < 3; i++)
-        if (groups[i]->size > 1 && !host_be && !groups[i]->device_memory)
+        if (groups[i]->size > 1 && be->device_memory && !groups[i]->device_memory)
             return moe_errf(e, "the optimizer's collectives on the %s group run over %s, which "
                                "takes host memory, but the %s backend's buffers are on the device "
                                "(a GPU build needs NCCL for more than one rank)",
@@ -243,6 +266,7 @@ int zero_create(moe_zero **out, moe_model *m, moe_par *p, const moe_zero_opts *o
         be->memset0(be, z->lo, sizeof(uint16_t) * z->sn);
     if (m->split_master) {
         m->masters_io = masters_io;
+        m->masters_fill = masters_fill;
         m->masters_ctx = z;
     }
     *out = z;
@@ -259,6 +283,7 @@ void zero_destroy(moe_zero *z)
     moe_backend *be = z->model->be;
     if (z->model->masters_ctx == z) {
         z->model->masters_io = NULL;
+        z->model->masters_fill = NULL;
         z->model->masters_ctx = NULL;
     }
     if (z->lo) be->free(be, z->lo);

@@ -134,6 +134,7 @@ int metrics_log_step(moe_metrics *mx, const moe_step_metrics *m, moe_err *e)
     put_number(buf, sizeof buf, &used, "tflops", "%.4g", m->tflops);
     put_number(buf, sizeof buf, &used, "mfu", "%.4g", m->mfu);
     put_number(buf, sizeof buf, &used, "mem_bytes", "%.0f", m->mem_bytes);
+    put_number(buf, sizeof buf, &used, "host_link_bytes", "%.0f", m->host_link_bytes);
     if (write_line(mx, buf, e))
         return -1;
     /* TensorBoard: the same numbers, those that are known */

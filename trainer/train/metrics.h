@@ -30,6 +30,8 @@ typedef struct {
     double tflops;         /* model FLOP/s of this step, all ranks, in TFLOP/s */
     double mfu;            /* tflops over the devices' peak (NAN when not known) */
     double mem_bytes;      /* device memory in use on rank 0 (NAN when not known) */
+    double host_link_bytes; /* bytes rank 0's step moved between host and device memory, both
+                               ways (NAN on a host-memory backend) */
 } moe_step_metrics;
 
 /* Open <run_dir>/metrics.jsonl for appending (creating run_dir), and a new

@@ -697,6 +697,25 @@ static void redraw_plot(moe_trainer *t)
 
 /* A step's metrics line: the losses and rates, the model's FLOP/s and MFU
  * over this step's wall time (dt), rank 0's device memory. */
+/* Every byte this rank moved between host and device memory so far: the
+ * backend's copies and what the GPU transport staged for host buffers. A
+ * step should move its batch's tokens and a few scalars, never weights,
+ * gradients or optimizer state. */
+static uint64_t host_link_bytes(moe_trainer *t)
+{
+    uint64_t n = t->be->host_bytes[0] + t->be->host_bytes[1];
+    const moe_par *p = step_par(t);
+    const moe_comm *c[3] = {p->world, p->ep, p->dp};
+    for (int i = 0; i < 3; i++) {
+        int counted = !c[i]; /* a group may be the world itself */
+        for (int j = 0; j < i && !counted; j++)
+            counted = c[j] == c[i];
+        if (!counted)
+            n += c[i]->host_bytes[0] + c[i]->host_bytes[1];
+    }
+    return n;
+}
+
 static int log_step(moe_trainer *t, double loss, double aux, double lr, double gnorm, double dt,
                     double elapsed, moe_err *e)
 {
@@ -713,6 +732,7 @@ static int log_step(moe_trainer *t, double loss, double aux, double lr, double g
         .tokens_per_s = dt > 0 ? tokens / dt : NAN, .tflops = tflops,
         .mfu = peak > 0 ? tflops / (peak * t->world) : NAN,
         .mem_bytes = t->be->mem_in_use ? (double)t->be->mem_in_use(t->be) : NAN,
+        .host_link_bytes = t->be->device_memory ? (double)t->step_host_bytes : NAN,
     };
     return metrics_log_step(&t->metrics, &m, e);
 }
@@ -735,6 +755,7 @@ int trainer_run(moe_trainer *t, moe_err *e)
     int steps = c->train.steps, start = t->step;
     double t0 = now_s(), t_last = t0;
     int step_last = start;
+    uint64_t link_sum = 0; /* host-link bytes of the steps since the last line */
     int save_every = c->checkpoint.ckpt_dir[0] ? c->checkpoint.save_every_n_steps : 0;
     if (start >= steps && steps > 0) {
         if (t->rank == 0)
@@ -746,8 +767,11 @@ int trainer_run(moe_trainer *t, moe_err *e)
         double lr = schedule_lr(c->optimizer.lr, c->scheduler.warmup_steps,
                                 c->scheduler.min_lr_ratio, t->step, steps);
         double loss = 0, aux = 0, gnorm = 0, step_t0 = now_s();
+        uint64_t link0 = host_link_bytes(t);
         if (train_step(t, lr, &loss, &aux, &gnorm, e))
             return -1;
+        t->step_host_bytes = host_link_bytes(t) - link0;
+        link_sum += t->step_host_bytes;
         t->step++;
         t->last_loss = loss;
         t->last_grad_norm = gnorm;
@@ -764,12 +788,17 @@ int trainer_run(moe_trainer *t, moe_err *e)
             char el[32], eta[32];
             fmt_duration(el, sizeof el, now - t0);
             fmt_duration(eta, sizeof eta, per_step * (steps - t->step));
-            printf("step %5d/%d | loss %.4f | aux %.4f | lr %.2e | grad norm %.3f | %.0f tok/s | "
+            char link[48] = "";
+            if (t->be->device_memory)
+                snprintf(link, sizeof link, " | PCIe %.2f MiB/step",
+                         (double)link_sum / (t->step - step_last) / 1048576.0);
+            printf("step %5d/%d | loss %.4f | aux %.4f | lr %.2e | grad norm %.3f | %.0f tok/s%s | "
                    "elapsed %s | ETA %s\n",
-                   t->step, steps, loss, aux, lr, gnorm, rate, el, eta);
+                   t->step, steps, loss, aux, lr, gnorm, rate, link, el, eta);
             fflush(stdout);
             t_last = now;
             step_last = t->step;
+            link_sum = 0;
         }
         int eval_every = c->train.eval_every_n_steps;
         if ((eval_every > 0 && t->step % eval_every == 0) || t->step == steps) {

@@ -41,6 +41,7 @@ typedef struct {
     int stop_after_steps;   /* >0: stop (checkpoint and exit as on a signal) after this many
                                steps of this run, e.g. to fit a job's time slot */
     struct trainer_ckpt *ckpt; /* the checkpoint directory's lock and staging (ckpt_io.h) */
+    uint64_t step_host_bytes; /* what the last step moved over the host link (PCIe) */
 } moe_trainer;
 
 /* Set by SIGTERM / SIGUSR1 handlers: finish the step, checkpoint, exit. */

@@ -69,7 +69,7 @@ static size_t cu_act_bytes(moe_backend *be, size_t n) { return n * sizeof(bf16);
 
 static int cu_upload(moe_backend *be, void *dst, const void *src, size_t bytes, moe_err *e)
 {
-    cudaError_t err = cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
+    cudaError_t err = cuda_host_copy(be, dst, src, bytes, cudaMemcpyHostToDevice);
     if (err != cudaSuccess)
         return moe_errf(e, "cuda upload of %zu bytes: %s", bytes, cudaGetErrorString(err));
     return cuda_check(be, e);
@@ -77,7 +77,7 @@ static int cu_upload(moe_backend *be, void *dst, const void *src, size_t bytes, 
 
 static int cu_download(moe_backend *be, void *dst, const void *src, size_t bytes, moe_err *e)
 {
-    cudaError_t err = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
+    cudaError_t err = cuda_host_copy(be, dst, src, bytes, cudaMemcpyDeviceToHost);
     if (err != cudaSuccess)
         return moe_errf(e, "cuda download of %zu bytes: %s", bytes, cudaGetErrorString(err));
     return cuda_check(be, e);
@@ -101,10 +101,24 @@ static void cu_memset0(moe_backend *be, void *p, size_t bytes)
     CU(be, "memset", cudaMemsetAsync(p, 0, bytes, CTX(be)->stream));
 }
 
+/* host memory, pinned or not: a copy from or to it crosses PCIe */
+static int is_host_memory(const void *p)
+{
+    cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        cudaGetLastError(); /* not an error: a pointer CUDA does not know is host memory */
+        return 1;
+    }
+    return a.type == cudaMemoryTypeHost || a.type == cudaMemoryTypeUnregistered;
+}
+
 static int cu_copy(moe_backend *be, void *dst, const void *src, size_t bytes, moe_err *e)
 {
     if (!bytes || dst == src)
         return 0;
+    int dst_host = is_host_memory(dst);
+    if (dst_host != is_host_memory(src))
+        be->host_bytes[dst_host] += bytes;
     cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, CTX(be)->stream);
     if (err != cudaSuccess)
         return moe_errf(e, "cuda copy of %zu bytes: %s", bytes, cudaGetErrorString(err));
@@ -312,6 +326,7 @@ extern "C" int cuda_backend_create(moe_backend **out, int device, moe_err *e)
     }
     be->name = "cuda";
     be->act_type = "bf16";
+    be->device_memory = 1;
     be->alloc = cu_alloc;
     be->mem_in_use = cu_mem_in_use;
     be->peak_tflops = cu_peak_tflops;

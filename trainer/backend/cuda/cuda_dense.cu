@@ -515,9 +515,11 @@ static int lm_head_loss(moe_backend *be, double *loss_sum_out, int64_t *n_valid_
     int32_t *h_tgt = (int32_t *)malloc(sizeof(int32_t) * N);
     if (!h_tgt)
         return moe_errf(e, "out of memory");
-    CU(be, "lm_head_loss", cudaMemcpy(c->h_loss, c->d_loss, sizeof(float) * N, cudaMemcpyDeviceToHost));
-    CU(be, "lm_head_loss", cudaMemcpy(&bad, d_bad, sizeof(int), cudaMemcpyDeviceToHost));
-    CU(be, "lm_head_loss", cudaMemcpy(h_tgt, targets, sizeof(int32_t) * N, cudaMemcpyDeviceToHost));
+    CU(be, "lm_head_loss",
+       cuda_host_copy(be, c->h_loss, c->d_loss, sizeof(float) * N, cudaMemcpyDeviceToHost));
+    CU(be, "lm_head_loss", cuda_host_copy(be, &bad, d_bad, sizeof(int), cudaMemcpyDeviceToHost));
+    CU(be, "lm_head_loss",
+       cuda_host_copy(be, h_tgt, targets, sizeof(int32_t) * N, cudaMemcpyDeviceToHost));
     double s = 0;
     int64_t nv = 0;
     for (int i = 0; i < N; i++)

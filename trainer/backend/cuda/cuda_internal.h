@@ -85,6 +85,14 @@ void cuda_note(moe_backend *be, const char *op, const char *what);
         if (err_ != cudaSuccess)                                                                   \
             cuda_note((be), (op), cudaGetErrorString(err_));                                       \
     } while (0)
+/* a synchronous copy between host and device memory, counted in
+ * be->host_bytes (the bytes a step moves over PCIe, printed per step) */
+static inline cudaError_t cuda_host_copy(moe_backend *be, void *dst, const void *src, size_t bytes,
+                                         cudaMemcpyKind kind)
+{
+    be->host_bytes[kind == cudaMemcpyDeviceToHost] += bytes;
+    return cudaMemcpy(dst, src, bytes, kind);
+}
 #define CUBLAS(be, op, call)                                                                       \
     do {                                                                                           \
         cublasStatus_t st_ = (call);                                                               \

@@ -76,7 +76,7 @@ static const moe_range *ranges_to_device(moe_backend *be, int which, const moe_r
         c->ranges_cap[which] = n;
     }
     CU(be, "gradient ranges",
-       cudaMemcpy(c->d_ranges[which], r, sizeof(moe_range) * n, cudaMemcpyHostToDevice));
+       cuda_host_copy(be, c->d_ranges[which], r, sizeof(moe_range) * n, cudaMemcpyHostToDevice));
     return c->error[0] ? NULL : c->d_ranges[which];
 }
 
@@ -96,8 +96,8 @@ static int partials_ready(moe_backend *be)
 static double partials_total(moe_backend *be)
 {
     cuda_ctx *c = CTX(be);
-    CU(be, "sum_squares", cudaMemcpy(c->h_partial, c->d_partial, sizeof(double) * NORM_BLOCKS,
-                                     cudaMemcpyDeviceToHost));
+    CU(be, "sum_squares", cuda_host_copy(be, c->h_partial, c->d_partial,
+                                         sizeof(double) * NORM_BLOCKS, cudaMemcpyDeviceToHost));
     if (c->error[0])
         return NAN; /* the trainer stops on a non-finite norm; the error says why */
     double t = 0;
@@ -397,29 +397,33 @@ static int masters_download(moe_backend *be, real *host, const uint16_t *lo, con
     return masters_move(be, (uint16_t *)lo, (act *)wc, host, n, 0, e); /* read only when down */
 }
 
-/* values 2p and 2p + 1 of the init stream (one pair of normals a thread),
- * or `fill`, straight into the split masters */
-__global__ void masters_init_kernel(unsigned short *lo, unsigned short *hi, size_t n, int normal,
-                                    uint64_t key, double std, float fill)
+/* values start .. start + n - 1 of the init stream (or `fill`) straight into
+ * the split masters; a thread makes one Box-Muller pair, values 2q and
+ * 2q + 1 of the stream, and keeps those inside the range */
+__global__ void masters_init_kernel(unsigned short *lo, unsigned short *hi, size_t n,
+                                    uint64_t start, int normal, uint64_t key, double std,
+                                    float fill)
 {
-    size_t n_pairs = (n + 1) / 2;
-    for (size_t p = blockIdx.x * (size_t)blockDim.x + threadIdx.x; p < n_pairs;
-         p += (size_t)gridDim.x * blockDim.x) {
+    uint64_t q0 = start / 2, n_pairs = (start + n + 1) / 2 - q0;
+    for (uint64_t p = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; p < n_pairs;
+         p += (uint64_t)gridDim.x * blockDim.x) {
+        uint64_t j = 2 * (q0 + p);
         float v[2] = {fill, fill};
         if (normal)
-            init_weights(v, key, 2 * p, 2 * p + 1 < n ? 2 : 1, std);
-        for (int i = 0; i < 2 && 2 * p + i < n; i++)
-            split_put(v[i], &hi[2 * p + i], &lo[2 * p + i]);
+            init_weights(v, key, j, 2, std);
+        for (int i = 0; i < 2; i++)
+            if (j + i >= start && j + i < start + n)
+                split_put(v[i], &hi[j + i - start], &lo[j + i - start]);
     }
 }
 
-static int masters_init(moe_backend *be, uint16_t *lo, act *wc, size_t n, int normal,
-                        uint64_t key, double std, float fill, moe_err *e)
+static int masters_init(moe_backend *be, uint16_t *lo, act *wc, size_t n, uint64_t start,
+                        int normal, uint64_t key, double std, float fill, moe_err *e)
 {
     if (n == 0)
         return 0;
-    masters_init_kernel<<<cuda_grid((n + 1) / 2), CUDA_THREADS, 0, CTX(be)->stream>>>(
-        (unsigned short *)lo, (unsigned short *)wc, n, normal, key, std, fill);
+    masters_init_kernel<<<cuda_grid((n + 3) / 2), CUDA_THREADS, 0, CTX(be)->stream>>>(
+        (unsigned short *)lo, (unsigned short *)wc, n, start, normal, key, std, fill);
     LAUNCHED(be, "masters_init");
     return cuda_check(be, e);
 }
@@ -481,8 +485,8 @@ static const adam_chunk *adam_chunks_for(moe_backend *be, const moe_param_span *
     c->adam[slot].n_spans = n_spans;
     CU(be, "adamw", cudaMalloc(&c->adam[slot].chunks, sizeof(adam_chunk) * n_chunks));
     if (c->adam[slot].chunks)
-        CU(be, "adamw", cudaMemcpy(c->adam[slot].chunks, table, sizeof(adam_chunk) * n_chunks,
-                                   cudaMemcpyHostToDevice));
+        CU(be, "adamw", cuda_host_copy(be, c->adam[slot].chunks, table,
+                                       sizeof(adam_chunk) * n_chunks, cudaMemcpyHostToDevice));
     free(table);
     if (!c->adam[slot].chunks || c->error[0]) {
         if (c->adam[slot].chunks)
@@ -598,8 +602,9 @@ static const shard_chunk *shard_chunks_for(moe_backend *be, const moe_shard_piec
     c->n_shard_pieces = 0;
     CU(be, "adamw_shard", cudaMalloc(&c->shard_chunks, sizeof(shard_chunk) * n_chunks));
     if (c->shard_chunks)
-        CU(be, "adamw_shard", cudaMemcpy(c->shard_chunks, table, sizeof(shard_chunk) * n_chunks,
-                                         cudaMemcpyHostToDevice));
+        CU(be, "adamw_shard", cuda_host_copy(be, c->shard_chunks, table,
+                                             sizeof(shard_chunk) * n_chunks,
+                                             cudaMemcpyHostToDevice));
     free(table);
     if (!c->shard_chunks || c->error[0]) {
         free(copy);
