@@ -13,6 +13,7 @@
 #       setups in the same call, then attention alone: moekit (cuDNN and its own kernels) against
 #       torch SDPA (cuDNN and flash backends) at the same shapes.
 #   MOE_BENCH_STEPS / MOE_BENCH_WARM: steps run and steps left out as warm-up (12 / 4);
+#   MOE_BENCH_LOG_DIR: keep each moekit run's whole log there;
 #   MOE_BENCH_HF_TIMEOUT: seconds a Hugging Face setup may run (300); --genomic's setups per
 #   length: MOE_BENCH_HF_8K, MOE_BENCH_HF_LONG (32k, 64k), MOE_BENCH_HF_128K, and moekit's
 #   precisions at 64k and 128k: MOE_BENCH_64K, MOE_BENCH_128K ("-" leaves the length out).
@@ -70,6 +71,9 @@ run_moekit() {
         scheduler.warmup_steps=2 logger.frequency=1 train.eval_every_n_steps=0 train.eval_batches=1 \
         optimizer.lr=3e-4 precision.compute="$prec" "${extra[@]}" 2>&1 | while IFS= read -r l; do echo "$(date +%s.%N) $l"; done > /tmp/moe_bench.log
     kill $smi 2>/dev/null
+    # MOE_BENCH_LOG_DIR=DIR keeps each moekit run's log (start-up summary, plan against allocated)
+    [ -n "${MOE_BENCH_LOG_DIR:-}" ] && cut -d' ' -f2- /tmp/moe_bench.log \
+        > "$MOE_BENCH_LOG_DIR/moekit_${CONFIG}_${name//[^A-Za-z0-9_.-]/_}.log"
     python3 - "$t0" $WARM "$name" >> "$res" <<'PY' || tail -5 /tmp/moe_bench.log
 import json, re, sys
 t0, warm, prec = float(sys.argv[1]), int(sys.argv[2]), sys.argv[3]

@@ -12,7 +12,9 @@
 #      float64, and the attention projections in low precision against float64 on the C
 #      reference's quantised operands (tests/gpu/test_lowp_cuda.c, test_fp8_gemm.c,
 #      test_linear_lowp.c);
-#   5. several ranks as threads on this one GPU (each its own backend and stream) over the
+#   5. expert buffers by capacity: rows beyond it in further passes, against one pass
+#      (tests/gpu/test_capacity_cuda.c);
+#   6. several ranks as threads on this one GPU (each its own backend and stream) over the
 #      in-process communicator: EP=2, DP=2, EP=2 x DP=2 through the distributed optimizer
 #      against one rank (tests/unit/test_local_ranks.c, run with "cuda").
 # Usage: tests/gpu/run.sh [BUILD_DIR]; last line "gpu: N passed, N failed".
@@ -90,7 +92,7 @@ else
     bad pcie_bytes_per_step "see the lines above"
 fi
 
-for t in test_lowp_cuda "test_fp8_gemm --no-bench" test_linear_lowp; do
+for t in test_lowp_cuda "test_fp8_gemm --no-bench" test_linear_lowp test_capacity_cuda; do
     if "$ROOT/$B/tests/gpu/"$t > "$T/${t%% *}.log" 2>&1 && tail -1 "$T/${t%% *}.log" | grep -q ' 0 failed$'; then
         ok "${t%% *}"
     else
