@@ -211,8 +211,9 @@ static int load_weights(eval_ctx *c, const char *dir, int T, moe_err *e)
         moe_errf(e, "out of memory");
         goto out;
     }
+    /* the model of one row stays for a one-row evaluation: it needs the weights too */
     if (model_all_slices(c->m, "", SLICE_SRC_HOST, c->host, &l, e) ||
-        shard_set_fill(s, &l, staging, staging_bytes, e))
+        shard_set_fill(s, &l, staging, staging_bytes, e) || model_set_masters(c->m, c->host, e))
         goto out;
     rc = 0;
 out:

@@ -150,6 +150,23 @@ else
     bad deterministic_across_thread_counts "weights differ between --threads 1 and 2"
 fi
 
+# moe-train eval on the transformers fixtures: one sequence (genomic_top2of8) and two (gqa_top2)
+for fix in gqa_top2 genomic_top2of8; do
+    d=$ROOT/tests/fixtures/hf/$fix
+    if "$BIN" eval --backend cpu --checkpoint "$d" --tokens "$d/tokens.txt" >"$T/eval.json" 2>"$T/err" &&
+       python3 - "$T/eval.json" "$d/meta.json" <<'PY'
+import json, sys
+got, ref = (json.load(open(p)) for p in sys.argv[1:3])
+for k in ("lm_loss", "aux_loss"):
+    assert abs(got[k] - ref[k]) <= 1e-5 * abs(ref[k]), (k, got[k], ref[k])
+PY
+    then
+        ok "eval_matches_transformers_$fix"
+    else
+        bad "eval_matches_transformers_$fix" "$(cat "$T/eval.json" "$T/err" | tail -3)"
+    fi
+done
+
 # initialising from a Hugging Face checkpoint: the architecture comes from its config.json (as
 # from_pretrained takes it), so only the training keys are given
 FIX="$ROOT/tests/fixtures/hf/genomic_top2of8"

@@ -534,9 +534,12 @@ int model_set_moments(moe_model *m, const real *m_host, const real *v_host, moe_
 int model_set_moments_bf16(moe_model *m, int on, moe_err *e)
 {
     moe_backend *be = m->be;
+    if (m->moments_bf16 == (on != 0))
+        return 0; /* already so: no second allocation (the memory plan counts one) */
     m->moments_bf16 = on != 0;
     if (!m->m)
         return 0; /* an optimizer elsewhere keeps them */
+    be->mem_kind = MOE_MEM_OPTIMIZER;
     be->free(be, m->m);
     be->free(be, m->v);
     size_t bytes = (on ? sizeof(uint16_t) : sizeof(real)) * m->n_elems + 1;
@@ -546,6 +549,7 @@ int model_set_moments_bf16(moe_model *m, int on, moe_err *e)
         return moe_err_prefix(e, "AdamW moments of %zu parameters", m->n_elems);
     be->memset0(be, m->m, bytes);
     be->memset0(be, m->v, bytes);
+    be->mem_kind = MOE_MEM_WORKSPACE;
     return 0;
 }
 
