@@ -96,7 +96,10 @@ for s in $SETUPS; do
     PYTHONUNBUFFERED=1 timeout "${MOE_BENCH_HF_TIMEOUT:-300}" python3 "$ROOT/bench/hf_bench.py" --setup "$s" --steps $STEPS \
         --warmup $WARM --layers "$LAYERS" --vocab "$VOCAB" --seq "$SEQ" --batch "$BATCH" \
         ${GENOME:+--data "$ROOT/data/$GENOME"} \
-        2>"/tmp/hf_$s.err" | tail -1 >> "$res" || tail -3 "/tmp/hf_$s.err"
+        2>"/tmp/hf_$s.err" | tail -1 > "/tmp/hf_$s.out"
+    # a setup that printed no result says why
+    grep -q '^{' "/tmp/hf_$s.out" && cat "/tmp/hf_$s.out" >> "$res" ||
+        { echo "hf $s failed:"; tail -3 "/tmp/hf_$s.err"; }
 done
 echo "$CONFIG: $LAYERS layers, vocab $VOCAB, sequence $SEQ, micro-batch $BATCH"
 python3 - "$res" "$LAYERS" "$VOCAB" "$SEQ" "$BATCH" <<'PY'

@@ -141,8 +141,9 @@ struct moe_backend {
     void *ctx;
 
     /* ---- memory ---- */
-    /* alloc adds its bytes to mem_bytes[mem_kind]; the owner of what follows
-     * (the model, the dispatcher, the optimizer) sets mem_kind first. */
+    /* alloc adds its bytes to mem_bytes[mem_kind] (free takes them off on
+     * the cuda backend); the owner of what follows (the model, the
+     * dispatcher, the optimizer) sets mem_kind first. */
     int mem_kind;
     size_t mem_bytes[MOE_MEM_KINDS];
     /* 1 where the buffers are device memory across a host link (cuda), 0
