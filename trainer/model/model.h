@@ -151,6 +151,13 @@ int model_create(moe_model **out, const moe_dims *d, moe_backend *be, moe_dispat
  * forward of every layer but the last). */
 /* what the backward recomputes instead of keeping (model_create_parallel's recompute) */
 enum { MOE_RECOMPUTE_NONE = 0, MOE_RECOMPUTE_LAYERS = 1, MOE_RECOMPUTE_EXPERTS = 2 };
+/* the mode of train.activation_recompute and train.recompute_experts (the first wins) */
+static inline int model_recompute_mode(int activation_recompute, int recompute_experts)
+{
+    return activation_recompute ? MOE_RECOMPUTE_LAYERS
+           : recompute_experts  ? MOE_RECOMPUTE_EXPERTS
+                                : MOE_RECOMPUTE_NONE;
+}
 int model_create_parallel(moe_model **out, const moe_dims *d, moe_backend *be,
                           moe_dispatcher *disp, int B, int T, int ep_rank, int ep_size,
                           int with_moments, int recompute, moe_err *e);

@@ -165,8 +165,12 @@ int plan_make(moe_plan *p, const moe_config *c, int ep, int dp, moe_backend *sha
     moe_dims d = model_dims_from_config(&c->model);
     int64_t active;
     model_count_params(&d, &p->params_total, &active);
-    if (count_once(p, c, !p->recompute, shape, p->bytes_flip, e) ||
-        count_once(p, c, p->recompute, shape, p->bytes, e))
+    /* the run's own mode, and beside it whole layers recomputed (or, for a run that
+     * recomputes them, nothing) */
+    int mode = model_recompute_mode(c->train.activation_recompute, c->train.recompute_experts);
+    int flip = mode == MOE_RECOMPUTE_LAYERS ? MOE_RECOMPUTE_NONE : MOE_RECOMPUTE_LAYERS;
+    if (count_once(p, c, flip, shape, p->bytes_flip, e) ||
+        count_once(p, c, mode, shape, p->bytes, e))
         return moe_err_prefix(e, "memory plan of %s at EP=%d x DP=%d", c->name, ep, dp);
     for (int k = 0; k < MOE_MEM_KINDS; k++) {
         p->total += p->bytes[k];
@@ -189,7 +193,10 @@ void plan_print(FILE *f, const moe_plan *p, const moe_config *c, double gpu_byte
     static const moe_mem_kind order[] = {MOE_MEM_WEIGHTS, MOE_MEM_MASTER, MOE_MEM_GRADS,
                                          MOE_MEM_OPTIMIZER, MOE_MEM_ACTIVATIONS,
                                          MOE_MEM_CAPACITY, MOE_MEM_COMM, MOE_MEM_WORKSPACE};
-    const char *on = p->recompute ? "on" : "off", *off = p->recompute ? "off" : "on";
+    /* the run's recompute mode, then whole layers (or, for a run that recomputes them, none) */
+    static const char *const mode_name[] = {"none", "layers", "experts"};
+    int mode = model_recompute_mode(c->train.activation_recompute, c->train.recompute_experts);
+    const char *on = mode_name[mode], *off = mode_name[mode == MOE_RECOMPUTE_LAYERS ? 0 : 1];
     /* GiB at scale, MiB for the small configs */
     const int gib = p->total >= GIB || p->total_flip >= GIB;
     const double u = gib ? GIB : 1048576.0;
@@ -209,7 +216,7 @@ void plan_print(FILE *f, const moe_plan *p, const moe_config *c, double gpu_byte
     fprintf(f, " dense, ");
     print_count(f, (double)p->params_local_expert);
     fprintf(f, " expert)\n");
-    fprintf(f, "  per rank, %s                          recompute %-3s   recompute %s\n",
+    fprintf(f, "  per rank, %s                    recompute %-7s recompute %s\n",
             gib ? "GiB" : "MiB", on, off);
     for (size_t i = 0; i < sizeof order / sizeof *order; i++)
         fprintf(f, "    %-36s %10.2f   %12.2f\n", plan_kind_name(order[i]), p->bytes[order[i]] / u,

@@ -19,10 +19,10 @@
 
 typedef struct {
     int ep, dp, world;
-    int recompute;                  /* train.activation_recompute of the plan */
+    int recompute;                  /* train.activation_recompute of the plan (whole layers) */
     int64_t params_total, params_local, params_local_expert;
     size_t bytes[MOE_MEM_KINDS];    /* per rank, as configured */
-    size_t bytes_flip[MOE_MEM_KINDS]; /* the same with recompute the other way */
+    size_t bytes_flip[MOE_MEM_KINDS]; /* the same with whole layers recomputed (none if they are) */
     size_t total, total_flip;
     size_t moments;                 /* the AdamW moments among the optimizer's bytes */
     size_t cap_rows;                /* expert rows per pass (the capacity buffers) */

@@ -390,9 +390,8 @@ static int build_model(moe_trainer *t, moe_err *e)
     if (model_create_parallel(&t->model, &d, t->be, t->disp, c->train.micro_batch_size,
                               c->train.seq_length, t->par.ep_rank, t->par.ep_size,
                               t->world == 1,
-                              c->train.activation_recompute ? MOE_RECOMPUTE_LAYERS
-                              : c->train.recompute_experts  ? MOE_RECOMPUTE_EXPERTS
-                                                            : MOE_RECOMPUTE_NONE,
+                              model_recompute_mode(c->train.activation_recompute,
+                                                   c->train.recompute_experts),
                               e))
         return -1;
     t->model->init_on_host = c->runtime.init_on == MOE_RT_INIT_HOST;
@@ -657,6 +656,10 @@ static int train_step(moe_trainer *t, double lr, double *loss, double *aux, doub
     } else {
         norm = sqrt(model_grad_sum_squares(m));
     }
+    /* a failure the backend noted (a scratch buffer it could not allocate, a
+     * library call refused) is the cause, not the numbers it left behind */
+    if (t->be->sync && t->be->sync(t->be, e))
+        return moe_err_prefix(e, "step %d", tt);
     if (!isfinite(norm))
         return moe_errf(e, "step %d: the gradient norm is %g (loss %g): training diverged; lower "
                            "optimizer.lr or raise scheduler.warmup_steps",
