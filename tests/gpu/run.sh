@@ -16,7 +16,9 @@
 #      (tests/gpu/test_capacity_cuda.c);
 #   6. several ranks as threads on this one GPU (each its own backend and stream) over the
 #      in-process communicator: EP=2, DP=2, EP=2 x DP=2 through the distributed optimizer
-#      against one rank (tests/unit/test_local_ranks.c, run with "cuda").
+#      against one rank (tests/unit/test_local_ranks.c, run with "cuda");
+#   7. a GPU run stopped at a checkpoint and resumed: every logged number equal to the straight
+#      bf16 run's.
 # Usage: tests/gpu/run.sh [BUILD_DIR]; last line "gpu: N passed, N failed".
 # MOE_GPU_LOG_DIR=DIR keeps the logs and the per-op error table there.
 set -u
@@ -71,6 +73,27 @@ for prec in bf16:0.02 fp8_block:0.03 fp8_block+all:0.03 mxfp8_emulated:0.03 mxfp
         bad "l0_sanity_gpu_${p}_matches_cpu" "cuda '$g' cpu '$c'"
     fi
 done
+
+# a checkpoint of the GPU run (masters rebuilt from the device's split halves, moments, staged
+# through pinned memory) resumes bit for bit: 150 steps, stop, resume to 300 against the straight run
+R=$T/resume
+RESUME=(--config L0_sanity --backend cuda precision.compute=bf16 precision.layers=experts
+        logger.frequency=1000 checkpoint.ckpt_dir="$R/ck" logger.run_dir="$R/run")
+"$BIN" "${RESUME[@]}" --stop-after-steps 150 >"$T/resume1.log" 2>&1
+rc1=$?
+"$BIN" "${RESUME[@]}" checkpoint.resume_from_checkpoint=true >"$T/resume2.log" 2>&1
+rc2=$?
+learned() { python3 -c 'import json, sys
+for line in open(sys.argv[1]):
+    d = json.loads(line)
+    print(d["step"], d.get("loss"), d.get("grad_norm"), d.get("val_loss"))' "$1"; }
+if [ $rc1 -eq 75 ] && [ $rc2 -eq 0 ] && grep -q "resuming from .*(step 150)" "$T/resume2.log" &&
+   [ "$(learned "$R/run/metrics.jsonl")" = "$(learned "$T/cuda_bf16/metrics.jsonl")" ]; then
+    ok resume_on_gpu_bit_identical
+else
+    bad resume_on_gpu_bit_identical "exit $rc1 then $rc2; $(diff <(learned "$R/run/metrics.jsonl") \
+        <(learned "$T/cuda_bf16/metrics.jsonl") | head -4 | tr '\n' ' ')"
+fi
 
 # PCIe per step (metrics.jsonl host_link_bytes): the batch's tokens and the routing's indices,
 # never weights, gradients or optimizer state; bound: 16 B a token + 32 B a token a layer + 64 KiB
