@@ -164,6 +164,22 @@ static void print_plan_vs_allocated(moe_trainer *t)
     printf(" MiB\n");
 }
 
+/* After the first step the backend has grown its scratch (cuDNN's workspace, the experts'
+ * backward rows, the LM head's logits): what the GPU holds beside what was allocated up front. */
+static void print_first_step_memory(moe_trainer *t)
+{
+    if (t->quiet || t->rank != 0 || !t->be->device_memory || !t->be->mem_in_use)
+        return;
+    size_t up_front = 0;
+    for (int k = 0; k < MOE_MEM_KINDS; k++)
+        up_front += t->be->mem_bytes[k];
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    printf("  memory    after step 1: %.2f GiB of the GPU in use, %.2f GiB of it allocated up "
+           "front (the rest: the backend's scratch and the CUDA context)\n",
+           t->be->mem_in_use(t->be) / gib, up_front / gib);
+    fflush(stdout);
+}
+
 static void print_summary(moe_trainer *t, const char *backend_why)
 {
     if (t->quiet || t->rank != 0)
@@ -774,6 +790,8 @@ int trainer_run(moe_trainer *t, moe_err *e)
         if (train_step(t, lr, &loss, &aux, &gnorm, e))
             return -1;
         t->step_host_bytes = host_link_bytes(t) - link0;
+        if (t->step == start)
+            print_first_step_memory(t);
         link_sum += t->step_host_bytes;
         t->step++;
         t->last_loss = loss;
