@@ -4,7 +4,10 @@
  * expert-parallel dispatcher and the distributed optimizer (buckets of 512
  * gradients, so tensors straddle buckets and slices are uneven) against one
  * rank that takes the whole global batch: the same losses, gradient norms
- * and weights, moments that come out and go back in, bf16 moments too.
+ * and weights, moments that come out and go back in, bf16 moments too,
+ * and the shard's checkpoint written by every rank (masters and moments
+ * read from the backend's memory), the state cleared and read back: the
+ * same bits. 
  * Usage: test_local_ranks [cpu|cuda] (cpu in CI; cuda on a GPU machine). */
 #include <math.h>
 #include <pthread.h>
@@ -12,6 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
+#include "../../trainer/ckpt/fsio.h"
+#include "../../trainer/ckpt/json.h"
+#include "../../trainer/ckpt/shard_read.h"
+#include "../../trainer/ckpt/shard_write.h"
 #include "../../trainer/model/model.h"
 #include "../../trainer/parallel/comm_local.h"
 #include "../../trainer/parallel/dispatch_ep.h"
@@ -67,7 +76,7 @@ static moe_adamw_hyper hyper(int step)
 
 #define CLIP 0.5
 
-typedef struct {
+typedef struct job_s {
     int rank, world, ep, bf16;
     moe_local_world *lw;
     double loss[STEPS], norm[STEPS];
@@ -77,6 +86,11 @@ typedef struct {
     const real *ref_full; /* the one-rank run's masters */
     int moments_round_trip;
     int init_same;        /* the masters' initialisation where they live == the host's */
+    const char *ckpt_dir; /* the layout's checkpoint directory */
+    struct job_s *all;    /* every rank's job (rank 0 writes the index from their records) */
+    char *record;         /* this rank's index record */
+    size_t record_len;
+    int ckpt_same;        /* masters and moments read back from the checkpoint == before */
     char err[MOE_ERR_LEN];
 } job;
 
@@ -107,6 +121,92 @@ static int init_both_ways(job *j, moe_model *m, moe_err *e)
 out:
     free(here);
     free(host);
+    return rc;
+}
+
+#define CKPT_STAGING 4096 /* small: every file streams through it in several passes */
+
+static void rank_file(char *out, size_t n, const job *j, int r)
+{
+    snprintf(out, n, "%s/rank-%05d-of-%05d.safetensors", j->ckpt_dir, r, j->world);
+}
+
+/* rank 0, once every rank's file is written: the index of the records */
+static int write_index(const job *j, moe_err *e)
+{
+    json_writer w;
+    jw_init(&w, 0);
+    jw_object_begin(&w);
+    jw_key(&w, "format");
+    jw_string(&w, CKPT_INDEX_FORMAT);
+    jw_key(&w, "layout");
+    jw_string(&w, "test_local_ranks");
+    jw_key(&w, "block_bytes");
+    jw_int(&w, CKPT_STAGING);
+    jw_key(&w, "files");
+    jw_array_begin(&w);
+    for (int r = 0; r < j->world; r++) {
+        if (r)
+            jw_raw(&w, ",", 1);
+        jw_raw(&w, j->all[r].record, j->all[r].record_len);
+    }
+    jw_array_end(&w);
+    jw_object_end(&w);
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", j->ckpt_dir, CKPT_INDEX_FILE);
+    int rc = jw_finish(&w, e) || fsio_write_all(path, w.buf, w.len, e);
+    jw_free(&w);
+    return rc;
+}
+
+/* The shard's checkpoint through files and back: every element of the
+ * masters and moments read back bit for bit after the state was zeroed. */
+static int ckpt_round_trip(job *j, moe_model *m, moe_zero *z, moe_par *p, moe_err *e)
+{
+    size_t n = m->n_elems, bytes = sizeof(real) * n;
+    real *w0 = malloc(bytes), *m0 = malloc(bytes), *v0 = malloc(bytes);
+    real *w1 = malloc(bytes), *m1 = malloc(bytes), *v1 = calloc(n, sizeof(real));
+    void *staging = malloc(CKPT_STAGING);
+    ckpt_slice_list l = {0}, back = {0};
+    shard_set *s = NULL;
+    json_writer rec;
+    jw_init(&rec, 0);
+    char name[64];
+    snprintf(name, sizeof name, "rank-%05d-of-%05d.safetensors", j->rank, j->world);
+    int rc = -1;
+    if (!w0 || !m0 || !v0 || !w1 || !m1 || !v1 || !staging) {
+        moe_errf(e, "out of memory");
+        goto out;
+    }
+    if (model_get_masters(m, w0, e) || zero_get_moments(z, m0, v0, e) ||
+        zero_ckpt_slices(z, 1, &l, e) ||
+        shard_write(j->ckpt_dir, name, &l, CKPT_STAGING, staging, CKPT_STAGING, &rec, e) ||
+        jw_finish(&rec, e))
+        goto out;
+    j->record = malloc(rec.len + 1);
+    if (!j->record) {
+        moe_errf(e, "out of memory");
+        goto out;
+    }
+    memcpy(j->record, rec.buf, rec.len);
+    j->record_len = rec.len;
+    if (comm_barrier(p->world, e) || (j->rank == 0 && write_index(j, e)) ||
+        comm_barrier(p->world, e))
+        goto out;
+    memset(w1, 0, bytes);
+    if (model_set_masters(m, w1, e) || zero_set_moments(z, v1, v1, e) ||
+        shard_set_open(j->ckpt_dir, &s, e) || zero_ckpt_slices(z, 0, &back, e) ||
+        shard_set_fill(s, &back, staging, CKPT_STAGING, e) || zero_ckpt_loaded(z, e) ||
+        model_get_masters(m, w1, e) || zero_get_moments(z, m1, v1, e))
+        goto out;
+    j->ckpt_same = !memcmp(w0, w1, bytes) && !memcmp(m0, m1, bytes) && !memcmp(v0, v1, bytes);
+    rc = 0;
+out:
+    shard_set_close(s);
+    ckpt_slices_free(&l);
+    ckpt_slices_free(&back);
+    jw_free(&rec);
+    free(w0), free(m0), free(v0), free(w1), free(m1), free(v1), free(staging);
     return rc;
 }
 
@@ -163,6 +263,8 @@ static int train_rank(job *j, moe_backend *be, moe_par *p, moe_err *e)
     if (zero_set_moments(z, mh, vh, e) || zero_get_moments(z, back, vh, e))
         goto out;
     j->moments_round_trip = !memcmp(back, mh, sizeof(real) * j->n);
+    if (ckpt_round_trip(j, m, z, p, e))
+        goto out;
     rc = 0;
 out:
     free(mh);
@@ -262,10 +364,12 @@ static void check_layout(int ep, int dp, int bf16)
     moe_err e = {{0}};
     job jobs[MAX_RANKS];
     pthread_t th[MAX_RANKS];
+    char dir[] = "/tmp/moekit-local-ranks-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
     CHECK(comm_local_world_create(&lw, world, &e) == 0);
     for (int r = 0; r < world && lw; r++) {
         jobs[r] = (job){.rank = r, .world = world, .ep = ep, .bf16 = bf16, .lw = lw,
-                        .ref_full = ref};
+                        .ref_full = ref, .ckpt_dir = dir, .all = jobs};
         CHECK(pthread_create(&th[r], NULL, rank_main, &jobs[r]) == 0);
     }
     for (int r = 0; r < world && lw; r++)
@@ -286,6 +390,8 @@ static void check_layout(int ep, int dp, int bf16)
                   dp, r);
         CHECK_MSG(j->init_same, "EP=%d x DP=%d rank %d: the masters initialised in the shards "
                   "differ from the host's initialisation", ep, dp, r);
+        CHECK_MSG(j->ckpt_same, "EP=%d x DP=%d rank %d: the masters or moments read back from "
+                  "the checkpoint differ from those written", ep, dp, r);
         free(j->masters);
         free(j->expected);
     }
@@ -294,6 +400,16 @@ static void check_layout(int ep, int dp, int bf16)
     CHECK_MSG(worst_l <= loss_tol && worst_n <= 10 * loss_tol && worst_w <= w_tol,
               "EP=%d x DP=%d: loss %.2e, norm %.2e, weights %.2e off the one-rank run", ep, dp,
               worst_l, worst_n, worst_w);
+    for (int r = 0; r < world && lw; r++) {
+        char path[600];
+        rank_file(path, sizeof path, &jobs[r], r);
+        unlink(path);
+        free(jobs[r].record);
+    }
+    char index[600];
+    snprintf(index, sizeof index, "%s/%s", dir, CKPT_INDEX_FILE);
+    unlink(index);
+    rmdir(dir);
     comm_local_world_destroy(lw);
     free(ref);
 }
