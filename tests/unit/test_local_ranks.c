@@ -17,7 +17,6 @@
 
 #include <unistd.h>
 
-#include "../../trainer/ckpt/fsio.h"
 #include "../../trainer/ckpt/json.h"
 #include "../../trainer/ckpt/shard_read.h"
 #include "../../trainer/ckpt/shard_write.h"
@@ -134,28 +133,19 @@ static void rank_file(char *out, size_t n, const job *j, int r)
 /* rank 0, once every rank's file is written: the index of the records */
 static int write_index(const job *j, moe_err *e)
 {
-    json_writer w;
-    jw_init(&w, 0);
-    jw_object_begin(&w);
-    jw_key(&w, "format");
-    jw_string(&w, CKPT_INDEX_FORMAT);
-    jw_key(&w, "layout");
-    jw_string(&w, "test_local_ranks");
-    jw_key(&w, "block_bytes");
-    jw_int(&w, CKPT_STAGING);
-    jw_key(&w, "files");
-    jw_array_begin(&w);
+    size_t lens[MAX_RANKS], total = 0;
+    for (int r = 0; r < j->world; r++)
+        total += lens[r] = j->all[r].record_len;
+    char *texts = malloc(total + 1), *at = texts;
+    if (!texts)
+        return moe_errf(e, "out of memory");
     for (int r = 0; r < j->world; r++) {
-        if (r)
-            jw_raw(&w, ",", 1);
-        jw_raw(&w, j->all[r].record, j->all[r].record_len);
+        memcpy(at, j->all[r].record, lens[r]);
+        at += lens[r];
     }
-    jw_array_end(&w);
-    jw_object_end(&w);
-    char path[600];
-    snprintf(path, sizeof path, "%s/%s", j->ckpt_dir, CKPT_INDEX_FILE);
-    int rc = jw_finish(&w, e) || fsio_write_all(path, w.buf, w.len, e);
-    jw_free(&w);
+    int rc = shard_index_write(j->ckpt_dir, "test_local_ranks", CKPT_STAGING, texts, lens,
+                               j->world, e);
+    free(texts);
     return rc;
 }
 

@@ -4,7 +4,9 @@
 #include <inttypes.h>
 #include <stdio.h>
 
+#include "fsio.h"
 #include "hashed_file.h"
+#include "shard_read.h"
 
 static int whole(const ckpt_slice *s) { return s->start == 0 && s->count == ckpt_slice_numel(s); }
 
@@ -137,4 +139,33 @@ int shard_write(const char *dir, const char *file_name, const ckpt_slice_list *l
     jw_object_end(record);
     hashed_file_free(&f);
     return 0;
+}
+
+int shard_index_write(const char *dir, const char *layout, uint64_t block_bytes,
+                      const char *texts, const size_t *lens, int n, moe_err *e)
+{
+    json_writer w;
+    jw_init(&w, 0);
+    jw_object_begin(&w);
+    jw_key(&w, "format");
+    jw_string(&w, CKPT_INDEX_FORMAT);
+    jw_key(&w, "layout");
+    jw_string(&w, layout);
+    jw_key(&w, "block_bytes");
+    jw_int(&w, (int64_t)block_bytes);
+    jw_key(&w, "files");
+    jw_array_begin(&w);
+    for (int r = 0; r < n; r++) {
+        if (r)
+            jw_raw(&w, ",", 1);
+        jw_raw(&w, texts, lens[r]); /* each record is one JSON object */
+        texts += lens[r];
+    }
+    jw_array_end(&w);
+    jw_object_end(&w);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, CKPT_INDEX_FILE);
+    int rc = jw_finish(&w, e) || fsio_write_all(path, w.buf, w.len, e);
+    jw_free(&w);
+    return rc;
 }

@@ -19,4 +19,10 @@ int shard_write(const char *dir, const char *file_name, const ckpt_slice_list *s
                 uint64_t block_bytes, void *staging, size_t staging_bytes, json_writer *record,
                 moe_err *e);
 
+/* The checkpoint's index (shard_read.h's CKPT_INDEX_FILE in dir) from the n
+ * ranks' records, in rank order: `texts` holds them one after another,
+ * lens[r] bytes each. */
+int shard_index_write(const char *dir, const char *layout, uint64_t block_bytes,
+                      const char *texts, const size_t *lens, int n, moe_err *e);
+
 #endif

@@ -166,61 +166,86 @@ static int gather_bucket(moe_zero *z, const bucket *b, void *buf, size_t es, moe
     return comm_allgatherv(c, base + db[c->rank], cb[c->rank], base, cb, db, MOE_DT_BYTE, e);
 }
 
-/* model_get_masters / model_set_masters of a model whose low halves are
- * sharded here: bucket by bucket through one bucket of scratch. */
-static int masters_io(void *ctx, real *host, int to_host, moe_err *e)
-{
-    moe_zero *z = ctx;
-    moe_model *m = z->model;
-    moe_backend *be = m->be;
-    size_t es = act_es(m);
-    uint16_t *tmp = be->alloc(be, sizeof(uint16_t) * max_bucket(z), e);
-    if (!tmp)
-        return moe_err_prefix(e, "the masters' staging bucket");
-    int rc = 0;
-    for (int k = 0; k < z->n_buckets && !rc; k++) {
-        const bucket *b = &z->b[k];
-        int me = z->comm[b->group]->rank;
-        act *wc = (char *)m->wc + es * b->flat;
-        size_t own = sizeof(uint16_t) * b->counts[me];
-        if (to_host) {
-            rc = be->copy(be, tmp + b->displs[me], z->lo + b->state, own, e) ||
-                 gather_bucket(z, b, tmp, sizeof(uint16_t), e) ||
-                 be->masters_download(be, host + b->flat, tmp, wc, b->n, e);
-        } else {
-            rc = be->masters_upload(be, tmp, wc, host + b->flat, b->n, e) ||
-                 be->copy(be, z->lo + b->state, tmp + b->displs[me], own, e);
-        }
-    }
-    if (!rc)
-        rc = be->sync(be, e);
-    be->free(be, tmp);
-    return rc ? moe_err_prefix(e, "%s the sharded master weights", to_host ? "gathering" : "setting")
-              : 0;
-}
+/* op on every bucket in turn, through one bucket of 16-bit scratch (device) */
+typedef int (*bucket_op)(moe_zero *z, const bucket *b, uint16_t *tmp, void *arg, moe_err *e);
 
-/* model_init_random's device path: each bucket filled whole into one bucket
- * of scratch (the compute copy is replicated over the bucket's group), its
- * own slice of low halves kept. Nothing crosses PCIe and nothing is sent. */
-static int masters_fill(void *ctx, moe_masters_fill_fn fill, void *arg, moe_err *e)
+static int each_bucket(moe_zero *z, bucket_op op, void *arg, moe_err *e)
 {
-    moe_zero *z = ctx;
     moe_backend *be = z->model->be;
     uint16_t *tmp = be->alloc(be, sizeof(uint16_t) * max_bucket(z), e);
     if (!tmp)
         return moe_err_prefix(e, "the masters' staging bucket");
     int rc = 0;
-    for (int k = 0; k < z->n_buckets && !rc; k++) {
-        const bucket *b = &z->b[k];
-        int me = z->comm[b->group]->rank;
-        rc = fill(arg, b->flat, b->n, tmp, e) ||
-             be->copy(be, z->lo + b->state, tmp + b->displs[me], sizeof(uint16_t) * b->counts[me],
-                      e);
-    }
+    for (int k = 0; k < z->n_buckets && !rc; k++)
+        rc = op(z, &z->b[k], tmp, arg, e);
     if (!rc)
         rc = be->sync(be, e);
     be->free(be, tmp);
-    return rc ? moe_err_prefix(e, "initialising the sharded master weights") : 0;
+    return rc;
+}
+
+/* the bucket's low halves gathered from the group, the fp32 masters rebuilt on the host */
+static int gather_op(moe_zero *z, const bucket *b, uint16_t *tmp, void *host, moe_err *e)
+{
+    moe_model *m = z->model;
+    moe_backend *be = m->be;
+    int me = z->comm[b->group]->rank;
+    return be->copy(be, tmp + b->displs[me], z->lo + b->state, sizeof(uint16_t) * b->counts[me],
+                    e) ||
+           gather_bucket(z, b, tmp, sizeof(uint16_t), e) ||
+           be->masters_download(be, (real *)host + b->flat, tmp, (char *)m->wc + act_es(m) * b->flat,
+                                b->n, e);
+}
+
+typedef struct {
+    moe_masters_fill_fn fill;
+    void *arg;
+} fill_args;
+
+/* the whole bucket filled (the compute copy is replicated over the group), its own slice of
+ * low halves kept */
+static int fill_op(moe_zero *z, const bucket *b, uint16_t *tmp, void *arg, moe_err *e)
+{
+    const fill_args *f = arg;
+    int me = z->comm[b->group]->rank;
+    return f->fill(f->arg, b->flat, b->n, tmp, e) ||
+           z->model->be->copy(z->model->be, z->lo + b->state, tmp + b->displs[me],
+                              sizeof(uint16_t) * b->counts[me], e);
+}
+
+/* model_init_random's device path: nothing crosses PCIe and nothing is sent */
+static int masters_fill(void *ctx, moe_masters_fill_fn fill, void *arg, moe_err *e)
+{
+    fill_args f = {fill, arg};
+    return each_bucket(ctx, fill_op, &f, e) ? moe_err_prefix(e, "setting the sharded master weights")
+                                            : 0;
+}
+
+typedef struct {
+    moe_model *m;
+    const real *host;
+} upload_args;
+
+static int fill_from_host(void *arg, size_t flat, size_t n, uint16_t *lo, moe_err *e)
+{
+    const upload_args *a = arg;
+    moe_backend *be = a->m->be;
+    return be->masters_upload(be, lo, (char *)a->m->wc + be->act_bytes(be, flat), a->host + flat,
+                              n, e);
+}
+
+/* model_get_masters / model_set_masters of a model whose low halves are
+ * sharded here, bucket by bucket */
+static int masters_io(void *ctx, real *host, int to_host, moe_err *e)
+{
+    moe_zero *z = ctx;
+    if (!to_host) {
+        upload_args a = {z->model, host};
+        return masters_fill(z, fill_from_host, &a, e);
+    }
+    return each_bucket(z, gather_op, host, e)
+               ? moe_err_prefix(e, "gathering the sharded master weights")
+               : 0;
 }
 
 /* ---- create / destroy ---- */

@@ -160,20 +160,8 @@ static int gather_records(moe_trainer *t, const json_writer *rec, char **texts, 
 static int write_index(moe_trainer *t, const char *dir, const char *texts, const size_t *lens,
                        ckpt_hashed *pre, moe_err *e)
 {
-    json_writer w;
-    jw_init(&w, 0);
-    jw_object_begin(&w);
-    jw_key(&w, "format");
-    jw_string(&w, CKPT_INDEX_FORMAT);
-    jw_key(&w, "layout");
-    jw_string(&w, t->par.layout);
-    jw_key(&w, "block_bytes");
-    jw_int(&w, (int64_t)CKPT_BLOCK_BYTES);
-    jw_key(&w, "files");
-    jw_array_begin(&w);
     const char *p = texts;
-    int rc = 0;
-    for (int r = 0; r < t->world && !rc; r++) {
+    for (int r = 0; r < t->world; r++) {
         json_doc *doc;
         if (json_parse(p, lens[r], NULL, &doc, e)) /* our own records: checked all the same */
             return moe_err_prefix(e, "rank %d's checkpoint record", r);
@@ -184,20 +172,10 @@ static int write_index(moe_trainer *t, const char *dir, const char *texts, const
         pre[r].size = sz && sz->type == JSON_NUMBER ? (uint64_t)sz->num.integer : 0;
         json_free(doc);
         if (!pre[r].name)
-            rc = moe_errf(e, "out of memory");
-        if (r)
-            jw_raw(&w, ",", 1);
-        jw_raw(&w, p, lens[r]); /* each record is one JSON object */
+            return moe_errf(e, "out of memory");
         p += lens[r];
     }
-    jw_array_end(&w);
-    jw_object_end(&w);
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s", dir, CKPT_INDEX_FILE);
-    if (!rc && !(rc = jw_finish(&w, e)))
-        rc = fsio_write_all(path, w.buf, w.len, e);
-    jw_free(&w);
-    return rc;
+    return shard_index_write(dir, t->par.layout, CKPT_BLOCK_BYTES, texts, lens, t->world, e);
 }
 
 static int write_small_files(moe_trainer *t, const char *dir, moe_err *e)
