@@ -211,38 +211,27 @@ for n in 1 2; do
 done
 
 # ---- MPI must agree with what the launcher promised
-MOE_WORLD_SIZE=3 "${MPIRUN[@]}" -x MOE_WORLD_SIZE -n 2 "$BIN" "${TINY[@]}" parallel.ep=2 >"$T/size.out" 2>&1
-rc=$?
-if [ $rc -ne 0 ] && grep -q "MOE_WORLD_SIZE = 3 ranks but MPI sees 2" "$T/size.out"; then
-    ok mpi_size_checked
-else
-    bad mpi_size_checked "exit $rc" "$(tail -5 "$T/size.out")"
-fi
+refused() { # NAME PATTERN CMD...: a non-zero exit, PATTERN in its output
+    local name=$1 pat=$2; shift 2
+    "$@" >"$T/$name.out" 2>&1; local rc=$?
+    if [ $rc -ne 0 ] && grep -q -- "$pat" "$T/$name.out"; then
+        ok "$name"
+    else
+        bad "$name" "exit $rc" "$(tail -5 "$T/$name.out")"
+    fi
+}
+refused mpi_size_checked "MOE_WORLD_SIZE = 3 ranks but MPI sees 2" \
+    env MOE_WORLD_SIZE=3 "${MPIRUN[@]}" -x MOE_WORLD_SIZE -n 2 "$BIN" "${TINY[@]}" parallel.ep=2
 
 # a task the plugin placed as one of 2 ranks but started without an MPI launcher (srun
 # --mpi=none): GPU ranks would meet over NCCL at MOE_MASTER_*; CPU ranks need MPI; never one rank
-MOE_WORLD_SIZE=2 MOE_RANK=0 "$BIN" "${TINY[@]}" >"$T/nompi.out" 2>&1
-rc=$?
-if [ $rc -ne 0 ] && grep -q "world of 2 ranks but not where they meet: MOE_MASTER_ADDR is unset" "$T/nompi.out"; then
-    ok single_rank_world_refused
-else
-    bad single_rank_world_refused "exit $rc" "$(tail -5 "$T/nompi.out")"
-fi
-MOE_WORLD_SIZE=2 MOE_RANK=0 MOE_MASTER_ADDR=127.0.0.1 MOE_MASTER_PORT=29999 "$BIN" "${TINY[@]}" \
-    --backend cpu >"$T/nompi_cpu.out" 2>&1
-rc=$?
-if [ $rc -ne 0 ] && grep -q "the cpu backend's ranks exchange over MPI" "$T/nompi_cpu.out"; then
-    ok cpu_ranks_need_mpi
-else
-    bad cpu_ranks_need_mpi "exit $rc" "$(tail -5 "$T/nompi_cpu.out")"
-fi
-WORLD_SIZE=2 RANK=1 "$BIN" "${TINY[@]}" >"$T/torch_half.out" 2>&1
-rc=$?
-if [ $rc -ne 0 ] && grep -q "torchrun gives a world of 2 ranks but not where they meet" "$T/torch_half.out"; then
-    ok torchrun_half_set_refused
-else
-    bad torchrun_half_set_refused "exit $rc" "$(tail -5 "$T/torch_half.out")"
-fi
+refused single_rank_world_refused "world of 2 ranks but not where they meet: MOE_MASTER_ADDR is unset" \
+    env MOE_WORLD_SIZE=2 MOE_RANK=0 "$BIN" "${TINY[@]}"
+refused cpu_ranks_need_mpi "the cpu backend's ranks exchange over MPI" \
+    env MOE_WORLD_SIZE=2 MOE_RANK=0 MOE_MASTER_ADDR=127.0.0.1 MOE_MASTER_PORT=29999 "$BIN" \
+    "${TINY[@]}" --backend cpu
+refused torchrun_half_set_refused "torchrun gives a world of 2 ranks but not where they meet" \
+    env WORLD_SIZE=2 RANK=1 "$BIN" "${TINY[@]}"
 
 # ---- a rank that hangs or dies mid-run ends the job, naming the rank
 rank_pid() { # PARENT RANK: the pid of that MPI rank under mpirun

@@ -15,8 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <unistd.h>
-
+#include "../../trainer/ckpt/fsio.h"
 #include "../../trainer/ckpt/json.h"
 #include "../../trainer/ckpt/shard_read.h"
 #include "../../trainer/ckpt/shard_write.h"
@@ -124,11 +123,6 @@ out:
 }
 
 #define CKPT_STAGING 4096 /* small: every file streams through it in several passes */
-
-static void rank_file(char *out, size_t n, const job *j, int r)
-{
-    snprintf(out, n, "%s/rank-%05d-of-%05d.safetensors", j->ckpt_dir, r, j->world);
-}
 
 /* rank 0, once every rank's file is written: the index of the records */
 static int write_index(const job *j, moe_err *e)
@@ -390,16 +384,9 @@ static void check_layout(int ep, int dp, int bf16)
     CHECK_MSG(worst_l <= loss_tol && worst_n <= 10 * loss_tol && worst_w <= w_tol,
               "EP=%d x DP=%d: loss %.2e, norm %.2e, weights %.2e off the one-rank run", ep, dp,
               worst_l, worst_n, worst_w);
-    for (int r = 0; r < world && lw; r++) {
-        char path[600];
-        rank_file(path, sizeof path, &jobs[r], r);
-        unlink(path);
+    for (int r = 0; r < world && lw; r++)
         free(jobs[r].record);
-    }
-    char index[600];
-    snprintf(index, sizeof index, "%s/%s", dir, CKPT_INDEX_FILE);
-    unlink(index);
-    rmdir(dir);
+    CHECK(fsio_rm_rf(dir, &e) == 0);
     comm_local_world_destroy(lw);
     free(ref);
 }

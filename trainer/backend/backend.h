@@ -187,6 +187,10 @@ struct moe_backend {
     int (*masters_init)(moe_backend *be, uint16_t *lo, act *wc, size_t n, uint64_t start,
                         int normal, uint64_t key, double std, float fill, moe_err *e);
     int (*sync)(moe_backend *be, moe_err *e);
+    /* A failure the backend noted since the last check or sync (an op it
+     * could not run: a scratch buffer it could not allocate, a library call
+     * refused), without waiting for the device. NULL where ops fail at once. */
+    int (*check)(moe_backend *be, moe_err *e);
     void (*destroy)(moe_backend *be);
     /* For the metrics: bytes of the device's memory in use now (the GPU's
      * whole use, cudaMemGetInfo; the process's resident set on the CPU), and

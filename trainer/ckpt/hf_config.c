@@ -304,11 +304,5 @@ int hf_config_write_as(const char *path, const moe_model_cfg *cfg, const char *t
     kv_int(&w, "vocab_size", cfg->vocab_size);
     jw_object_end(&w);
     jw_raw(&w, "\n", 1);
-    int rc = jw_finish(&w, e);
-    if (rc != 0)
-        moe_err_prefix(e, "%s", path);
-    else
-        rc = fsio_write_all(path, w.buf, w.len, e);
-    jw_free(&w);
-    return rc;
+    return jw_write_file(&w, path, e);
 }

@@ -875,3 +875,11 @@ int jw_finish(json_writer *w, moe_err *e)
         return moe_errf(e, "JSON writer: document is incomplete (unclosed array/object or no value)");
     return 0;
 }
+
+int jw_write_file(json_writer *w, const char *path, moe_err *e)
+{
+    int rc = jw_finish(w, e) ? moe_err_prefix(e, "%s", path)
+                             : fsio_write_all(path, w->buf, w->len, e);
+    jw_free(w);
+    return rc;
+}

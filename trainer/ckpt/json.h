@@ -119,5 +119,7 @@ void jw_null(json_writer *w);
 void jw_raw(json_writer *w, const char *s, size_t n);
 /* 0 when the text is complete (all containers closed) and nothing failed. */
 int jw_finish(json_writer *w, moe_err *e);
+/* jw_finish, then the text written to path (fsio_write_all); w is freed either way. */
+int jw_write_file(json_writer *w, const char *path, moe_err *e);
 
 #endif

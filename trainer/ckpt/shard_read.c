@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -347,19 +348,17 @@ const shard_tensor *shard_set_tensor(const shard_set *s, int i)
 }
 uint64_t shard_set_bytes_read(const shard_set *s) { return s->bytes_read; }
 
+static int cmp_name_tensor(const void *name, const void *t)
+{
+    return strcmp(name, ((const shard_tensor *)t)->name);
+}
+
 static int find_index(const shard_set *s, const char *name)
 {
-    int lo = 0, hi = s->n_tensors - 1;
-    while (lo <= hi) {
-        int mid = (lo + hi) / 2, c = strcmp(s->tensors[mid].name, name);
-        if (!c)
-            return mid;
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid - 1;
-    }
-    return -1;
+    const shard_tensor *t =
+        s->n_tensors ? bsearch(name, s->tensors, (size_t)s->n_tensors, sizeof *t, cmp_name_tensor)
+                     : NULL;
+    return t ? (int)(t - s->tensors) : -1;
 }
 
 const shard_tensor *shard_set_find(const shard_set *s, const char *name)

@@ -165,7 +165,5 @@ int shard_index_write(const char *dir, const char *layout, uint64_t block_bytes,
     jw_object_end(&w);
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, CKPT_INDEX_FILE);
-    int rc = jw_finish(&w, e) || fsio_write_all(path, w.buf, w.len, e);
-    jw_free(&w);
-    return rc;
+    return jw_write_file(&w, path, e);
 }

@@ -133,11 +133,7 @@ static int tokenizer_json(const char *path, moe_err *e)
     model(&w);
     jw_object_end(&w);
     jw_raw(&w, "\n", 1);
-    int rc = jw_finish(&w, e);
-    if (!rc)
-        rc = fsio_write_all(path, w.buf, w.len, e);
-    jw_free(&w);
-    return rc;
+    return jw_write_file(&w, path, e);
 }
 
 static void special_map(json_writer *w)
@@ -173,11 +169,7 @@ static int small_json(const char *path, int config, int max_len, moe_err *e)
     }
     jw_object_end(&w);
     jw_raw(&w, "\n", 1);
-    int rc = jw_finish(&w, e);
-    if (!rc)
-        rc = fsio_write_all(path, w.buf, w.len, e);
-    jw_free(&w);
-    return rc;
+    return jw_write_file(&w, path, e);
 }
 
 int hf_tokenizer_write(const char *dir, int model_max_length, moe_err *e)

@@ -121,14 +121,15 @@ typedef struct {
     void *recv;
     void *host_recv;
     size_t recv_bytes;
+    int recv_on_host; /* its bytes cross the host link on the way back */
 } staged;
 
 static int stage(moe_comm *c, staged *s, const void *send, size_t sbytes, void *recv,
                  size_t rbytes, moe_err *e)
 {
     memset(s, 0, sizeof *s);
-    int dev = (!send || is_device(send)) && (!recv || is_device(recv));
-    if (dev) {
+    int send_dev = !send || is_device(send), recv_dev = !recv || is_device(recv);
+    if (send_dev && recv_dev) {
         s->send = send;
         s->recv = recv;
         return 0;
@@ -139,7 +140,7 @@ static int stage(moe_comm *c, staged *s, const void *send, size_t sbytes, void *
     nccl_ctx *x = CX(c);
     if (send && sbytes) {
         CUDA_TRY(cudaMemcpyAsync(x->scratch, send, sbytes, cudaMemcpyDefault, x->stream));
-        c->host_bytes[0] += is_device(send) ? 0 : sbytes;
+        c->host_bytes[0] += send_dev ? 0 : sbytes;
     }
     s->send = x->scratch;
     s->recv = x->scratch + so;
@@ -147,6 +148,7 @@ static int stage(moe_comm *c, staged *s, const void *send, size_t sbytes, void *
         s->recv = x->scratch;
     s->host_recv = recv;
     s->recv_bytes = rbytes;
+    s->recv_on_host = !recv_dev;
     return 0;
 }
 
@@ -156,7 +158,7 @@ static int finish(moe_comm *c, staged *s, moe_err *e)
     if (s->host_recv && s->recv_bytes) {
         CUDA_TRY(cudaMemcpyAsync(s->host_recv, s->recv, s->recv_bytes, cudaMemcpyDefault,
                                  x->stream));
-        c->host_bytes[1] += is_device(s->host_recv) ? 0 : s->recv_bytes;
+        c->host_bytes[1] += s->recv_on_host ? s->recv_bytes : 0;
     }
     return wait_done(c, e);
 }

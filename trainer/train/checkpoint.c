@@ -92,11 +92,7 @@ static int write_state_json(moe_trainer *t, const char *path, moe_err *e)
     jw_string(&w, fp);
     jw_object_end(&w);
     jw_object_end(&w);
-    int rc = jw_finish(&w, e);
-    if (!rc)
-        rc = fsio_write_all(path, w.buf, w.len, e);
-    jw_free(&w);
-    return rc;
+    return jw_write_file(&w, path, e);
 }
 
 /* What this rank saves or loads: the optimizer's slices when it shards the

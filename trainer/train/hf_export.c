@@ -181,11 +181,7 @@ static int write_json(const char *out, const char *name, json_writer *w, moe_err
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", out, name);
     jw_raw(w, "\n", 1);
-    int rc = jw_finish(w, e);
-    if (!rc)
-        rc = fsio_write_all(path, w->buf, w->len, e);
-    jw_free(w);
-    return rc;
+    return jw_write_file(w, path, e);
 }
 
 static int write_index(const shard_set *s, const export_plan *p, const char *out, moe_err *e)

@@ -674,7 +674,7 @@ static int train_step(moe_trainer *t, double lr, double *loss, double *aux, doub
     }
     /* a failure the backend noted (a scratch buffer it could not allocate, a
      * library call refused) is the cause, not the numbers it left behind */
-    if (t->be->sync && t->be->sync(t->be, e))
+    if (t->be->check && t->be->check(t->be, e))
         return moe_err_prefix(e, "step %d", tt);
     if (!isfinite(norm))
         return moe_errf(e, "step %d: the gradient norm is %g (loss %g): training diverged; lower "

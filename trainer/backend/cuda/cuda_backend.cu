@@ -377,6 +377,7 @@ extern "C" int cuda_backend_create(moe_backend **out, int device, moe_err *e)
     be->act_to_real = cu_act_to_real;
     be->weights_from_master = cu_weights_from_master;
     be->sync = cu_sync;
+    be->check = cuda_check;
     be->set_run_opts = cu_set_run_opts;
     be->destroy = cu_destroy;
     cuda_fill_dense_ops(be);
