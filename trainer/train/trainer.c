@@ -714,8 +714,6 @@ static void redraw_plot(moe_trainer *t)
     }
 }
 
-/* A step's metrics line: the losses and rates, the model's FLOP/s and MFU
- * over this step's wall time (dt), rank 0's device memory. */
 /* Every byte this rank moved between host and device memory so far: the
  * backend's copies and what the GPU transport staged for host buffers. A
  * step should move its batch's tokens and a few scalars, never weights,
@@ -735,6 +733,8 @@ static uint64_t host_link_bytes(moe_trainer *t)
     return n;
 }
 
+/* A step's metrics line: the losses and rates, the model's FLOP/s and MFU
+ * over this step's wall time (dt), rank 0's device memory. */
 static int log_step(moe_trainer *t, double loss, double aux, double lr, double gnorm, double dt,
                     double elapsed, moe_err *e)
 {
