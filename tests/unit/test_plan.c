@@ -2,6 +2,7 @@
  * allocates (L0_sanity on the CPU backend, to the byte), plans the headline
  * config without memory in well under a second, sizes the expert buffers by
  * capacity, and plan_fit refuses or warns with the numbers and what fits. */
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -23,14 +24,17 @@ static int load(moe_config *c, const char *name)
     return 0;
 }
 
-/* L0_sanity on one CPU rank, made as the trainer makes it, against its plan */
+/* L0_sanity on one CPU rank, made as the trainer makes it (moments in the
+ * configured dtype: allocated fp32, then replaced by bf16), against its plan */
 static void test_plan_equals_allocation(void)
 {
     moe_config c;
     if (load(&c, "L0_sanity"))
         return;
-    for (int recompute = 0; recompute < 2; recompute++) {
+    for (int run = 0; run < 4; run++) {
+        int recompute = run & 1, bf16 = run >> 1;
         c.train.activation_recompute = recompute;
+        snprintf(c.optimizer.moments_dtype, sizeof c.optimizer.moments_dtype, bf16 ? "bf16" : "fp32");
         moe_err e = {{0}};
         moe_backend *be = NULL;
         moe_dispatcher *d = NULL;
@@ -39,14 +43,19 @@ static void test_plan_equals_allocation(void)
         CHECK(cpu_backend_create(&be, 1, &e) == 0 && dispatcher_local_create(&d, &e) == 0);
         CHECK(model_create_parallel(&m, &dims, be, d, c.train.micro_batch_size,
                                     c.train.seq_length, 0, 1, 1, recompute, &e) == 0);
+        CHECK_MSG(model_set_moments_bf16(m, bf16, &e) == 0, "%s", e.msg);
         moe_plan p;
         CHECK_MSG(plan_make(&p, &c, 1, 1, be, &e) == 0, "%s", e.msg);
         size_t got = count_backend_total(be);
-        CHECK_MSG(p.total == got, "planned %zu, allocated %zu", p.total, got);
+        CHECK_MSG(p.total == got, "moments %s: planned %zu, allocated %zu",
+                  c.optimizer.moments_dtype, p.total, got);
         for (int k = 0; k < MOE_MEM_KINDS; k++)
             CHECK_MSG(p.bytes[k] == be->mem_bytes[k], "%s: planned %zu, allocated %zu",
                       plan_kind_name(k), p.bytes[k], be->mem_bytes[k]);
-        CHECK(p.bytes[MOE_MEM_OPTIMIZER] == 2 * sizeof(real) * m->n_elems);
+        size_t moment = bf16 ? 2 * m->n_elems + 1 : sizeof(real) * m->n_elems;
+        CHECK_MSG(p.bytes[MOE_MEM_OPTIMIZER] == 2 * moment, "moments %s: %zu bytes",
+                  c.optimizer.moments_dtype, p.bytes[MOE_MEM_OPTIMIZER]);
+        CHECK(p.moments == 2 * (bf16 ? 2 : sizeof(real)) * m->n_elems);
         if (m)
             model_destroy(m);
         if (d)

@@ -4,27 +4,31 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "../../common/alloc_ledger.h"
 #include "../lowp/fp8.h"
 
 typedef struct {
     moe_backend *shape; /* the backend whose buffer sizes this one counts, or NULL: a GPU */
     int fp8_saved;
     uintptr_t next;     /* the next address handed out: never mapped, never read */
+    alloc_ledger live;  /* what is allocated now: a free takes its bytes off */
 } count_ctx;
 
 static count_ctx *CC(const moe_backend *be) { return be->ctx; }
 
 static void *count_alloc(moe_backend *be, size_t bytes, moe_err *e)
 {
-    (void)e;
     count_ctx *c = CC(be);
     uintptr_t p = c->next;
     c->next += ((bytes ? bytes : 1) + 255) & ~(uintptr_t)255;
-    be->mem_bytes[be->mem_kind] += bytes;
+    if (alloc_ledger_add(&c->live, be->mem_bytes, (void *)p, bytes, be->mem_kind)) {
+        moe_errf(e, "memory plan: out of memory for the allocation table");
+        return NULL;
+    }
     return (void *)p;
 }
 
-static void count_free(moe_backend *be, void *p) { (void)be, (void)p; }
+static void count_free(moe_backend *be, void *p) { alloc_ledger_remove(&CC(be)->live, be->mem_bytes, p); }
 
 static size_t count_act_bytes(moe_backend *be, size_t n)
 {
@@ -51,6 +55,7 @@ static void count_memset0(moe_backend *be, void *p, size_t bytes) { (void)be, (v
 static int count_sync(moe_backend *be, moe_err *e) { (void)be, (void)e; return 0; }
 static void count_destroy(moe_backend *be)
 {
+    alloc_ledger_free(&CC(be)->live);
     free(be->ctx);
     free(be);
 }

@@ -57,13 +57,16 @@ static int groups_open(plan_groups *g, int ep, int dp, moe_err *e)
 /* The optimizer's state, as the trainer makes it: the model's own moments
  * on one rank, the distributed optimizer's shards on several (its create
  * allocates through the backend alone, so the counting backend sees every
- * byte of it). */
+ * byte of it). *zp: the distributed optimizer, for the caller to destroy
+ * once it has read the totals. */
 static int count_optimizer(moe_plan *p, const moe_config *c, moe_backend *be, moe_model *m,
-                           plan_groups *g, moe_err *e)
+                           plan_groups *g, moe_zero **zp, moe_err *e)
 {
     int bf16 = !strcmp(c->optimizer.moments_dtype, "bf16");
-    if (p->world == 1) {
-        p->moments = 2 * sizeof(real) * m->n_elems;
+    if (p->world == 1) { /* the model's own moments, in the dtype the trainer sets */
+        if (model_set_moments_bf16(m, bf16, e))
+            return -1;
+        p->moments = 2 * (bf16 ? sizeof(uint16_t) : sizeof(real)) * m->n_elems;
         p->optimizer_counted = 1;
         return 0;
     }
@@ -77,7 +80,7 @@ static int count_optimizer(moe_plan *p, const moe_config *c, moe_backend *be, mo
         return -1;
     p->moments = zero_moment_bytes(z);
     p->optimizer_counted = 1;
-    zero_destroy(z);
+    *zp = z;
     return 0;
 }
 
@@ -112,9 +115,12 @@ static int count_once(moe_plan *p, const moe_config *c, int recompute, moe_backe
     for (int i = 0; i < m->n_params; i++)
         if (m->params[i].n_experts > 0)
             p->params_local_expert += (int64_t)m->params[i].n;
-    if (count_optimizer(p, c, be, m, &g, e))
+    moe_zero *z = NULL;
+    if (count_optimizer(p, c, be, m, &g, &z, e))
         goto out_model;
     memcpy(bytes, be->mem_bytes, sizeof be->mem_bytes);
+    if (z)
+        zero_destroy(z);
     rc = 0;
 out_model:
     model_destroy(m);

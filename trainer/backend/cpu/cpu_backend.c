@@ -10,6 +10,10 @@
 #endif
 
 #include "cpu_internal.h"
+#include "../../../common/alloc_ledger.h"
+
+/* be->ctx: the live allocations, so cpu_free takes their bytes off mem_bytes */
+static alloc_ledger *LEDGER(moe_backend *be) { return be->ctx; }
 
 static void *cpu_alloc(moe_backend *be, size_t bytes, moe_err *e)
 {
@@ -21,11 +25,21 @@ static void *cpu_alloc(moe_backend *be, size_t bytes, moe_err *e)
         moe_errf(e, "cpu backend: cannot allocate %zu bytes", bytes);
         return NULL;
     }
-    be->mem_bytes[be->mem_kind] += bytes;
+    if (alloc_ledger_add(LEDGER(be), be->mem_bytes, p, bytes, be->mem_kind)) {
+        free(p);
+        moe_errf(e, "cpu backend: out of memory for the allocation table");
+        return NULL;
+    }
     return p;
 }
 
-static void cpu_free(moe_backend *be, void *p) { free(p); }
+static void cpu_free(moe_backend *be, void *p)
+{
+    if (!p)
+        return;
+    alloc_ledger_remove(LEDGER(be), be->mem_bytes, p);
+    free(p);
+}
 static size_t cpu_act_bytes(moe_backend *be, size_t n) { return n * sizeof(real); }
 
 static int cpu_copy(moe_backend *be, void *dst, const void *src, size_t bytes, moe_err *e)
@@ -54,7 +68,12 @@ static void cpu_weights_from_master(moe_backend *be, act *wc, const real *master
 }
 
 static int cpu_sync(moe_backend *be, moe_err *e) { return 0; }
-static void cpu_destroy(moe_backend *be) { free(be); }
+static void cpu_destroy(moe_backend *be)
+{
+    alloc_ledger_free(LEDGER(be));
+    free(be->ctx);
+    free(be);
+}
 
 /* the process's resident set: what the CPU backend's "device" holds */
 static size_t cpu_mem_in_use(moe_backend *be)
@@ -73,8 +92,13 @@ static size_t cpu_mem_in_use(moe_backend *be)
 int cpu_backend_create(moe_backend **out, int threads, moe_err *e)
 {
     moe_backend *be = calloc(1, sizeof *be);
-    if (!be)
+    alloc_ledger *l = calloc(1, sizeof *l);
+    if (!be || !l) {
+        free(be);
+        free(l);
         return moe_errf(e, "cpu backend: out of memory");
+    }
+    be->ctx = l;
 #ifdef _OPENMP
     if (threads > 0)
         omp_set_num_threads(threads);

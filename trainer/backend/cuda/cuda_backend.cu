@@ -48,13 +48,6 @@ void *cuda_scratch(moe_backend *be, int i, size_t bytes)
 
 /* ---- memory ---- */
 
-struct cuda_live_alloc {
-    void *p;
-    size_t bytes;
-    int kind;
-};
-typedef struct cuda_live_alloc cuda_live_alloc;
-
 static void *cu_alloc(moe_backend *be, size_t bytes, moe_err *e)
 {
     void *p = NULL;
@@ -67,20 +60,11 @@ static void *cu_alloc(moe_backend *be, size_t bytes, moe_err *e)
                  total_b / 1073741824.0, CTX(be)->device_name);
         return NULL;
     }
-    cuda_ctx *c = CTX(be);
-    if (c->n_live == c->live_cap) {
-        size_t cap = c->live_cap ? 2 * c->live_cap : 256;
-        cuda_live_alloc *nl = (cuda_live_alloc *)realloc(c->live, sizeof *nl * cap);
-        if (!nl) {
-            cudaFree(p);
-            moe_errf(e, "out of host memory for the allocation table");
-            return NULL;
-        }
-        c->live = nl;
-        c->live_cap = cap;
+    if (alloc_ledger_add(&CTX(be)->live, be->mem_bytes, p, bytes, be->mem_kind)) {
+        cudaFree(p);
+        moe_errf(e, "out of host memory for the allocation table");
+        return NULL;
     }
-    c->live[c->n_live++] = (cuda_live_alloc){p, bytes, be->mem_kind};
-    be->mem_bytes[be->mem_kind] += bytes;
     return p;
 }
 
@@ -90,13 +74,7 @@ static void cu_free(moe_backend *be, void *p)
 {
     if (!p)
         return;
-    cuda_ctx *c = CTX(be);
-    for (size_t i = c->n_live; i-- > 0;)
-        if (c->live[i].p == p) {
-            be->mem_bytes[c->live[i].kind] -= c->live[i].bytes;
-            c->live[i] = c->live[--c->n_live];
-            break;
-        }
+    alloc_ledger_remove(&CTX(be)->live, be->mem_bytes, p);
     cudaFree(p);
 }
 static size_t cu_act_bytes(moe_backend *be, size_t n) { return n * sizeof(bf16); }
@@ -225,7 +203,7 @@ static void cu_destroy(moe_backend *be)
     if (c->shard_chunks)
         cudaFree(c->shard_chunks);
     free(c->shard_pieces);
-    free(c->live);
+    alloc_ledger_free(&c->live);
     if (c->d_partial)
         cudaFree(c->d_partial);
     for (int i = 0; i < 2; i++)

@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "../../../common/alloc_ledger.h"
 #include "../backend.h"
 
 typedef __nv_bfloat16 bf16;
@@ -73,8 +74,7 @@ typedef struct {
     cuda_gemm_plan *gemm_plans; /* [CUDA_GEMM_PLANS], one algorithm per shape family */
     struct cuda_cudnn_attn *cudnn_attn; /* cuDNN's handle and attention plans, made on first use */
     /* be->alloc's live buffers, so be->free takes their bytes off be->mem_bytes */
-    struct cuda_live_alloc *live;
-    size_t n_live, live_cap;
+    alloc_ledger live;
 } cuda_ctx;
 
 #define CTX(be) ((cuda_ctx *)(be)->ctx)
