@@ -21,10 +21,11 @@ set -u
 B=${1:-build}; shift || true
 if [ "${1:-}" = --genomic ]; then
     ROOT=$(cd "$(dirname "$0")/.." && pwd)
-    # per length: the precisions moekit runs (recompute chosen by measurement, NOTES.md) and
+    # per length: the precisions moekit runs (recompute chosen by measurement, NOTES.md; bf16
+    # moments as the configs set them, and at 8k also fp32 moments) and
     # the Hugging Face setups: grouped_mm experts with SDPA as torch picks it and with its
     # cuDNN backend first; compiled at 8k only (the fastest there; at 32k it did not run)
-    for row in "bench_8x7B_2L_genomic|bf16 fp8_block|${MOE_BENCH_HF_8K:-grouped_bf16_compiled grouped_bf16_cudnn}" \
+    for row in "bench_8x7B_2L_genomic|bf16 bf16+optimizer.moments_dtype=fp32 fp8_block|${MOE_BENCH_HF_8K:-grouped_bf16_compiled grouped_bf16_cudnn}" \
                "bench_8x7B_2L_genomic_32k|bf16 fp8_block|${MOE_BENCH_HF_LONG:-grouped_bf16 grouped_bf16_cudnn}" \
                "bench_8x7B_2L_genomic_64k|${MOE_BENCH_64K:-bf16 fp8_block}|${MOE_BENCH_HF_LONG:-grouped_bf16 grouped_bf16_cudnn}" \
                "bench_8x7B_2L_genomic_128k|${MOE_BENCH_128K:-bf16 fp8_block}|${MOE_BENCH_HF_128K:-grouped_bf16_cudnn}"; do

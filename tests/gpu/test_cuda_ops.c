@@ -743,6 +743,14 @@ static void test_moe(void)
     moe_case(2, 160, 64, 96, MOE_PREC_BF16);
     moe_case(0, 100, 48, 100, MOE_PREC_BF16); /* ffn not a multiple of 8: the SwiGLU kernels' scalar path */
     moe_case(1, 90, 36, 64, MOE_PREC_BF16);   /* hidden not a multiple of 8: the gathers' scalar path */
+    /* an expert's rows through the backward 128 at a time (two experts of 300
+     * rows: 128 + 128 + 44, the later chunks adding to dw) */
+    run_opts.expert_chunk_rows = 128;
+    apply_run_opts();
+    moe_case(2, 300, 64, 96, MOE_PREC_BF16);
+    moe_case(0, 1000, 64, 96, MOE_PREC_BF16);
+    run_opts.expert_chunk_rows = backend_opts_default().expert_chunk_rows;
+    apply_run_opts();
 }
 
 /* fp8_block experts: ~75 rows per expert (FP8 for 64, bf16 for the rest),
@@ -757,7 +765,14 @@ static void test_moe_fp8(void)
     apply_run_opts();
     moe_case(2, 300, 128, 256, MOE_PREC_FP8_BLOCK);
     moe_case(0, 1000, 128, 256, MOE_PREC_FP8_BLOCK);
+    /* and the backward's expert chunks of 128 rows around them */
+    run_opts.expert_chunk_rows = 128;
+    apply_run_opts();
+    moe_case(2, 300, 128, 256, MOE_PREC_FP8_BLOCK);
     run_opts.fp8_chunk_rows = backend_opts_default().fp8_chunk_rows;
+    apply_run_opts();
+    moe_case(0, 1000, 128, 256, MOE_PREC_FP8_BLOCK);
+    run_opts.expert_chunk_rows = backend_opts_default().expert_chunk_rows;
     apply_run_opts();
     /* h1, h3 kept in bf16 */
     gpu->set_fp8_saved_activations(gpu, 0);

@@ -858,7 +858,8 @@ static void test_runtime_switches(void)
     CHECK(config_fp8_gemms_mask("none", &mask, &e) == 0 && mask == 0);
     CHECK(config_fp8_gemms_mask("wgrad,fprop", &mask, &e) == 0 &&
           mask == (MOE_RT_FP8_FPROP | MOE_RT_FP8_WGRAD));
-    CHECK(cfg.runtime.fp8_chunk_rows == 8192 && cfg.runtime.fp8_fused_save == 1 &&
+    CHECK(cfg.runtime.fp8_chunk_rows == 8192 && cfg.runtime.expert_chunk_rows == 8192 &&
+          cfg.runtime.fp8_fused_save == 1 &&
           cfg.runtime.gemm == MOE_RT_GEMM_CUBLASLT && cfg.runtime.attention == MOE_RT_ATTN_CUDNN &&
           cfg.runtime.init_on == MOE_RT_INIT_DEVICE);
     char *bad_list[] = {"runtime.fp8_gemms=fprop,wgard"};
@@ -867,6 +868,9 @@ static void test_runtime_switches(void)
     char *bad_rows[] = {"runtime.fp8_chunk_rows=200"};
     CHECK_ERR(config_load(&cfg, write_file("rt.cfg", ""), NULL, 1, bad_rows, &e), e,
               "multiple of 128");
+    char *bad_chunk[] = {"runtime.expert_chunk_rows=1000"};
+    CHECK_ERR(config_load(&cfg, write_file("rt.cfg", ""), NULL, 1, bad_chunk, &e), e,
+              "runtime.expert_chunk_rows = 1000 must be a multiple of 128");
     char *bad_attn[] = {"runtime.attention=flash"};
     CHECK_ERR(config_load(&cfg, write_file("rt.cfg", ""), NULL, 1, bad_attn, &e), e,
               "runtime.attention", "simt");

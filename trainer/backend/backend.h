@@ -108,13 +108,14 @@ typedef struct {
     int fp8_gemms;              /* MOE_FP8_* bits: the expert GEMMs fp8_block / mxfp8 run in FP8 */
     int fp8_chunk_rows;         /* an expert's FP8 rows go through the GEMMs this many at a time */
     int fp8_fused_save;         /* the SwiGLU kernel writes fp8_block's saved h1, h3 itself */
+    int expert_chunk_rows;      /* an expert's rows go through the backward this many at a time */
     moe_gemm_lib gemm;          /* the bf16 GEMMs through cuBLASLt or cublasGemmEx */
     moe_attn_kernels attention; /* the attention kernel family tried first */
 } moe_backend_opts;
 
 static inline moe_backend_opts backend_opts_default(void)
 {
-    moe_backend_opts o = {MOE_FP8_FPROP | MOE_FP8_DGRAD | MOE_FP8_WGRAD, 8192, 1,
+    moe_backend_opts o = {MOE_FP8_FPROP | MOE_FP8_DGRAD | MOE_FP8_WGRAD, 8192, 1, 8192,
                           MOE_GEMM_CUBLASLT, MOE_ATTN_CUDNN};
     return o;
 }
@@ -335,6 +336,11 @@ struct moe_backend {
      * keeps them smaller. NULL: act_bytes. Plan those buffers after the
      * precision is set, and do not change it while they live. */
     size_t (*expert_saved_bytes)(moe_backend *be, size_t rows, int I);
+    /* Rows of experts_fwd's `a` (the SwiGLU output the down projection
+     * reads) the caller provides for `rows` expert rows. NULL: all of them.
+     * 0: the backend runs each expert's rows through the SwiGLU and the down
+     * projection a chunk at a time in its own scratch, and `a` may be NULL. */
+    size_t (*expert_swiglu_rows)(moe_backend *be, size_t rows);
 };
 
 /* Backends. Each returns 0 and a ready table, or -1 with a reason. */

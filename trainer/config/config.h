@@ -135,6 +135,7 @@ typedef struct {
     char fp8_gemms[32];             /* runtime.fp8_gemms: comma list of fprop,dgrad,wgrad or none */
     int fp8_chunk_rows;             /* runtime.fp8_chunk_rows: FP8 rows per expert GEMM (128k) */
     int fp8_fused_save;             /* runtime.fp8_fused_save (bool): SwiGLU kernel quantises h */
+    int expert_chunk_rows;          /* runtime.expert_chunk_rows: an expert's backward rows at a time */
     moe_rt_gemm gemm;               /* runtime.gemm: cublaslt|cublas */
     moe_rt_attention attention;     /* runtime.attention: mma|wmma|simt */
     moe_rt_init_on init_on;         /* runtime.init_on: device|host */

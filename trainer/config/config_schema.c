@@ -192,6 +192,11 @@ const config_key config_keys[] = {
      .imin = 128, .imax = 1 << 24, .def = "8192",
      .doc = "an expert's FP8 rows go through the GEMMs this many at a time (a multiple of 128; "
             "bounds the quantised copies however the router spreads tokens)"},
+    {.path = "runtime.expert_chunk_rows", .type = KEY_INT, .offset = AT(runtime.expert_chunk_rows),
+     .imin = 128, .imax = 1 << 24, .def = "8192",
+     .doc = "an expert's rows go through the backward this many at a time (a multiple of 128; "
+            "bounds the backward's four [rows, intermediate] buffers however the router spreads "
+            "tokens)"},
     BOOL_KEY("runtime.fp8_fused_save", runtime.fp8_fused_save, "true",
              "fp8_block: the SwiGLU kernel quantises the saved h1, h3 itself; false runs the "
              "quantiser after it (the same bytes; a check and an ablation)"),

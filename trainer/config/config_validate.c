@@ -136,6 +136,11 @@ static int check_runtime(const rule_ctx *r)
                          "runtime.fp8_chunk_rows = %d must be a multiple of 128 (the chunks "
                          "cut no 1x128 scale block along the tokens)",
                          rt->fp8_chunk_rows);
+    if (rt->expert_chunk_rows % 128)
+        return violation(r, "runtime.expert_chunk_rows", NULL,
+                         "runtime.expert_chunk_rows = %d must be a multiple of 128 (the chunks "
+                         "cut no 1x128 scale block along the tokens)",
+                         rt->expert_chunk_rows);
     return 0;
 }
 

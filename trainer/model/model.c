@@ -84,7 +84,8 @@ static void plan_layer(planner *pl, moe_model *m, int l, size_t rows)
     a->route_count = host_calloc(pl, E, sizeof(int64_t));
     a->moe_out = s0 ? s0->moe_out : plan_act(pl, N * C);
     plan_kind(pl, MOE_MEM_CAPACITY);
-    a->a = s0 ? s0->a : plan_act(pl, rows * I);
+    size_t a_rows = be->expert_swiglu_rows ? be->expert_swiglu_rows(be, rows) : rows;
+    a->a = s0 ? s0->a : a_rows ? plan_act(pl, a_rows * I) : NULL;
     a->y_perm = s0 ? s0->y_perm : plan_act(pl, rows * C);
     if (s0 && m->recompute) {
         int64_t *rc = a->route_count;

@@ -45,6 +45,15 @@ static size_t count_expert_saved_bytes(moe_backend *be, size_t rows, int I)
     return CC(be)->fp8_saved ? lowp_fp8blk_saved_bytes(rows, (size_t)I) : 2 * rows * (size_t)I;
 }
 
+/* the shape's answer; a GPU keeps one chunk of the SwiGLU output in its scratch */
+static size_t count_expert_swiglu_rows(moe_backend *be, size_t rows)
+{
+    moe_backend *s = CC(be)->shape;
+    if (s)
+        return s->expert_swiglu_rows ? s->expert_swiglu_rows(s, rows) : rows;
+    return 0;
+}
+
 /* copies and fills: there is nothing to copy */
 static int count_copy(moe_backend *be, void *dst, const void *src, size_t bytes, moe_err *e)
 {
@@ -100,6 +109,7 @@ int count_backend_create(moe_backend **out, moe_backend *shape, int fp8_saved, m
     be->free = count_free;
     be->act_bytes = count_act_bytes;
     be->expert_saved_bytes = count_expert_saved_bytes;
+    be->expert_swiglu_rows = count_expert_swiglu_rows;
     be->upload = count_copy;
     be->download = count_copy;
     be->copy = count_copy;

@@ -246,12 +246,16 @@ static int cu_set_run_opts(moe_backend *be, const moe_backend_opts *o, moe_err *
     if (o->fp8_chunk_rows < 128 || o->fp8_chunk_rows % 128)
         return moe_errf(e, "cuda: FP8 chunk of %d rows: want a positive multiple of 128",
                         o->fp8_chunk_rows);
+    if (o->expert_chunk_rows < 128 || o->expert_chunk_rows % 128)
+        return moe_errf(e, "cuda: expert chunk of %d rows: want a positive multiple of 128",
+                        o->expert_chunk_rows);
     if (o->gemm == MOE_GEMM_CUBLAS && c->lt)
         cuda_gemm_destroy(be); /* c->lt NULL: every GEMM through cublasGemmEx */
     else if (o->gemm == MOE_GEMM_CUBLASLT && !c->lt && cuda_gemm_init(be, e))
         return -1;
     c->fp8_gemms = o->fp8_gemms;
     c->fp8_chunk_rows = o->fp8_chunk_rows;
+    c->expert_chunk_rows = o->expert_chunk_rows;
     c->fp8_fused_save = o->fp8_fused_save != 0;
     c->attention = o->attention;
     return 0;
@@ -312,6 +316,7 @@ extern "C" int cuda_backend_create(moe_backend **out, int device, moe_err *e)
     moe_backend_opts opts = backend_opts_default();
     c->fp8_gemms = opts.fp8_gemms;
     c->fp8_chunk_rows = opts.fp8_chunk_rows;
+    c->expert_chunk_rows = opts.expert_chunk_rows;
     c->fp8_fused_save = opts.fp8_fused_save;
     c->attention = opts.attention;
     c->stream = 0; /* the legacy default stream: cuBLAS and our kernels in order */

@@ -64,6 +64,7 @@ typedef struct {
     int fp8_gemms; /* which of fprop / dgrad / wgrad (bits 1, 2, 4) run in FP8 */
     int fp8_saved_on; /* fp8_block keeps h1, h3 in E4M3 (set_fp8_saved_activations) */
     int fp8_chunk_rows; /* an expert's FP8 rows go through the GEMMs this many at a time */
+    int expert_chunk_rows; /* an expert's rows go through the backward this many at a time */
     int fp8_fused_save; /* the SwiGLU kernel writes fp8_block's saved h (runtime.fp8_fused_save) */
     moe_attn_kernels attention; /* the attention kernels tried first (runtime.attention) */
     int linear_lowp;    /* the attention projections in expert_lowp's recipe too */
@@ -230,6 +231,8 @@ void cuda_swiglu_prob_bwd(moe_backend *be, bf16 *dh1, bf16 *dh3, float *dp, cons
 typedef struct {
     bf16 *a, *da, *dh1, *dh3;
 } cuda_expert_bwd_bufs;
+size_t cuda_expert_bwd_rows(moe_backend *be, const moe_route_plan *plan);
+bf16 *cuda_expert_swiglu_scratch(moe_backend *be, const moe_route_plan *plan, int I);
 int cuda_expert_bwd_alloc(moe_backend *be, cuda_expert_bwd_bufs *b, size_t rows, int I);
 int cuda_expert_bwd_prepare(moe_backend *be, cuda_expert_bwd_bufs *b, const act *h1,
                             const act *h3, const real *p_perm, size_t rows, int I);

@@ -298,6 +298,7 @@ static void experts_fwd(moe_backend *be, act *y_perm, act *h1, act *h3, act *a, 
         cuda_experts_fwd_mxemu(be, y_perm, h1, h3, a, x_perm, p_perm, w1, w3, w2, plan, C, I);
         return;
     }
+    (void)a; /* (cuda_expert_swiglu_rows: 0) */
     for (int x = 0; x < plan->n_experts; x++) {
         int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x];
         if (rows == 0)
@@ -306,14 +307,19 @@ static void experts_fwd(moe_backend *be, act *y_perm, act *h1, act *h3, act *a, 
         cuda_gemm_xwT(be, B16(h1) + r0 * I, 0, X, CB16(w1) + (size_t)x * I * C, (int)rows, C, I, 0.f);
         cuda_gemm_xwT(be, B16(h3) + r0 * I, 0, X, CB16(w3) + (size_t)x * I * C, (int)rows, C, I, 0.f);
     }
-    cuda_swiglu_prob(be, B16(a), CB16(h1), CB16(h3), p_perm, plan->n_rows, I);
-    for (int x = 0; x < plan->n_experts; x++) {
-        int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x];
-        if (rows == 0)
-            continue;
-        cuda_gemm_xwT(be, B16(y_perm) + r0 * C, 0, CB16(a) + r0 * I, CB16(w2) + (size_t)x * C * I,
-                      (int)rows, I, C, 0.f);
-    }
+    /* the SwiGLU output a chunk at a time, straight into the down projection */
+    bf16 *A = cuda_expert_swiglu_scratch(be, plan, I);
+    if (!A)
+        return;
+    const int64_t ch = CTX(be)->expert_chunk_rows;
+    for (int x = 0; x < plan->n_experts; x++)
+        for (int64_t c0 = 0; c0 < plan->expert_count[x]; c0 += ch) {
+            const int64_t r0 = plan->expert_offset[x] + c0;
+            const int rows = (int)(plan->expert_count[x] - c0 < ch ? plan->expert_count[x] - c0 : ch);
+            cuda_swiglu_prob(be, A, CB16(h1) + r0 * I, CB16(h3) + r0 * I, p_perm + r0, (size_t)rows, I);
+            cuda_gemm_xwT(be, B16(y_perm) + r0 * C, 0, A, CB16(w2) + (size_t)x * C * I, rows, I, C,
+                          0.f);
+        }
 }
 
 __global__ void combine_kernel(bf16 *out, const bf16 *y_perm, const int32_t *slot_row, int K, int C)
@@ -447,6 +453,30 @@ void cuda_swiglu_prob_bwd(moe_backend *be, bf16 *dh1, bf16 *dh3, float *dp, cons
     cuda_swiglu_prob_bwd_in(be, dh1, dh3, dp, da, g, u, p, rows, I);
 }
 
+/* The rows the backward's [rows, I] scratch must hold: the busiest expert's,
+ * at most one chunk (runtime.expert_chunk_rows) */
+size_t cuda_expert_bwd_rows(moe_backend *be, const moe_route_plan *plan)
+{
+    int64_t most = 0;
+    for (int x = 0; x < plan->n_experts; x++)
+        most = plan->expert_count[x] > most ? plan->expert_count[x] : most;
+    return (size_t)(most < CTX(be)->expert_chunk_rows ? most : CTX(be)->expert_chunk_rows);
+}
+
+/* The forward's SwiGLU output, one chunk of the busiest expert's rows: the
+ * backward's `a` (the two never overlap). */
+bf16 *cuda_expert_swiglu_scratch(moe_backend *be, const moe_route_plan *plan, int I)
+{
+    size_t rows = cuda_expert_bwd_rows(be, plan);
+    return (bf16 *)cuda_scratch(be, 3, (rows ? rows : 1) * I * sizeof(bf16));
+}
+
+static size_t cuda_expert_swiglu_rows(moe_backend *be, size_t rows)
+{
+    (void)be, (void)rows;
+    return 0;
+}
+
 /* The backward's [rows, I] scratch of every expert path, and a = p silu(h1)
  * h3 recomputed into it rather than kept from the forward. */
 int cuda_expert_bwd_alloc(moe_backend *be, cuda_expert_bwd_bufs *b, size_t rows, int I)
@@ -496,32 +526,33 @@ static void experts_bwd(moe_backend *be, act *dx_perm, real *dp_perm, real *dw1,
                                p_perm, w1, w3, w2, plan, C, I, dw_overwrite);
         return;
     }
-    /* one expert at a time: a, da, dh1, dh3 for its rows only, so the [rows, I]
-     * scratch is the busiest expert's (about top_k / E of all rows), not all rows' */
-    const float wb = dw_overwrite ? 0.f : 1.f; /* each expert's dw gets one GEMM */
-    int64_t most = 0;
-    for (int x = 0; x < plan->n_experts; x++)
-        most = plan->expert_count[x] > most ? plan->expert_count[x] : most;
+    /* one expert at a time, its rows expert_chunk_rows at a time: a, da, dh1,
+     * dh3 for one chunk only, so the [rows, I] scratch is bounded however the
+     * router spreads the tokens; a chunk after an expert's first adds to its dw */
+    const float wb = dw_overwrite ? 0.f : 1.f;
+    const int64_t ch = CTX(be)->expert_chunk_rows;
     cuda_expert_bwd_bufs b;
-    if (most == 0 || cuda_expert_bwd_alloc(be, &b, (size_t)most, I))
+    size_t most = cuda_expert_bwd_rows(be, plan);
+    if (most == 0 || cuda_expert_bwd_alloc(be, &b, most, I))
         return;
-    for (int x = 0; x < plan->n_experts; x++) {
-        int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x];
-        if (rows == 0)
-            continue;
-        const bf16 *H1 = CB16(h1) + r0 * I, *H3 = CB16(h3) + r0 * I, *DY = CB16(dy_perm) + r0 * C;
-        const float *P = p_perm + r0;
-        cuda_swiglu_prob(be, b.a, H1, H3, P, (size_t)rows, I);
-        cuda_gemm_dyTx(be, dw2 + (size_t)x * C * I, DY, b.a, (int)rows, I, C, wb);
-        cuda_gemm_dyw(be, b.da, DY, CB16(w2) + (size_t)x * C * I, (int)rows, I, C, 0.f);
-        cuda_swiglu_prob_bwd(be, b.dh1, b.dh3, dp_perm + r0, b.da, H1, H3, P, (size_t)rows, I);
-        const bf16 *X = CB16(x_perm) + r0 * C;
-        cuda_gemm_dyTx(be, dw1 + (size_t)x * I * C, b.dh1, X, (int)rows, C, I, wb);
-        cuda_gemm_dyTx(be, dw3 + (size_t)x * I * C, b.dh3, X, (int)rows, C, I, wb);
-        bf16 *DX = B16(dx_perm) + r0 * C;
-        cuda_gemm_dyw(be, DX, b.dh1, CB16(w1) + (size_t)x * I * C, (int)rows, C, I, 0.f);
-        cuda_gemm_dyw(be, DX, b.dh3, CB16(w3) + (size_t)x * I * C, (int)rows, C, I, 1.f);
-    }
+    for (int x = 0; x < plan->n_experts; x++)
+        for (int64_t c0 = 0; c0 < plan->expert_count[x]; c0 += ch) {
+            const int64_t r0 = plan->expert_offset[x] + c0;
+            const int rows = (int)(plan->expert_count[x] - c0 < ch ? plan->expert_count[x] - c0 : ch);
+            const float wbc = c0 ? 1.f : wb;
+            const bf16 *H1 = CB16(h1) + r0 * I, *H3 = CB16(h3) + r0 * I, *DY = CB16(dy_perm) + r0 * C;
+            const float *P = p_perm + r0;
+            cuda_swiglu_prob(be, b.a, H1, H3, P, (size_t)rows, I);
+            cuda_gemm_dyTx(be, dw2 + (size_t)x * C * I, DY, b.a, rows, I, C, wbc);
+            cuda_gemm_dyw(be, b.da, DY, CB16(w2) + (size_t)x * C * I, rows, I, C, 0.f);
+            cuda_swiglu_prob_bwd(be, b.dh1, b.dh3, dp_perm + r0, b.da, H1, H3, P, (size_t)rows, I);
+            const bf16 *X = CB16(x_perm) + r0 * C;
+            cuda_gemm_dyTx(be, dw1 + (size_t)x * I * C, b.dh1, X, rows, C, I, wbc);
+            cuda_gemm_dyTx(be, dw3 + (size_t)x * I * C, b.dh3, X, rows, C, I, wbc);
+            bf16 *DX = B16(dx_perm) + r0 * C;
+            cuda_gemm_dyw(be, DX, b.dh1, CB16(w1) + (size_t)x * I * C, rows, C, I, 0.f);
+            cuda_gemm_dyw(be, DX, b.dh3, CB16(w3) + (size_t)x * I * C, rows, C, I, 1.f);
+        }
 }
 
 __global__ void permute_bwd_kernel(bf16 *dx, float *dtopk_w, const bf16 *dx_perm,
@@ -615,4 +646,5 @@ void cuda_fill_moe_ops(moe_backend *be)
     be->set_linear_lowp = cuda_set_linear_lowp;
     be->set_fp8_saved_activations = cuda_set_fp8_saved_activations;
     be->expert_saved_bytes = cuda_expert_saved_bytes;
+    be->expert_swiglu_rows = cuda_expert_swiglu_rows;
 }

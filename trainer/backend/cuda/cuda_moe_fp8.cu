@@ -102,7 +102,7 @@ void cuda_experts_fwd_fp8(moe_backend *be, act *y_perm, act *h1, act *h3, act *a
     const int on = CTX(be)->fp8_gemms & MOE_FP8_FPROP, saved8 = cuda_fp8_saved(be);
     /* mxfp8: SwiGLU x probability writes a's MXFP8 copy for the down
      * projection itself, chunk by chunk (and a in bf16, for the rows the
-     * bf16 GEMM takes); fp8_block quantises a after one SwiGLU over all rows */
+     * bf16 GEMM takes); fp8_block quantises each chunk of a after the SwiGLU */
     const int mx_fused = fp8_is_mx(be) && on;
     bf16 *H1 = B16(h1), *H3 = B16(h3);
     if (rows_all == 0)
@@ -144,31 +144,46 @@ void cuda_experts_fwd_fp8(moe_backend *be, act *y_perm, act *h1, act *h3, act *a
             cuda_gemm_xwT(be, H3 + (r0 + n8) * I, 0, X + n8 * C, W3, r, C, I, 0.f);
         }
     }
-    if (saved8) {
-        /* h1, h3 quantised by the SwiGLU kernel as it reads them, or after it */
-        const size_t ld = lowp_fp8blk_1x128_ld(rows_all);
-        cuda_fp8_save s1 = {(uint8_t *)h1, saved_scales(h1, rows_all, I), ld},
-                      s3 = {(uint8_t *)h3, saved_scales(h3, rows_all, I), ld};
-        if (!CTX(be)->fp8_fused_save ||
-            cuda_swiglu_prob_save8(be, B16(a), H1, H3, p_perm, rows_all, I, s1, s3)) {
-            cuda_swiglu_prob(be, B16(a), H1, H3, p_perm, rows_all, I);
-            if (save_fp8(be, op, h1, H1, rows_all, I) || save_fp8(be, op, h3, H3, rows_all, I))
-                return;
-        }
-    } else if (!mx_fused) {
-        cuda_swiglu_prob(be, B16(a), H1, H3, p_perm, rows_all, I);
-    }
+    /* a = p SwiGLU(h1, h3) an expert chunk at a time (into the backward's `a`
+     * scratch: the model gives none, cuda_expert_swiglu_rows), each chunk
+     * straight into the down projection. fp8_block keeps h1, h3 in E4M3:
+     * the SwiGLU kernel writes each chunk's codes as it reads them, or, where
+     * it cannot (fp8_fused_save off, a width not a multiple of 256), the
+     * quantiser takes all rows first. mxfp8 fuses the SwiGLU into the down
+     * projection's quantiser (fp8_swiglu_mx). */
+    bf16 *A = cuda_expert_swiglu_scratch(be, plan, I);
+    if (!A)
+        return;
+    (void)a;
+    const size_t ld = lowp_fp8blk_1x128_ld(rows_all);
+    int fused_save = saved8 && CTX(be)->fp8_fused_save;
+    if (saved8 && !fused_save &&
+        (save_fp8(be, op, h1, H1, rows_all, I) || save_fp8(be, op, h3, H3, rows_all, I)))
+        return;
+    const int64_t ech = CTX(be)->expert_chunk_rows;
     for (int x = 0; x < plan->n_experts; x++) {
-        int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x];
-        int64_t n8 = on ? fp8_rows(be, rows) : 0;
-        if (rows == 0)
-            continue;
-        bf16 *A = B16(a) + r0 * I;
         const bf16 *W2 = CB16(w2) + (size_t)x * C * I;
-        if (n8) {
-            lowp_fp8_operand q2;
-            if (fp8_quant_weight(be, op, W2, C, I, 0, S_W, &q2))
-                return;
+        lowp_fp8_operand q2;
+        if (on && fp8_rows(be, plan->expert_count[x]) &&
+            fp8_quant_weight(be, op, W2, C, I, 0, S_W, &q2))
+            return;
+        for (int64_t e0 = 0; e0 < plan->expert_count[x]; e0 += ech) {
+            const int64_t r0 = plan->expert_offset[x] + e0;
+            const int64_t rows = plan->expert_count[x] - e0 < ech ? plan->expert_count[x] - e0 : ech;
+            const int64_t n8 = on ? fp8_rows(be, rows) : 0;
+            if (fused_save) {
+                cuda_fp8_save s1 = {(uint8_t *)h1 + r0 * I, saved_scales(h1, rows_all, I) + r0, ld},
+                              s3 = {(uint8_t *)h3 + r0 * I, saved_scales(h3, rows_all, I) + r0, ld};
+                if (cuda_swiglu_prob_save8(be, A, H1 + r0 * I, H3 + r0 * I, p_perm + r0,
+                                           (size_t)rows, I, s1, s3)) {
+                    /* this shape is not the kernel's: the quantiser takes every row now */
+                    fused_save = 0;
+                    if (save_fp8(be, op, h1, H1, rows_all, I) || save_fp8(be, op, h3, H3, rows_all, I))
+                        return;
+                }
+            }
+            if (!fused_save && !mx_fused) /* (mxfp8 keeps no E4M3 h: mx_fused excludes saved8) */
+                cuda_swiglu_prob(be, A, H1 + r0 * I, H3 + r0 * I, p_perm + r0, (size_t)rows, I);
             for (int64_t c0 = 0; c0 < n8; c0 += CTX(be)->fp8_chunk_rows) {
                 int64_t cn = fp8_chunk_len(be, n8, c0);
                 const size_t o = (size_t)(r0 + c0) * I;
@@ -179,14 +194,14 @@ void cuda_experts_fwd_fp8(moe_backend *be, act *y_perm, act *h1, act *h3, act *a
                 fp8_gemm8(be, op, C, (int)cn, I, q2.codes, q2.scales, q2.kind, xq.codes, xq.scales,
                           B16(y_perm) + (r0 + c0) * C, 0, 0.f);
             }
-        }
-        if (rows > n8) {
-            const size_t o = (size_t)(r0 + n8) * I;
-            if (mx_fused)
-                cuda_swiglu_prob(be, A + n8 * I, H1 + o, H3 + o, p_perm + r0 + n8,
-                                 (size_t)(rows - n8), I);
-            cuda_gemm_xwT(be, B16(y_perm) + (r0 + n8) * C, 0, A + n8 * I, W2, (int)(rows - n8), I,
-                          C, 0.f);
+            if (rows > n8) {
+                const size_t o = (size_t)(r0 + n8) * I;
+                if (mx_fused)
+                    cuda_swiglu_prob(be, A + n8 * I, H1 + o, H3 + o, p_perm + r0 + n8,
+                                     (size_t)(rows - n8), I);
+                cuda_gemm_xwT(be, B16(y_perm) + (r0 + n8) * C, 0, A + n8 * I, W2, (int)(rows - n8),
+                              I, C, 0.f);
+            }
         }
     }
 }
@@ -209,35 +224,38 @@ void cuda_experts_bwd_fp8(moe_backend *be, act *dx_perm, real *dp_perm, real *dw
         return;
     /* h1, h3 read straight from what the forward kept (E4M3 or bf16) */
     const cuda_swiglu_in H1 = saved_in(be, h1, rows_all, I), H3 = saved_in(be, h3, rows_all, I);
-    /* one expert at a time, as the bf16 path: a, da, dh1, dh3 for the busiest expert's rows */
-    int64_t most = 0;
-    for (int x = 0; x < plan->n_experts; x++)
-        most = plan->expert_count[x] > most ? plan->expert_count[x] : most;
-    if (cuda_expert_bwd_alloc(be, &b, (size_t)most, I))
+    /* one expert at a time, its rows expert_chunk_rows at a time, as the bf16
+     * path: a, da, dh1, dh3 for one chunk (a multiple of 128 rows, so a chunk
+     * cuts none of the wgrad operands' 1x128 tiles along the tokens) */
+    const int64_t ech = CTX(be)->expert_chunk_rows;
+    size_t most = cuda_expert_bwd_rows(be, plan);
+    if (most == 0 || cuda_expert_bwd_alloc(be, &b, most, I))
         return;
     size_t ch = (size_t)CTX(be)->fp8_chunk_rows;
     q8 gq = fp8_act_scratch(be, S_P, ch, wide, 1, 1); /* the gradient: both copies */
     q8 iq = fp8_act_scratch(be, S_Q, ch, wide, 0, 1); /* the GEMM input: transposed only */
     if (!fp8_q8_ok(&gq, 1, 1) || !fp8_q8_ok(&iq, 0, 1))
         return;
-    for (int x = 0; x < plan->n_experts; x++) {
-        int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x], n8 = fp8_rows(be, rows);
-        int64_t nd = don ? n8 : 0, nw = won ? n8 : 0;
-        if (rows == 0)
-            continue;
-        const cuda_swiglu_in h1x = swiglu_rows(H1, r0, I), h3x = swiglu_rows(H3, r0, I);
-        cuda_swiglu_prob_in(be, b.a, h1x, h3x, p_perm + r0, (size_t)rows, I);
-        if (fp8_proj_bwd(be, op, b.da, 0.f, dw2 + (size_t)x * C * I, wb, CB16(dy_perm) + r0 * C,
-                         b.a, CB16(w2) + (size_t)x * C * I, &gq, &iq, rows, nd, nw, I, C, 0))
-            return;
-        cuda_swiglu_prob_bwd_in(be, b.dh1, b.dh3, dp_perm + r0, b.da, h1x, h3x, p_perm + r0,
-                                (size_t)rows, I);
-        const bf16 *X = CB16(x_perm) + r0 * C;
-        bf16 *DX = B16(dx_perm) + r0 * C;
-        if (fp8_proj_bwd(be, op, DX, 0.f, dw1 + (size_t)x * I * C, wb, b.dh1, X,
-                         CB16(w1) + (size_t)x * I * C, &gq, &iq, rows, nd, nw, C, I, 0) ||
-            fp8_proj_bwd(be, op, DX, 1.f, dw3 + (size_t)x * I * C, wb, b.dh3, X,
-                         CB16(w3) + (size_t)x * I * C, &gq, &iq, rows, nd, nw, C, I, 1))
-            return;
-    }
+    for (int x = 0; x < plan->n_experts; x++)
+        for (int64_t c0 = 0; c0 < plan->expert_count[x]; c0 += ech) {
+            const int64_t r0 = plan->expert_offset[x] + c0;
+            const int64_t rows = plan->expert_count[x] - c0 < ech ? plan->expert_count[x] - c0 : ech;
+            const int64_t n8 = fp8_rows(be, rows), nd = don ? n8 : 0, nw = won ? n8 : 0;
+            const float wbc = c0 ? 1.f : wb;
+            const cuda_swiglu_in h1x = swiglu_rows(H1, r0, I), h3x = swiglu_rows(H3, r0, I);
+            cuda_swiglu_prob_in(be, b.a, h1x, h3x, p_perm + r0, (size_t)rows, I);
+            if (fp8_proj_bwd(be, op, b.da, 0.f, dw2 + (size_t)x * C * I, wbc,
+                             CB16(dy_perm) + r0 * C, b.a, CB16(w2) + (size_t)x * C * I, &gq, &iq,
+                             rows, nd, nw, I, C, 0))
+                return;
+            cuda_swiglu_prob_bwd_in(be, b.dh1, b.dh3, dp_perm + r0, b.da, h1x, h3x, p_perm + r0,
+                                    (size_t)rows, I);
+            const bf16 *X = CB16(x_perm) + r0 * C;
+            bf16 *DX = B16(dx_perm) + r0 * C;
+            if (fp8_proj_bwd(be, op, DX, 0.f, dw1 + (size_t)x * I * C, wbc, b.dh1, X,
+                             CB16(w1) + (size_t)x * I * C, &gq, &iq, rows, nd, nw, C, I, 0) ||
+                fp8_proj_bwd(be, op, DX, 1.f, dw3 + (size_t)x * I * C, wbc, b.dh3, X,
+                             CB16(w3) + (size_t)x * I * C, &gq, &iq, rows, nd, nw, C, I, 1))
+                return;
+        }
 }

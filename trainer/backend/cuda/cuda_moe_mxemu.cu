@@ -68,8 +68,12 @@ void cuda_experts_fwd_mxemu(moe_backend *be, act *y_perm, act *h1, act *h3, act 
             return;
         cuda_gemm_xwT(be, B16(h3) + r0 * I, 0, Xq + r0 * C, W, (int)rows, C, I, 0.f);
     }
-    cuda_swiglu_prob(be, B16(a), CB16(h1), CB16(h3), p_perm, rows_all, I);
-    const bf16 *Aq = cuda_mxemu_fake(be, op, S_ROW, CB16(a), rows_all, I, 0);
+    /* a: the model gives none (cuda_expert_swiglu_rows); S_ROW_B is free until the backward */
+    bf16 *A = a ? B16(a) : (bf16 *)cuda_scratch(be, S_ROW_B, rows_all * I * sizeof(bf16));
+    if (!A)
+        return;
+    cuda_swiglu_prob(be, A, CB16(h1), CB16(h3), p_perm, rows_all, I);
+    const bf16 *Aq = cuda_mxemu_fake(be, op, S_ROW, A, rows_all, I, 0);
     for (int x = 0; Aq && x < plan->n_experts; x++) {
         int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x];
         if (rows == 0)
