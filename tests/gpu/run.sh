@@ -95,6 +95,21 @@ else
         <(learned "$T/cuda_bf16/metrics.jsonl") | head -4 | tr '\n' ' ')"
 fi
 
+# the same run twice, the same bits: no kernel of the step adds in an order that changes
+# between runs (moekit's own attention kernels here; the cuDNN runs above are compared by the
+# resume check)
+for i in 1 2; do
+    "$BIN" --config L0_sanity --backend cuda precision.compute=bf16 runtime.attention=mma \
+        train.steps=60 logger.frequency=1000 logger.run_dir="$T/again$i" >"$T/again$i.log" 2>&1
+done
+if [ -s "$T/again1/metrics.jsonl" ] &&
+   [ "$(learned "$T/again1/metrics.jsonl")" = "$(learned "$T/again2/metrics.jsonl")" ]; then
+    ok same_run_same_bits
+else
+    bad same_run_same_bits "$(diff <(learned "$T/again1/metrics.jsonl") \
+        <(learned "$T/again2/metrics.jsonl") | head -4 | tr '\n' ' ')"
+fi
+
 # PCIe per step (metrics.jsonl host_link_bytes): the batch's tokens and the routing's indices,
 # never weights, gradients or optimizer state; bound: 16 B a token + 32 B a token a layer + 64 KiB
 if python3 - "$T/cuda_bf16/metrics.jsonl" "$T/cuda_bf16/config.cfg" <<'PY'

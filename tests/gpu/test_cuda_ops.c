@@ -226,7 +226,7 @@ static void dense_case(int N, int C, int OC, int V)
     poison(&emb);
     BOTH(cpu->embedding_fwd(cpu, C(emb), C(tk), C(wte), N, C), gpu->embedding_fwd(gpu, G(emb), G(tk), G(wte), N, C));
     cmp("embedding_fwd", &emb, 1e-6);
-    BOTH(cpu->embedding_bwd(cpu, C(dwte), C(dn), C(tk), N, C), gpu->embedding_bwd(gpu, G(dwte), G(dn), G(tk), N, C));
+    BOTH(cpu->embedding_bwd(cpu, C(dwte), C(dn), C(tk), N, C, V), gpu->embedding_bwd(gpu, G(dwte), G(dn), G(tk), N, C, V));
     cmp("embedding_bwd", &dwte, 1e-5);
 
     /* LM head + loss */

@@ -25,7 +25,7 @@ static int load(moe_config *c, const char *name)
 }
 
 /* L0_sanity on one CPU rank, made as the trainer makes it (moments in the
- * configured dtype: allocated fp32, then replaced by bf16), against its plan */
+ * configured dtype from the start), against its plan */
 static void test_plan_equals_allocation(void)
 {
     moe_config c;
@@ -42,8 +42,11 @@ static void test_plan_equals_allocation(void)
         moe_dims dims = model_dims_from_config(&c.model);
         CHECK(cpu_backend_create(&be, 1, &e) == 0 && dispatcher_local_create(&d, &e) == 0);
         CHECK(model_create_parallel(&m, &dims, be, d, c.train.micro_batch_size,
-                                    c.train.seq_length, 0, 1, 1, recompute, &e) == 0);
+                                    c.train.seq_length, 0, 1,
+                                    bf16 ? MOE_MOMENTS_BF16 : MOE_MOMENTS_FP32, recompute, &e) == 0);
+        size_t made = count_backend_total(be); /* the moments made in their dtype at once */
         CHECK_MSG(model_set_moments_bf16(m, bf16, &e) == 0, "%s", e.msg);
+        CHECK(count_backend_total(be) == made);
         moe_plan p;
         CHECK_MSG(plan_make(&p, &c, 1, 1, be, &e) == 0, "%s", e.msg);
         size_t got = count_backend_total(be);

@@ -254,9 +254,10 @@ struct moe_backend {
                         int C, int V, real dloss, moe_err *e);
 
     /* ---- backward ---- */
-    /* dw[V,C] += scatter of dx rows by token */
+    /* dw[V,C] += scatter of dx rows by token, each row's sum in token order
+     * (the same bits every run) */
     void (*embedding_bwd)(moe_backend *be, real *dwte, const act *dx, const int32_t *tokens, int N,
-                          int C);
+                          int C, int V);
     /* din (+= if accumulate) and dw += for out = rmsnorm(in) * w */
     void (*rmsnorm_bwd)(moe_backend *be, act *din, real *dw, const act *dout, const act *in,
                         const act *w, const real *rstd, int N, int C, int accumulate);

@@ -131,6 +131,12 @@ int model_create(moe_model **out, const moe_dims *d, moe_backend *be, moe_dispat
     return model_create_parallel(out, d, be, disp, B, T, 0, 1, 1, 0, e);
 }
 
+/* one moment buffer of n elements (bf16: one byte more, as it always was) */
+static size_t moment_bytes(int bf16, size_t n)
+{
+    return bf16 ? sizeof(uint16_t) * n + 1 : sizeof(real) * n;
+}
+
 int model_create_parallel(moe_model **out, const moe_dims *d, moe_backend *be,
                           moe_dispatcher *disp, int B, int T, int ep_rank, int ep_size,
                           int with_moments, int recompute, moe_err *e)
@@ -172,9 +178,10 @@ int model_create_parallel(moe_model **out, const moe_dims *d, moe_backend *be,
     plan_kind(&pl, MOE_MEM_GRADS);
     m->grad = plan_real(&pl, P);
     plan_kind(&pl, MOE_MEM_OPTIMIZER);
+    m->moments_bf16 = with_moments == MOE_MOMENTS_BF16;
     if (with_moments) {
-        m->m = plan_real(&pl, P);
-        m->v = plan_real(&pl, P);
+        m->m = plan_bytes(&pl, moment_bytes(m->moments_bf16, P));
+        m->v = plan_bytes(&pl, moment_bytes(m->moments_bf16, P));
     }
     plan_kind(&pl, MOE_MEM_WEIGHTS);
     m->wc = plan_act(&pl, P);
@@ -227,8 +234,8 @@ int model_create_parallel(moe_model **out, const moe_dims *d, moe_backend *be,
     }
     be->memset0(be, m->grad, sizeof(real) * P);
     if (with_moments) {
-        be->memset0(be, m->m, sizeof(real) * P);
-        be->memset0(be, m->v, sizeof(real) * P);
+        be->memset0(be, m->m, moment_bytes(m->moments_bf16, P));
+        be->memset0(be, m->v, moment_bytes(m->moments_bf16, P));
     }
     if (with_moments)
         be->memset0(be, m->master, (m->split_master ? sizeof(uint16_t) : sizeof(real)) * P);
@@ -543,7 +550,7 @@ int model_set_moments_bf16(moe_model *m, int on, moe_err *e)
     be->mem_kind = MOE_MEM_OPTIMIZER;
     be->free(be, m->m);
     be->free(be, m->v);
-    size_t bytes = (on ? sizeof(uint16_t) : sizeof(real)) * m->n_elems + 1;
+    size_t bytes = moment_bytes(on, m->n_elems);
     m->m = be->alloc(be, bytes, e);
     m->v = m->m ? be->alloc(be, bytes, e) : NULL;
     if (!m->v)
@@ -863,7 +870,7 @@ int model_forward_backward(moe_model *m, const int32_t *tokens, const int32_t *t
         be->rmsnorm_bwd(be, m->d_resid, G(m, MOE_P_LN1, l), m->d_a, a->resid_in,
                         W(m, MOE_P_LN1, l), a->rstd1, N, C, 1);
     }
-    be->embedding_bwd(be, G(m, MOE_P_EMBED, -1), m->d_resid, m->tokens, N, C);
+    be->embedding_bwd(be, G(m, MOE_P_EMBED, -1), m->d_resid, m->tokens, N, C, d->V);
     zero_fresh_expert_grads(m);
     return 0;
 }

@@ -142,13 +142,17 @@ int model_create(moe_model **out, const moe_dims *d, moe_backend *be, moe_dispat
                  int T, moe_err *e);
 /* The same for one rank of an expert-parallel group of ep_size ranks: it
  * holds experts [ep_rank E / ep_size, ...) (disp must be an EP dispatcher
- * over the group). with_moments = 0 leaves m->m, m->v and (split masters)
+ * over the group). with_moments: MOE_MOMENTS_FP32 or MOE_MOMENTS_BF16 makes
+ * the AdamW moments in that dtype (as model_set_moments_bf16 would, with no
+ * fp32 pair allocated on the way: at 128k tokens that transient was 10.8
+ * GiB over the plan); 0 leaves m->m, m->v and (split masters)
  * the masters' low halves to an optimizer that keeps them sharded (zero.h):
  * m->master is then NULL, and on backends without split masters the
  * compute copy is the master. recompute = 1 keeps only
  * each layer's input and recomputes the layer in the backward (the same
  * gradients, one layer's activations instead of all of them, one more
  * forward of every layer but the last). */
+enum { MOE_MOMENTS_NONE = 0, MOE_MOMENTS_FP32 = 1, MOE_MOMENTS_BF16 = 2 };
 /* what the backward recomputes instead of keeping (model_create_parallel's recompute) */
 enum { MOE_RECOMPUTE_NONE = 0, MOE_RECOMPUTE_LAYERS = 1, MOE_RECOMPUTE_EXPERTS = 2 };
 /* the mode of train.activation_recompute and train.recompute_experts (the first wins) */

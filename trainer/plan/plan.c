@@ -107,7 +107,10 @@ static int count_once(moe_plan *p, const moe_config *c, int recompute, moe_backe
         goto out_groups;
     }
     int B = c->train.micro_batch_size, T = c->train.seq_length;
-    if (model_create_parallel(&m, &d, be, disp, B, T, 0, p->ep, p->world == 1, recompute, e))
+    int moments = p->world > 1 ? MOE_MOMENTS_NONE
+                  : !strcmp(c->optimizer.moments_dtype, "bf16") ? MOE_MOMENTS_BF16
+                                                                : MOE_MOMENTS_FP32;
+    if (model_create_parallel(&m, &d, be, disp, B, T, 0, p->ep, moments, recompute, e))
         goto out_disp;
     p->cap_rows = (size_t)disp->max_rows(disp, B * T, d.K);
     p->params_local = (int64_t)m->n_elems;

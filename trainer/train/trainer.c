@@ -406,7 +406,9 @@ static int build_model(moe_trainer *t, moe_err *e)
     moe_dims d = trainer_model_dims(&c->model);
     if (model_create_parallel(&t->model, &d, t->be, t->disp, c->train.micro_batch_size,
                               c->train.seq_length, t->par.ep_rank, t->par.ep_size,
-                              t->world == 1,
+                              t->world > 1 ? MOE_MOMENTS_NONE
+                              : !strcmp(c->optimizer.moments_dtype, "bf16") ? MOE_MOMENTS_BF16
+                                                                            : MOE_MOMENTS_FP32,
                               model_recompute_mode(c->train.activation_recompute,
                                                    c->train.recompute_experts),
                               e))

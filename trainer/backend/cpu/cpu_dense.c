@@ -17,8 +17,9 @@ static void embedding_fwd(moe_backend *be, act *out, const int32_t *tokens, cons
 }
 
 static void embedding_bwd(moe_backend *be, real *dwte, const act *dx, const int32_t *tokens, int N,
-                          int C)
+                          int C, int V)
 {
+    (void)V;
     /* tokens repeat, so split by columns: each column summed in token order */
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++)

@@ -65,18 +65,37 @@ static void embedding_fwd(moe_backend *be, act *out, const int32_t *tokens, cons
     LAUNCHED(be, "embedding_fwd");
 }
 
-__global__ void embedding_bwd_kernel(float *dwte, const bf16 *dx, const int32_t *tok, int C)
+/* A block per vocabulary row: it alone writes the row, adding the rows of dx
+ * whose token is its own in token order (atomics from a block per token
+ * would add them in whatever order the blocks run: other bits each run).
+ * The block walks the tokens a tile at a time; each thread owns columns. */
+__global__ void embedding_bwd_kernel(float *dwte, const bf16 *dx, const int32_t *tok, int N, int C)
 {
-    float *row = dwte + (size_t)tok[blockIdx.x] * C;
-    const bf16 *g = dx + (size_t)blockIdx.x * C;
-    for (int c = threadIdx.x; c < C; c += blockDim.x)
-        atomicAdd(row + c, __bfloat162float(g[c]));
+    __shared__ int hit[CUDA_THREADS];
+    const int v = blockIdx.x;
+    float *row = dwte + (size_t)v * C;
+    for (int t0 = 0; t0 < N; t0 += blockDim.x) {
+        const int n = t0 + threadIdx.x, mine = n < N && tok[n] == v;
+        hit[threadIdx.x] = mine;
+        if (!__syncthreads_or(mine))
+            continue; /* (block-uniform) no token of this row in the tile: most, with a large vocabulary */
+        const int tile = N - t0 < (int)blockDim.x ? N - t0 : (int)blockDim.x;
+        for (int j = 0; j < tile; j++)
+            if (hit[j]) {
+                const bf16 *g = dx + (size_t)(t0 + j) * C;
+                for (int c = threadIdx.x; c < C; c += blockDim.x)
+                    row[c] += __bfloat162float(g[c]);
+            }
+        __syncthreads();
+    }
 }
 
 static void embedding_bwd(moe_backend *be, real *dwte, const act *dx, const int32_t *tokens, int N,
-                          int C)
+                          int C, int V)
 {
-    embedding_bwd_kernel<<<N, CUDA_THREADS, 0, CTX(be)->stream>>>(dwte, CB16(dx), tokens, C);
+    if (N <= 0 || V <= 0)
+        return;
+    embedding_bwd_kernel<<<V, CUDA_THREADS, 0, CTX(be)->stream>>>(dwte, CB16(dx), tokens, N, C);
     LAUNCHED(be, "embedding_bwd");
 }
 
@@ -187,9 +206,11 @@ static void add(moe_backend *be, act *out, const act *a, const act *b, size_t n)
 }
 
 /* Rows in blocks of RN_ROWS: dx per row, and dw partial sums for the block's
- * rows in shared memory, added to dw once per block. */
+ * rows in shared memory, written to the block's row of `part` (summed in a
+ * fixed order by dw_add_partials: the same bits every run, where atomics
+ * would add the blocks in whatever order they finish). */
 #define RN_ROWS 16
-__global__ void rmsnorm_bwd_kernel(bf16 *din, float *dw, const bf16 *dout, const bf16 *in,
+__global__ void rmsnorm_bwd_kernel(bf16 *din, float *part, const bf16 *dout, const bf16 *in,
                                    const bf16 *w, const float *rstd, int N, int C, int accumulate)
 {
     extern __shared__ float dw_part[];
@@ -215,7 +236,7 @@ __global__ void rmsnorm_bwd_kernel(bf16 *din, float *dw, const bf16 *dout, const
     }
     __syncthreads();
     for (int c = threadIdx.x; c < C; c += blockDim.x)
-        atomicAdd(dw + c, dw_part[c]);
+        part[(size_t)blockIdx.x * C + c] = dw_part[c];
 }
 
 /* The same with each thread's columns in registers: a persistent grid, each
@@ -225,7 +246,7 @@ __global__ void rmsnorm_bwd_kernel(bf16 *din, float *dw, const bf16 *dout, const
  * kept until the end. NV 16-byte vectors a thread a row (C <= 8 NV x 256). */
 template <int NV>
 __global__ void __launch_bounds__(CUDA_THREADS)
-rmsnorm_bwd_vec_kernel(bf16 *din, float *dw, const bf16 *dout, const bf16 *in, const bf16 *w,
+rmsnorm_bwd_vec_kernel(bf16 *din, float *part, const bf16 *dout, const bf16 *in, const bf16 *w,
                        const float *rstd, int N, int C, int accumulate)
 {
     int nv = C / 8;
@@ -301,8 +322,30 @@ rmsnorm_bwd_vec_kernel(bf16 *din, float *dw, const bf16 *dout, const bf16 *in, c
         if (v < nv)
 #pragma unroll
             for (int k = 0; k < 8; k++)
-                atomicAdd(dw + 8 * v + k, dwp[j][k]);
+                part[(size_t)blockIdx.x * C + 8 * v + k] = dwp[j][k];
     }
+}
+
+/* dw[c] += the blocks' partial sums of column c, block 0 first */
+__global__ void dw_add_partials_kernel(float *dw, const float *part, int blocks, int C)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C)
+        return;
+    float s = 0;
+    for (int b = 0; b < blocks; b++)
+        s += part[(size_t)b * C + c];
+    dw[c] += s;
+}
+
+static float *dw_partials(moe_backend *be, int blocks, int C)
+{
+    return (float *)cuda_scratch(be, CUDA_SCRATCH_PARTIALS, sizeof(float) * (size_t)blocks * C);
+}
+
+static void dw_add_partials(moe_backend *be, float *dw, const float *part, int blocks, int C)
+{
+    dw_add_partials_kernel<<<cuda_blocks(C, 256), 256, 0, CTX(be)->stream>>>(dw, part, blocks, C);
 }
 
 /* blocks of the persistent grid: as many as fit on the GPU at once, at most one a row */
@@ -319,8 +362,12 @@ template <int NV> static void rmsnorm_bwd_vec(moe_backend *be, bf16 *din, float 
     int grid = CTX(be)->sm_count * per_sm;
     if (grid > N)
         grid = N;
-    rmsnorm_bwd_vec_kernel<NV><<<grid, CUDA_THREADS, 0, CTX(be)->stream>>>(din, dw, dout, in, w, rstd,
-                                                                           N, C, accumulate);
+    float *part = dw_partials(be, grid, C);
+    if (!part)
+        return;
+    rmsnorm_bwd_vec_kernel<NV><<<grid, CUDA_THREADS, 0, CTX(be)->stream>>>(din, part, dout, in, w,
+                                                                           rstd, N, C, accumulate);
+    dw_add_partials(be, dw, part, grid, C);
 }
 
 static int rn_vec_host(int C, const void *a, const void *b, const void *c, const void *d)
@@ -344,9 +391,15 @@ static void rmsnorm_bwd(moe_backend *be, act *din, real *dw, const act *dout, co
         LAUNCHED(be, "rmsnorm_bwd");
         return;
     }
-    rmsnorm_bwd_kernel<<<cuda_blocks(N, RN_ROWS), CUDA_THREADS, sizeof(float) * C,
-                         CTX(be)->stream>>>(B16(din), dw, CB16(dout), CB16(in), CB16(w), rstd, N,
-                                            C, accumulate);
+    if (N <= 0)
+        return;
+    int blocks = cuda_blocks(N, RN_ROWS);
+    float *part = dw_partials(be, blocks, C);
+    if (!part)
+        return;
+    rmsnorm_bwd_kernel<<<blocks, CUDA_THREADS, sizeof(float) * C, CTX(be)->stream>>>(
+        B16(din), part, CB16(dout), CB16(in), CB16(w), rstd, N, C, accumulate);
+    dw_add_partials(be, dw, part, blocks, C);
     LAUNCHED(be, "rmsnorm_bwd");
 }
 

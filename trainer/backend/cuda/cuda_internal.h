@@ -20,9 +20,11 @@
 typedef __nv_bfloat16 bf16;
 
 /* slots 0-7: the bf16 ops; 8-19: the FP8 and emulated MXFP8 paths (cuda_fp8_ops.h,
- * cuda_moe_mxemu.cu), one precision at a time; 20: cuDNN attention's workspace */
+ * cuda_moe_mxemu.cu), one precision at a time; 20: cuDNN attention's workspace;
+ * 21: per-block partial sums that a second pass adds in a fixed order */
 #define CUDA_SCRATCH_CUDNN 20
-#define CUDA_SCRATCH_SLOTS 21
+#define CUDA_SCRATCH_PARTIALS 21
+#define CUDA_SCRATCH_SLOTS 22
 #define CUDA_ADAM_LAYOUTS 4
 #define CUDA_GEMM_PLANS 1024
 typedef struct cuda_gemm_plan cuda_gemm_plan; /* cuda_gemm.cu */

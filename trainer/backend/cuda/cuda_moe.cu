@@ -21,7 +21,7 @@
 
 /* probs holds the fp32 logits on entry; softmax, top-k, renormalise */
 __global__ void router_softmax_topk_kernel(float *probs, int32_t *topk_idx, float *topk_w,
-                                           float *prob_sum, int N, int E, int K)
+                                           int N, int E, int K)
 {
     int n = blockIdx.x * blockDim.x + threadIdx.x;
     if (n >= N)
@@ -36,10 +36,8 @@ __global__ void router_softmax_topk_kernel(float *probs, int32_t *topk_idx, floa
         sum += p[e];
     }
     float inv = 1.f / sum;
-    for (int e = 0; e < E; e++) {
+    for (int e = 0; e < E; e++)
         p[e] *= inv;
-        atomicAdd(prob_sum + e, p[e]);
-    }
     unsigned long long taken[MAX_E / 64] = {0};
     float wsum = 0;
     for (int j = 0; j < K; j++) {
@@ -56,6 +54,26 @@ __global__ void router_softmax_topk_kernel(float *probs, int32_t *topk_idx, floa
         topk_w[(size_t)n * K + j] /= wsum;
 }
 
+/* prob_sum[e] = sum over tokens of probs[n, e], a block per expert adding
+ * in a fixed order (the same bits every run, which atomics would not give) */
+__global__ void router_prob_sum_kernel(float *prob_sum, const float *probs, int N, int E)
+{
+    __shared__ float part[CUDA_THREADS];
+    const int e = blockIdx.x;
+    float s = 0;
+    for (int n = threadIdx.x; n < N; n += blockDim.x)
+        s += probs[(size_t)n * E + e];
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (int h = blockDim.x / 2; h > 0; h >>= 1) {
+        if ((int)threadIdx.x < h)
+            part[threadIdx.x] += part[threadIdx.x + h];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        prob_sum[e] = part[0];
+}
+
 static void router_fwd(moe_backend *be, real *probs, int32_t *topk_idx, real *topk_w,
                        real *prob_sum, const act *x, const act *wg, int N, int C, int E, int K)
 {
@@ -64,9 +82,9 @@ static void router_fwd(moe_backend *be, real *probs, int32_t *topk_idx, real *to
         return;
     }
     cuda_gemm_xwT(be, probs, 1, CB16(x), CB16(wg), N, C, E, 0.f);
-    CU(be, "router_fwd", cudaMemsetAsync(prob_sum, 0, sizeof(float) * E, CTX(be)->stream));
     router_softmax_topk_kernel<<<cuda_blocks(N, 128), 128, 0, CTX(be)->stream>>>(
-        probs, topk_idx, topk_w, prob_sum, N, E, K);
+        probs, topk_idx, topk_w, N, E, K);
+    router_prob_sum_kernel<<<E, CUDA_THREADS, 0, CTX(be)->stream>>>(prob_sum, probs, N, E);
     LAUNCHED(be, "router_fwd");
 }
 
