@@ -65,37 +65,66 @@ static void embedding_fwd(moe_backend *be, act *out, const int32_t *tokens, cons
     LAUNCHED(be, "embedding_fwd");
 }
 
-/* A block per vocabulary row: it alone writes the row, adding the rows of dx
- * whose token is its own in token order (atomics from a block per token
- * would add them in whatever order the blocks run: other bits each run).
- * The block walks the tokens a tile at a time; each thread owns columns. */
+/* A block per vocabulary row and EMB_COLS columns: it alone writes them,
+ * adding the rows of dx whose token is its own in token order (atomics from
+ * a block per token would add them in whatever order the blocks run: other
+ * bits each run). The block walks the tokens a tile at a time, lists the
+ * tile's hits in order (warp ballots), and each thread adds its eight
+ * columns of every hit in registers: the loads of successive hits do not
+ * wait on one another. */
+#define EMB_COLS (CUDA_THREADS * 8)
 __global__ void embedding_bwd_kernel(float *dwte, const bf16 *dx, const int32_t *tok, int N, int C)
 {
-    __shared__ int hit[CUDA_THREADS];
-    const int v = blockIdx.x;
-    float *row = dwte + (size_t)v * C;
-    for (int t0 = 0; t0 < N; t0 += blockDim.x) {
+    __shared__ int hits[CUDA_THREADS], warp_hits[CUDA_THREADS / 32];
+    const int v = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int c = blockIdx.y * EMB_COLS + threadIdx.x * 8; /* this thread's first column */
+    const int vec = C % 8 == 0 && ((uintptr_t)dx & 15) == 0;
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int any = 0; /* (block-uniform) a row no token reached is not touched */
+    for (int t0 = 0; t0 < N; t0 += CUDA_THREADS) {
         const int n = t0 + threadIdx.x, mine = n < N && tok[n] == v;
-        hit[threadIdx.x] = mine;
+        const unsigned b = __ballot_sync(0xFFFFFFFFu, mine);
+        if (lane == 0)
+            warp_hits[warp] = __popc(b);
         if (!__syncthreads_or(mine))
-            continue; /* (block-uniform) no token of this row in the tile: most, with a large vocabulary */
-        const int tile = N - t0 < (int)blockDim.x ? N - t0 : (int)blockDim.x;
-        for (int j = 0; j < tile; j++)
-            if (hit[j]) {
-                const bf16 *g = dx + (size_t)(t0 + j) * C;
-                for (int c = threadIdx.x; c < C; c += blockDim.x)
-                    row[c] += __bfloat162float(g[c]);
+            continue; /* (block-uniform) none of this row in the tile: most, with a large vocabulary */
+        any = 1;
+        int before = 0, total = 0;
+        for (int w = 0; w < CUDA_THREADS / 32; w++)
+            before += w < warp ? warp_hits[w] : 0, total += warp_hits[w];
+        if (mine)
+            hits[before + __popc(b & ((1u << lane) - 1))] = n;
+        __syncthreads();
+        if (c < C) {
+            if (vec) {
+                float f[8];
+#pragma unroll 4
+                for (int j = 0; j < total; j++) {
+                    bf16x8_unpack(*(const bf16x8 *)(dx + (size_t)hits[j] * C + c), f);
+#pragma unroll
+                    for (int k = 0; k < 8; k++)
+                        acc[k] += f[k];
+                }
+            } else {
+                for (int j = 0; j < total; j++)
+                    for (int k = 0; k < 8 && c + k < C; k++)
+                        acc[k] += __bfloat162float(dx[(size_t)hits[j] * C + c + k]);
             }
+        }
         __syncthreads();
     }
+    float *row = dwte + (size_t)v * C;
+    for (int k = 0; any && k < 8 && c + k < C; k++)
+        row[c + k] += acc[k];
 }
 
 static void embedding_bwd(moe_backend *be, real *dwte, const act *dx, const int32_t *tokens, int N,
                           int C, int V)
 {
-    if (N <= 0 || V <= 0)
+    if (N <= 0 || V <= 0 || C <= 0)
         return;
-    embedding_bwd_kernel<<<V, CUDA_THREADS, 0, CTX(be)->stream>>>(dwte, CB16(dx), tokens, N, C);
+    dim3 grid((unsigned)V, (unsigned)((C + EMB_COLS - 1) / EMB_COLS));
+    embedding_bwd_kernel<<<grid, CUDA_THREADS, 0, CTX(be)->stream>>>(dwte, CB16(dx), tokens, N, C);
     LAUNCHED(be, "embedding_bwd");
 }
 
