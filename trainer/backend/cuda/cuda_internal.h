@@ -234,6 +234,11 @@ typedef struct {
     bf16 *a, *da, *dh1, *dh3;
 } cuda_expert_bwd_bufs;
 size_t cuda_expert_bwd_rows(moe_backend *be, const moe_route_plan *plan);
+/* rows of the chunk at c0 of an expert's `count` rows, in chunks of `ch` */
+static inline int64_t cuda_chunk_len(int64_t count, int64_t c0, int64_t ch)
+{
+    return count - c0 < ch ? count - c0 : ch;
+}
 bf16 *cuda_expert_swiglu_scratch(moe_backend *be, const moe_route_plan *plan, int I);
 int cuda_expert_bwd_alloc(moe_backend *be, cuda_expert_bwd_bufs *b, size_t rows, int I);
 int cuda_expert_bwd_prepare(moe_backend *be, cuda_expert_bwd_bufs *b, const act *h1,

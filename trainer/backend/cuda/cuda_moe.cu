@@ -3,8 +3,12 @@
  * The expert FFN is a loop of cuBLAS GEMMs over the local experts, sized by
  * the per-expert counts that route_plan copies to the host once per layer
  * (measured faster on the H200 than cuBLAS's grouped-batched GEMM). The
- * SwiGLU applies the router probability before the down projection, in one
- * kernel over all rows. */
+ * SwiGLU applies the router probability before the down projection; it and
+ * the down projection, and the whole backward, take an expert's rows
+ * runtime.expert_chunk_rows at a time, so their [rows, I] buffers are a
+ * chunk's (scratch) however long the sequence and however the router
+ * spreads it. The router's statistics are added in a fixed order: the same
+ * bits every run. */
 #include <math.h>
 #include <string.h>
 
@@ -316,7 +320,7 @@ static void experts_fwd(moe_backend *be, act *y_perm, act *h1, act *h3, act *a, 
         cuda_experts_fwd_mxemu(be, y_perm, h1, h3, a, x_perm, p_perm, w1, w3, w2, plan, C, I);
         return;
     }
-    (void)a; /* (cuda_expert_swiglu_rows: 0) */
+    (void)a; /* the model gives none (cuda_expert_swiglu_rows): a chunk of it lives in scratch */
     for (int x = 0; x < plan->n_experts; x++) {
         int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x];
         if (rows == 0)
@@ -333,7 +337,7 @@ static void experts_fwd(moe_backend *be, act *y_perm, act *h1, act *h3, act *a, 
     for (int x = 0; x < plan->n_experts; x++)
         for (int64_t c0 = 0; c0 < plan->expert_count[x]; c0 += ch) {
             const int64_t r0 = plan->expert_offset[x] + c0;
-            const int rows = (int)(plan->expert_count[x] - c0 < ch ? plan->expert_count[x] - c0 : ch);
+            const int rows = (int)cuda_chunk_len(plan->expert_count[x], c0, ch);
             cuda_swiglu_prob(be, A, CB16(h1) + r0 * I, CB16(h3) + r0 * I, p_perm + r0, (size_t)rows, I);
             cuda_gemm_xwT(be, B16(y_perm) + r0 * C, 0, A, CB16(w2) + (size_t)x * C * I, rows, I, C,
                           0.f);
@@ -556,7 +560,7 @@ static void experts_bwd(moe_backend *be, act *dx_perm, real *dp_perm, real *dw1,
     for (int x = 0; x < plan->n_experts; x++)
         for (int64_t c0 = 0; c0 < plan->expert_count[x]; c0 += ch) {
             const int64_t r0 = plan->expert_offset[x] + c0;
-            const int rows = (int)(plan->expert_count[x] - c0 < ch ? plan->expert_count[x] - c0 : ch);
+            const int rows = (int)cuda_chunk_len(plan->expert_count[x], c0, ch);
             const float wbc = c0 ? 1.f : wb;
             const bf16 *H1 = CB16(h1) + r0 * I, *H3 = CB16(h3) + r0 * I, *DY = CB16(dy_perm) + r0 * C;
             const float *P = p_perm + r0;

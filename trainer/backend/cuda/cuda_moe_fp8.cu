@@ -169,7 +169,7 @@ void cuda_experts_fwd_fp8(moe_backend *be, act *y_perm, act *h1, act *h3, act *a
             return;
         for (int64_t e0 = 0; e0 < plan->expert_count[x]; e0 += ech) {
             const int64_t r0 = plan->expert_offset[x] + e0;
-            const int64_t rows = plan->expert_count[x] - e0 < ech ? plan->expert_count[x] - e0 : ech;
+            const int64_t rows = cuda_chunk_len(plan->expert_count[x], e0, ech);
             const int64_t n8 = on ? fp8_rows(be, rows) : 0;
             if (fused_save) {
                 cuda_fp8_save s1 = {(uint8_t *)h1 + r0 * I, saved_scales(h1, rows_all, I) + r0, ld},
@@ -239,7 +239,7 @@ void cuda_experts_bwd_fp8(moe_backend *be, act *dx_perm, real *dp_perm, real *dw
     for (int x = 0; x < plan->n_experts; x++)
         for (int64_t c0 = 0; c0 < plan->expert_count[x]; c0 += ech) {
             const int64_t r0 = plan->expert_offset[x] + c0;
-            const int64_t rows = plan->expert_count[x] - c0 < ech ? plan->expert_count[x] - c0 : ech;
+            const int64_t rows = cuda_chunk_len(plan->expert_count[x], c0, ech);
             const int64_t n8 = fp8_rows(be, rows), nd = don ? n8 : 0, nw = won ? n8 : 0;
             const float wbc = c0 ? 1.f : wb;
             const cuda_swiglu_in h1x = swiglu_rows(H1, r0, I), h3x = swiglu_rows(H3, r0, I);
