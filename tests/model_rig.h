@@ -3,14 +3,43 @@
 #ifndef MOE_TEST_MODEL_RIG_H
 #define MOE_TEST_MODEL_RIG_H
 
+#include <stdint.h>
+#include <stdio.h>
+
 #include "../trainer/model/dispatch.h"
 #include "../trainer/model/model.h"
+#include "../trainer/parallel/dispatch_ep.h"
 
 typedef struct {
     moe_backend *be;
     moe_dispatcher *disp;
     moe_model *m;
 } rig;
+
+static inline int rig_fail(const moe_err *e)
+{
+    fprintf(stderr, "  rig: %s\n", e->msg);
+    return -1;
+}
+
+/* The rest of a rig on the backend the caller made (r->be): an EP dispatcher
+ * over ep (capacity: its expert_capacity_factor; < 0 keeps the default) or,
+ * without ep, the local one; a B x T model (model_create_parallel's
+ * with_moments and recompute), initialised from seed at std (0: as made).
+ * -1 with the reason printed. */
+static inline int rig_build(rig *r, const moe_dims *d, moe_comm *ep, double capacity, int B, int T,
+                            int with_moments, int recompute, uint64_t seed, double std)
+{
+    moe_err e = {{0}};
+    if (ep ? dispatcher_ep_create(&r->disp, ep, d->E, &e) : dispatcher_local_create(&r->disp, &e))
+        return rig_fail(&e);
+    if (ep && capacity >= 0)
+        dispatcher_ep_set_capacity(r->disp, capacity);
+    if (model_create_parallel(&r->m, d, r->be, r->disp, B, T, 0, 1, with_moments, recompute, &e) ||
+        (std != 0 && model_init_random(r->m, seed, std, &e)))
+        return rig_fail(&e);
+    return 0;
+}
 
 static inline void rig_close(rig *r)
 {

@@ -22,18 +22,9 @@ static int rig_open(rig *r, moe_comm *ep, double capacity, int recompute)
 {
     moe_err e = {{0}};
     memset(r, 0, sizeof *r);
-    if (cuda_backend_create(&r->be, 0, &e) ||
-        (ep ? dispatcher_ep_create(&r->disp, ep, DIMS.E, &e) : dispatcher_local_create(&r->disp, &e)))
-        goto fail;
-    if (ep)
-        dispatcher_ep_set_capacity(r->disp, capacity);
-    if (model_create_parallel(&r->m, &DIMS, r->be, r->disp, B, T, 0, 1, 1, recompute, &e) ||
-        model_init_random(r->m, 7, 0.05, &e))
-        goto fail;
-    return 0;
-fail:
-    fprintf(stderr, "  rig: %s\n", e.msg);
-    return -1;
+    if (cuda_backend_create(&r->be, 0, &e))
+        return rig_fail(&e);
+    return rig_build(r, &DIMS, ep, capacity, B, T, 1, recompute, 7, 0.05);
 }
 
 static void passes_match_one_pass(int recompute)

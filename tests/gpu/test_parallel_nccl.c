@@ -74,32 +74,18 @@ static int rig_open_cap(rig *r, moe_comm *ep, int with_moments, double capacity)
 {
     moe_err e = {{0}};
     memset(r, 0, sizeof *r);
-    if (cuda_backend_create(&r->be, 0, &e) ||
-        (ep ? dispatcher_ep_create(&r->disp, ep, DIMS.E, &e) : dispatcher_local_create(&r->disp, &e)))
-        goto fail;
-    if (ep)
-        dispatcher_ep_set_capacity(r->disp, capacity);
-    if (model_create_parallel(&r->m, &DIMS, r->be, r->disp, B, T, 0, 1, with_moments, 0, &e) ||
-        model_init_random(r->m, 7, 0.05, &e))
-        goto fail;
-    return 0;
-fail:
-    fprintf(stderr, "  rig: %s\n", e.msg);
-    return -1;
+    if (cuda_backend_create(&r->be, 0, &e))
+        return rig_fail(&e);
+    return rig_build(r, &DIMS, ep, capacity, B, T, with_moments, 0, 7, 0.05);
 }
 
 static int rig_open(rig *r, moe_comm *ep, int with_moments)
 {
     moe_err e = {{0}};
     memset(r, 0, sizeof *r);
-    if (cuda_backend_create(&r->be, 0, &e) ||
-        (ep ? dispatcher_ep_create(&r->disp, ep, DIMS.E, &e) : dispatcher_local_create(&r->disp, &e)) ||
-        model_create_parallel(&r->m, &DIMS, r->be, r->disp, B, T, 0, 1, with_moments, 0, &e) ||
-        (with_moments && model_init_random(r->m, 7, 0.05, &e))) {
-        fprintf(stderr, "  rig: %s\n", e.msg);
-        return -1;
-    }
-    return 0;
+    if (cuda_backend_create(&r->be, 0, &e))
+        return rig_fail(&e);
+    return rig_build(r, &DIMS, ep, -1, B, T, with_moments, 0, 7, with_moments ? 0.05 : 0);
 }
 
 static void batch(int32_t *tok, int32_t *tgt, int salt)

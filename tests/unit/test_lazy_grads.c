@@ -27,13 +27,9 @@ static int rig_open(rig *r)
 {
     moe_err e = {{0}};
     memset(r, 0, sizeof *r);
-    if (cpu_backend_create(&r->be, 0, &e) || dispatcher_local_create(&r->disp, &e) ||
-        model_create_parallel(&r->m, &DIMS, r->be, r->disp, B, T, 0, 1, 1, 0, &e) ||
-        model_init_random(r->m, 11, 0.3, &e)) {
-        fprintf(stderr, "  rig: %s\n", e.msg);
-        return -1;
-    }
-    return 0;
+    if (cpu_backend_create(&r->be, 0, &e))
+        return rig_fail(&e);
+    return rig_build(r, &DIMS, NULL, -1, B, T, 1, 0, 11, 0.3);
 }
 
 /* the layer-0 expert every position of a micro-batch of token `tok` goes to, or -1 */

@@ -199,15 +199,9 @@ static int rig_open(rig *r, int ep_dispatcher, moe_comm *c, int with_moments)
 {
     moe_err e = {{0}};
     memset(r, 0, sizeof *r);
-    if (cpu_backend_create(&r->be, 1, &e) ||
-        (ep_dispatcher ? dispatcher_ep_create(&r->disp, c, DIMS.E, &e)
-                       : dispatcher_local_create(&r->disp, &e)) ||
-        model_create_parallel(&r->m, &DIMS, r->be, r->disp, B, T, 0, 1, with_moments, 0, &e) ||
-        model_init_random(r->m, 42, 0.2, &e)) {
-        fprintf(stderr, "  rig: %s\n", e.msg);
-        return -1;
-    }
-    return 0;
+    if (cpu_backend_create(&r->be, 1, &e))
+        return rig_fail(&e);
+    return rig_build(r, &DIMS, ep_dispatcher ? c : NULL, -1, B, T, with_moments, 0, 42, 0.2);
 }
 
 static void batch(int32_t *tok, int32_t *tgt, int salt)

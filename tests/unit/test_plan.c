@@ -11,6 +11,7 @@
 #include "../../trainer/plan/count_backend.h"
 #include "../../trainer/plan/plan.h"
 #include "../check.h"
+#include "../model_rig.h"
 
 static const double GIB = 1073741824.0;
 
@@ -36,14 +37,14 @@ static void test_plan_equals_allocation(void)
         c.train.activation_recompute = recompute;
         snprintf(c.optimizer.moments_dtype, sizeof c.optimizer.moments_dtype, bf16 ? "bf16" : "fp32");
         moe_err e = {{0}};
-        moe_backend *be = NULL;
-        moe_dispatcher *d = NULL;
-        moe_model *m = NULL;
+        rig r = {0};
         moe_dims dims = model_dims_from_config(&c.model);
-        CHECK(cpu_backend_create(&be, 1, &e) == 0 && dispatcher_local_create(&d, &e) == 0);
-        CHECK(model_create_parallel(&m, &dims, be, d, c.train.micro_batch_size,
+        CHECK(cpu_backend_create(&r.be, 1, &e) == 0 && dispatcher_local_create(&r.disp, &e) == 0);
+        CHECK(model_create_parallel(&r.m, &dims, r.be, r.disp, c.train.micro_batch_size,
                                     c.train.seq_length, 0, 1,
                                     bf16 ? MOE_MOMENTS_BF16 : MOE_MOMENTS_FP32, recompute, &e) == 0);
+        moe_backend *be = r.be;
+        moe_model *m = r.m;
         size_t made = count_backend_total(be); /* the moments made in their dtype at once */
         CHECK_MSG(model_set_moments_bf16(m, bf16, &e) == 0, "%s", e.msg);
         CHECK(count_backend_total(be) == made);
@@ -59,12 +60,7 @@ static void test_plan_equals_allocation(void)
         CHECK_MSG(p.bytes[MOE_MEM_OPTIMIZER] == 2 * moment, "moments %s: %zu bytes",
                   c.optimizer.moments_dtype, p.bytes[MOE_MEM_OPTIMIZER]);
         CHECK(p.moments == 2 * (bf16 ? 2 : sizeof(real)) * m->n_elems);
-        if (m)
-            model_destroy(m);
-        if (d)
-            d->destroy(d);
-        if (be)
-            be->destroy(be);
+        rig_close(&r);
     }
 }
 

@@ -105,15 +105,25 @@ static int run_to(const char *ckpt, const char *run, int stop_after, int resume,
     return rc;
 }
 
+/* both files whole (each with a byte to spare for a terminator); 0 on success */
+static int read_pair(const char *a, const char *b, char **da, size_t *la, char **db, size_t *lb)
+{
+    moe_err e;
+    *da = *db = NULL;
+    if (fsio_read_all(a, 1 << 28, da, la, &e) || fsio_read_all(b, 1 << 28, db, lb, &e)) {
+        fprintf(stderr, "  %s\n", e.msg);
+        free(*da);
+        return -1;
+    }
+    return 0;
+}
+
 static int same_file(const char *a, const char *b)
 {
     char *da, *db;
     size_t la, lb;
-    moe_err e;
-    if (fsio_read_all(a, 1 << 28, &da, &la, &e) || fsio_read_all(b, 1 << 28, &db, &lb, &e)) {
-        fprintf(stderr, "  %s\n", e.msg);
+    if (read_pair(a, b, &da, &la, &db, &lb))
         return 0;
-    }
     int same = la == lb && !memcmp(da, db, la);
     if (!same)
         fprintf(stderr, "  %s and %s differ\n", a, b);
@@ -128,11 +138,8 @@ static int same_metrics(const char *a, const char *b)
 {
     char *da, *db;
     size_t la, lb;
-    moe_err e;
-    if (fsio_read_all(a, 1 << 28, &da, &la, &e) || fsio_read_all(b, 1 << 28, &db, &lb, &e)) {
-        fprintf(stderr, "  %s\n", e.msg);
+    if (read_pair(a, b, &da, &la, &db, &lb))
         return 0;
-    }
     int same = 1, lines = 0;
     char *sa = NULL, *sb = NULL;
     da[la] = db[lb] = '\0'; /* fsio_read_all leaves a byte for it */

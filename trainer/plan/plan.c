@@ -63,9 +63,7 @@ static int count_optimizer(moe_plan *p, const moe_config *c, moe_backend *be, mo
                            plan_groups *g, moe_zero **zp, moe_err *e)
 {
     int bf16 = !strcmp(c->optimizer.moments_dtype, "bf16");
-    if (p->world == 1) { /* the model's own moments, in the dtype the trainer sets */
-        if (model_set_moments_bf16(m, bf16, e))
-            return -1;
+    if (p->world == 1) { /* the model's own moments, made with it in their dtype */
         p->moments = 2 * (bf16 ? sizeof(uint16_t) : sizeof(real)) * m->n_elems;
         p->optimizer_counted = 1;
         return 0;
@@ -107,9 +105,7 @@ static int count_once(moe_plan *p, const moe_config *c, int recompute, moe_backe
         goto out_groups;
     }
     int B = c->train.micro_batch_size, T = c->train.seq_length;
-    int moments = p->world > 1 ? MOE_MOMENTS_NONE
-                  : !strcmp(c->optimizer.moments_dtype, "bf16") ? MOE_MOMENTS_BF16
-                                                                : MOE_MOMENTS_FP32;
+    int moments = model_moments_mode(p->world == 1, !strcmp(c->optimizer.moments_dtype, "bf16"));
     if (model_create_parallel(&m, &d, be, disp, B, T, 0, p->ep, moments, recompute, e))
         goto out_disp;
     p->cap_rows = (size_t)disp->max_rows(disp, B * T, d.K);

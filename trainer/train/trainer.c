@@ -404,11 +404,10 @@ static int build_model(moe_trainer *t, moe_err *e)
 {
     const moe_config *c = &t->cfg;
     moe_dims d = trainer_model_dims(&c->model);
+    const int moments_bf16 = !strcmp(c->optimizer.moments_dtype, "bf16");
     if (model_create_parallel(&t->model, &d, t->be, t->disp, c->train.micro_batch_size,
                               c->train.seq_length, t->par.ep_rank, t->par.ep_size,
-                              t->world > 1 ? MOE_MOMENTS_NONE
-                              : !strcmp(c->optimizer.moments_dtype, "bf16") ? MOE_MOMENTS_BF16
-                                                                            : MOE_MOMENTS_FP32,
+                              model_moments_mode(t->world == 1, moments_bf16),
                               model_recompute_mode(c->train.activation_recompute,
                                                    c->train.recompute_experts),
                               e))
@@ -418,14 +417,12 @@ static int build_model(moe_trainer *t, moe_err *e)
         t->model->stats_sum = world_sum;
         t->model->stats_ctx = step_par(t);
         moe_zero_opts zo = {.bucket_bytes = (size_t)c->parallel.grad_bucket_mb << 20,
-                            .moments_bf16 = !strcmp(c->optimizer.moments_dtype, "bf16")};
+                            .moments_bf16 = moments_bf16};
         t->be->mem_kind = MOE_MEM_OPTIMIZER;
         int rc = zero_create(&t->zero, t->model, step_par(t), &zo, e);
         t->be->mem_kind = MOE_MEM_WORKSPACE;
         return rc;
     }
-    if (model_set_moments_bf16(t->model, !strcmp(c->optimizer.moments_dtype, "bf16"), e))
-        return -1;
     /* one rank: only model_grad_sum_squares and model_adamw read the
      * gradients, so an expert no token reached costs no gradient bytes */
     model_set_lazy_expert_grads(t->model, 1);

@@ -276,22 +276,34 @@ static int blk_grid(const char *fn, size_t rows, size_t cols, dim3 *grid, moe_er
 /* 16-byte code stores need the rows of codes 16-byte aligned */
 static int vec_codes(const uint8_t *codes, size_t ld) { return codes && aligned16(codes) && ld % 16 == 0; }
 
+/* The parameters and grid of a quantiser's launch over x [rows, cols]: 0,
+ * or 1 where there is nothing to write (no rows, or no output asked for),
+ * or -1 where the matrix is too large for one launch. */
+static int blk_setup(const char *fn, const uint16_t *x, size_t rows, size_t cols, uint8_t *codes,
+                     float *scales, uint8_t *codes_t, float *scales_t, blk_params *p, dim3 *grid,
+                     moe_err *e)
+{
+    if (rows == 0 || cols == 0 || (!codes && !scales && !codes_t && !scales_t))
+        return 1;
+    *p = blk_params{};
+    p->x = x, p->rows = rows, p->cols = cols;
+    p->rc = codes, p->rs = scales, p->tc = codes_t, p->ts = scales_t;
+    p->vec_in = aligned16(x) && cols % 8 == 0;
+    p->vec_rc = vec_codes(codes, cols);
+    p->vec_tc = vec_codes(codes_t, rows);
+    return blk_grid(fn, rows, cols, grid, e);
+}
+
 extern "C" int lowp_cuda_fp8blk_1x128(const uint16_t *x, size_t rows, size_t cols, uint8_t *codes,
                                       float *scales, uint8_t *codes_t, float *scales_t,
                                       cudaStream_t stream, moe_err *e)
 {
     static const char fn[] = "lowp_cuda_fp8blk_1x128";
-    if (rows == 0 || cols == 0 || (!codes && !scales && !codes_t && !scales_t))
-        return 0;
-    blk_params p = {};
-    p.x = x, p.rows = rows, p.cols = cols;
-    p.rc = codes, p.rs = scales, p.tc = codes_t, p.ts = scales_t;
-    p.vec_in = aligned16(x) && cols % 8 == 0;
-    p.vec_rc = vec_codes(codes, cols);
-    p.vec_tc = vec_codes(codes_t, rows);
+    blk_params p;
     dim3 grid;
-    if (blk_grid(fn, rows, cols, &grid, e))
-        return -1;
+    int rc = blk_setup(fn, x, rows, cols, codes, scales, codes_t, scales_t, &p, &grid, e);
+    if (rc)
+        return rc < 0 ? -1 : 0;
     fp8blk_1x128_kernel<<<grid, BK_THREADS, 0, stream>>>(p);
     return launched(fn, "fp8blk_1x128_kernel", e);
 }
@@ -301,17 +313,11 @@ extern "C" int lowp_cuda_fp8blk_128x128(const uint16_t *x, size_t rows, size_t c
                                         cudaStream_t stream, moe_err *e)
 {
     static const char fn[] = "lowp_cuda_fp8blk_128x128";
-    if (rows == 0 || cols == 0 || (!codes && !scales && !codes_t && !scales_t))
-        return 0;
-    blk_params p = {};
-    p.x = x, p.rows = rows, p.cols = cols, p.rc = codes, p.rs = scales;
-    p.tc = codes_t, p.ts = scales_t;
-    p.vec_in = aligned16(x) && cols % 8 == 0;
-    p.vec_rc = vec_codes(codes, cols);
-    p.vec_tc = vec_codes(codes_t, rows);
+    blk_params p;
     dim3 grid;
-    if (blk_grid(fn, rows, cols, &grid, e))
-        return -1;
+    int rc = blk_setup(fn, x, rows, cols, codes, scales, codes_t, scales_t, &p, &grid, e);
+    if (rc)
+        return rc < 0 ? -1 : 0;
     fp8blk_128x128_kernel<<<grid, BK_THREADS, 0, stream>>>(p);
     return launched(fn, "fp8blk_128x128_kernel", e);
 }
