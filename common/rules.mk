@@ -11,7 +11,7 @@ $(call obj,common/precision.c): CFLAGS += $(MOE_CUDA_ARCH_DEFS)
 $(call obj,common/precision.c): common/rules.mk
 
 COMMON_SRCS := common/err.c common/precision.c common/layout.c common/install_dirs.c \
-	common/alloc_ledger.c
+	common/alloc_ledger.c common/host_wait.c
 COMMON_LIB := $(B)/lib/libmoe_common.a
 $(COMMON_LIB): $(call obj,$(COMMON_SRCS))
 # the build directory, for binaries that run from it (install_dirs.h)

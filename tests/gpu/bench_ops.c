@@ -43,9 +43,9 @@ static double time_ms(op_fn f, void *ctx)
     cudaDeviceSynchronize();
     float t[5];
     for (int i = 0; i < 5; i++) {
-        cudaEventRecord(a, 0);
+        cudaEventRecord(a, (cudaStream_t)cuda_backend_stream(be));
         f(ctx);
-        cudaEventRecord(b, 0);
+        cudaEventRecord(b, (cudaStream_t)cuda_backend_stream(be));
         cudaEventSynchronize(b);
         cudaEventElapsedTime(&t[i], a, b);
     }

@@ -14,9 +14,12 @@
 #      test_linear_lowp.c);
 #   5. expert buffers by capacity: rows beyond it in further passes, against one pass
 #      (tests/gpu/test_capacity_cuda.c);
-#   6. several ranks as threads on this one GPU (each its own backend and stream) over the
-#      in-process communicator: EP=2, DP=2, EP=2 x DP=2 through the distributed optimizer
-#      against one rank (tests/unit/test_local_ranks.c, run with "cuda");
+#   6. NCCL at world size 1 bound to the backend: L1's exchange rows after a slow producer,
+#      byte for byte, and the abort path (tests/gpu/test_parallel_nccl.c); several ranks as
+#      threads on this one GPU (each its own backend, stream and communicator stream) over the
+#      in-process communicator with random delays on every collective: EP=2, 4, 8, DP=2,
+#      EP=2 x DP=2, capacity passes, against one rank, and the same with the stream order off
+#      must fail (tests/unit/test_local_ranks.c, run with "cuda");
 #   7. a GPU run stopped at a checkpoint and resumed: every logged number equal to the straight
 #      bf16 run's.
 # Usage: tests/gpu/run.sh [BUILD_DIR]; last line "gpu: N passed, N failed".
@@ -137,12 +140,20 @@ for t in test_lowp_cuda "test_fp8_gemm --no-bench" test_linear_lowp test_capacit
         bad "${t%% *}" "$(grep -E '^not ok|FAIL' "$T/${t%% *}.log" | head -5)"
     fi
 done
+if "$ROOT/$B/tests/gpu/test_parallel_nccl" > "$T/parallel_nccl.log" 2>&1 &&
+    tail -1 "$T/parallel_nccl.log" | grep -q ' 0 failed$'; then
+    ok nccl_world_1_exchange_at_l1_rows
+else
+    bad nccl_world_1_exchange_at_l1_rows "$(grep -E '^not ok|FAIL' "$T/parallel_nccl.log" | head -5)"
+fi
+grep -E "rows of|self exchange" "$T/parallel_nccl.log"
 if "$ROOT/$B/tests/test_local_ranks" cuda > "$T/local_ranks.log" 2>&1 &&
     tail -1 "$T/local_ranks.log" | grep -q ' 0 failed$'; then
     ok local_ranks_on_one_gpu
 else
     bad local_ranks_on_one_gpu "$(grep -E '^not ok|FAIL' "$T/local_ranks.log" | head -5)"
 fi
+grep -E "^  " "$T/local_ranks.log" | cut -c1-200
 [ -n "${MOE_GPU_LOG_DIR:-}" ] && cp "$T"/*.log "$T/ops_table.txt" "$MOE_GPU_LOG_DIR"/ 2>/dev/null
 echo "gpu: $passed passed, $failed failed"
 rm -rf "$T"

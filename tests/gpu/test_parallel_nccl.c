@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cuda_runtime_api.h>
 
@@ -184,6 +185,114 @@ static void test_zero_over_nccl(void)
     comm_destroy(p.dp);
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* The EP exchange path at L1's size through NCCL (world 1: a self send),
+ * bound to a CUDA backend: one pass of 16,384 rows of 8 KiB (4096 bf16)
+ * written by a producer that the backend's stream runs only after a 50 ms
+ * spin. The collective must wait for it (the received bytes are the
+ * producer's, byte for byte, not the poison under them), and the host must
+ * not: the call returns long before the spin ends. Then the queued form,
+ * with a consumer queued behind comm_wait. */
+static void test_exchange_at_l1_rows(void)
+{
+    moe_err e = {{0}};
+    moe_backend *be = NULL;
+    moe_comm *c = NULL;
+    const size_t rows = 16384, row_bytes = 8192, n = rows * row_bytes;
+    if (cuda_backend_create(&be, 0, &e) || comm_nccl_create(&c, 0, 1, NULL, &e) ||
+        comm_bind(c, be, &e)) {
+        CHECK_MSG(0, "set-up: %s", e.msg);
+        goto out;
+    }
+    unsigned char *pattern = be->alloc(be, n, &e), *send = be->alloc(be, n, &e),
+                  *recv = be->alloc(be, n, &e), *host = malloc(n), *want = malloc(n);
+    CHECK(pattern && send && recv && host && want);
+    if (!pattern || !send || !recv || !host || !want)
+        goto out;
+    uint64_t x = (uint64_t)time(NULL) | 1; /* fresh bytes every run */
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        want[i] = (unsigned char)(x >> 24);
+    }
+    memset(host, 0xAB, n);
+    CHECK(be->upload(be, pattern, want, n, &e) == 0 && be->upload(be, send, host, n, &e) == 0 &&
+          be->upload(be, recv, host, n, &e) == 0 && be->sync(be, &e) == 0);
+    size_t cnt[1] = {n}, off[1] = {0};
+    double t0 = now_s();
+    CHECK(be->spin(be, NULL, 50000, &e) == 0);                 /* a slow producer ... */
+    CHECK(be->copy(be, send, pattern, n, &e) == 0);            /* ... of the send rows */
+    CHECK(comm_alltoallv(c, send, cnt, off, recv, cnt, off, &e) == 0);
+    double queued = now_s() - t0;
+    CHECK(be->download(be, host, recv, n, &e) == 0);
+    double landed = now_s() - t0;
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += host[i] != want[i];
+    printf("  %zu rows of %zu bytes through NCCL after a 50 ms producer: queued in %.2f ms, "
+           "landed after %.1f ms, %zu bytes differ\n",
+           rows, row_bytes, queued * 1e3, landed * 1e3, bad);
+    CHECK_MSG(bad == 0, "%zu of %zu received bytes are not the producer's", bad, n);
+    CHECK_MSG(queued < 0.025, "the host waited %.1f ms for a queued exchange", queued * 1e3);
+    CHECK_MSG(landed >= 0.045, "the bytes landed after %.1f ms, before the producer ran",
+              landed * 1e3);
+    /* queued form: a consumer behind comm_wait reads the new rows */
+    moe_comm_req req;
+    memset(host, 0xCD, n);
+    CHECK(be->upload(be, recv, host, n, &e) == 0);
+    CHECK(be->spin(be, NULL, 20000, &e) == 0);
+    CHECK(comm_alltoallv_start(c, send, cnt, off, recv, cnt, off, &req, &e) == 0);
+    CHECK(comm_wait(&req, &e) == 0);
+    CHECK(be->copy(be, send, recv, n, &e) == 0); /* the consumer: recv back into send */
+    CHECK(be->download(be, host, send, n, &e) == 0);
+    bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += host[i] != want[i];
+    CHECK_MSG(bad == 0, "queued form: %zu bytes differ", bad);
+    /* bandwidth of the self exchange, timed on the backend's stream */
+    for (int r = 0; r < 3; r++)
+        comm_alltoallv(c, send, cnt, off, recv, cnt, off, &e);
+    CHECK(be->sync(be, &e) == 0);
+    double t1 = now_s();
+    for (int r = 0; r < 10; r++)
+        comm_alltoallv(c, send, cnt, off, recv, cnt, off, &e);
+    CHECK(be->sync(be, &e) == 0);
+    double per = (now_s() - t1) / 10;
+    printf("  self exchange of %.0f MiB: %.3f ms (%.0f GB/s read + written)\n", n / 1048576.0,
+           per * 1e3, 2.0 * n / per / 1e9);
+    be->free(be, pattern), be->free(be, send), be->free(be, recv);
+    free(host), free(want);
+out:
+    comm_destroy(c);
+    if (be)
+        be->destroy(be);
+}
+
+/* The abort path of a communicator: aborted (as the watchdog does to every
+ * one of a rank), it refuses further collectives with the reason, and its
+ * asynchronous error poll stays quiet; destroying it after is safe. */
+static void test_abort_path(void)
+{
+    moe_err e = {{0}};
+    moe_comm *c = NULL;
+    CHECK(comm_nccl_create(&c, 0, 1, NULL, &e) == 0);
+    if (!c)
+        return;
+    CHECK(c->ops->abort_comm && c->ops->async_error);
+    c->ops->abort_comm(c);
+    c->ops->abort_comm(c); /* twice: the watchdog's abort, then the world's */
+    int64_t v = 1;
+    CHECK(comm_allreduce_sum(c, &v, 1, MOE_DT_INT64, &e) == -1);
+    CHECK_MSG(strstr(e.msg, "aborted") != NULL, "after an abort: %s", e.msg);
+    CHECK(c->ops->async_error(c, &e) == 0);
+    comm_destroy(c);
+}
+
 int main(void)
 {
     moe_err e = {{0}};
@@ -196,6 +305,8 @@ int main(void)
     RUN(test_bootstrap_errors);
     RUN(test_ep_dispatcher_over_nccl);
     RUN(test_zero_over_nccl);
+    RUN(test_exchange_at_l1_rows);
+    RUN(test_abort_path);
     comm_destroy(world);
     return check_summary("test_parallel_nccl");
 }

@@ -1,19 +1,27 @@
 /* Several ranks in one process: each a thread with its own backend (on a
- * GPU: its own stream on the same device), over the in-process
- * communicator. EP=2, DP=2 and EP=2 x DP=2 train a few steps through the
- * expert-parallel dispatcher and the distributed optimizer (buckets of 512
- * gradients, so tensors straddle buckets and slices are uneven) against one
- * rank that takes the whole global batch: the same losses, gradient norms
- * and weights, moments that come out and go back in, bf16 moments too,
- * and the shard's checkpoint written by every rank (masters and moments
- * read from the backend's memory), the state cleared and read back: the
- * same bits. 
+ * GPU: its own stream on the same device, and its own communicator stream)
+ * over the in-process communicator, which keeps the stream order of NCCL
+ * and nothing more (comm_local.h). EP=2, EP=4, EP=8 with one expert a rank,
+ * DP=2 and EP=2 x DP=2, and expert buffers by capacity (rows beyond it in
+ * further passes) train a few steps through the expert-parallel dispatcher
+ * and the distributed optimizer (buckets of 512 gradients, so tensors
+ * straddle buckets and slices are uneven) against one rank that takes the
+ * whole global batch: the same losses, gradient norms and weights, moments
+ * that come out and go back in, bf16 moments too, and the shard's
+ * checkpoint written by every rank (masters and moments read from the
+ * backend's memory), the state cleared and read back: the same bits.
+ * On a GPU every collective runs with seeded random delays on the
+ * producers' streams and the communicator's (MOE_TEST_SEED=N replays one),
+ * and the same run with the stream order switched off must fail: the
+ * harness has teeth. A rank that never joins a collective ends it for every
+ * rank within the timeout, with its name.
  * Usage: test_local_ranks [cpu|cuda] (cpu in CI; cuda on a GPU machine). */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../../trainer/ckpt/fsio.h"
 #include "../../trainer/ckpt/json.h"
@@ -28,7 +36,18 @@
 
 static const moe_dims DIMS = {.C = 32, .L = 2, .NH = 4, .NKV = 2, .HD = 8, .E = 4, .K = 2,
                               .I = 48, .V = 256, .eps = 1e-5, .theta = 10000, .aux_coef = 0.01};
-enum { B = 2, T = 16, STEPS = 3, MAX_RANKS = 4 };
+enum { B = 2, T = 16, STEPS = 3, MAX_RANKS = 8 };
+
+static uint64_t seed = 1;     /* of the delays */
+static double delay_us = 0;   /* the delays' ceiling: on on a GPU */
+
+/* the layout's model: E experts (one a rank at EP = E) */
+static moe_dims dims_for(int ep)
+{
+    moe_dims d = DIMS;
+    d.E = ep > d.E ? ep : d.E;
+    return d;
+}
 
 static const char *backend_name = "cpu";
 
@@ -76,6 +95,7 @@ static moe_adamw_hyper hyper(int step)
 
 typedef struct job_s {
     int rank, world, ep, bf16;
+    double capacity;    /* parallel.expert_capacity_factor (0: one pass) */
     moe_local_world *lw;
     double loss[STEPS], norm[STEPS];
     real *masters;      /* this rank's layout, after the steps */
@@ -201,11 +221,14 @@ static int train_rank(job *j, moe_backend *be, moe_par *p, moe_err *e)
     moe_zero *z = NULL;
     real *mh = NULL, *vh = NULL, *back = NULL;
     int rc = -1;
-    if (p->ep_size > 1 ? dispatcher_ep_create(&disp, p->ep, DIMS.E, e)
+    moe_dims d = dims_for(j->ep);
+    if (p->ep_size > 1 ? dispatcher_ep_create(&disp, p->ep, d.E, e)
                        : dispatcher_local_create(&disp, e))
         goto out;
+    if (p->ep_size > 1)
+        dispatcher_ep_set_capacity(disp, j->capacity);
     moe_zero_opts zo = {.bucket_bytes = 512 * sizeof(real), .moments_bf16 = j->bf16};
-    if (model_create_parallel(&m, &DIMS, be, disp, B, T, p->ep_rank, p->ep_size, 0, 0, e) ||
+    if (model_create_parallel(&m, &d, be, disp, B, T, p->ep_rank, p->ep_size, 0, 0, e) ||
         zero_create(&z, m, p, &zo, e) || init_both_ways(j, m, e))
         goto out;
     m->stats_sum = world_sum;
@@ -217,7 +240,7 @@ static int train_rank(job *j, moe_backend *be, moe_par *p, moe_err *e)
         double ls;
         int64_t nv;
         model_zero_grad(m);
-        if (model_forward_backward(m, tok, tgt, 1.0 / global_valid(j->world, s), DIMS.aux_coef,
+        if (model_forward_backward(m, tok, tgt, 1.0 / global_valid(j->world, s), d.aux_coef,
                                    &ls, &nv, e) ||
             comm_allreduce_sum(p->world, &ls, 1, MOE_DT_DOUBLE, e) ||
             zero_step(z, hyper(s + 1), CLIP, &j->norm[s], e))
@@ -284,15 +307,16 @@ static void *rank_main(void *arg)
 }
 
 /* One rank over the whole global batch, the model's own AdamW. */
-static int reference(int world, int bf16, double *loss, double *norm, real **masters)
+static int reference(int world, int ep, int bf16, double *loss, double *norm, real **masters)
 {
+    const moe_dims d = dims_for(ep);
     moe_err e = {{0}};
     moe_backend *be = NULL;
     moe_dispatcher *disp = NULL;
     moe_model *m = NULL;
     int rc = -1, BW = B * world;
     if (open_backend(&be, &e) || dispatcher_local_create(&disp, &e) ||
-        model_create_parallel(&m, &DIMS, be, disp, BW, T, 0, 1, 1, 0, &e) ||
+        model_create_parallel(&m, &d, be, disp, BW, T, 0, 1, 1, 0, &e) ||
         model_set_moments_bf16(m, bf16, &e) || model_init_random(m, 42, 0.2, &e))
         goto out;
     int32_t *tok = malloc(sizeof(int32_t) * BW * T), *tgt = malloc(sizeof(int32_t) * BW * T);
@@ -302,7 +326,7 @@ static int reference(int world, int bf16, double *loss, double *norm, real **mas
         double ls;
         int64_t nv;
         model_zero_grad(m);
-        if (model_forward_backward(m, tok, tgt, 1.0 / global_valid(world, s), DIMS.aux_coef, &ls,
+        if (model_forward_backward(m, tok, tgt, 1.0 / global_valid(world, s), d.aux_coef, &ls,
                                    &nv, &e))
             break;
         loss[s] = ls / global_valid(world, s);
@@ -331,16 +355,26 @@ out:
 }
 
 /* EP x DP ranks as threads against the one-rank run. Tolerances: fp32 on
- * the cpu (sums in another order), bf16 compute on a GPU. */
-static void check_layout(int ep, int dp, int bf16)
+ * the cpu (sums in another order), bf16 compute on a GPU. unordered: the
+ * stream order switched off (comm_local.h); the run must then miss. */
+/* the larger, a NaN the worst of all */
+static double worse(double a, double b) { return isnan(b) ? INFINITY : fmax(a, b); }
+
+typedef struct {
+    int ep, dp, bf16;
+    double capacity;
+    int unordered;
+} layout_case;
+
+static void check_layout(layout_case lc)
 {
-    int world = ep * dp;
+    int ep = lc.ep, dp = lc.dp, bf16 = lc.bf16, world = ep * dp;
     int gpu = !strcmp(backend_name, "cuda");
     /* bf16 moments round where fp32 sums differ in the last bit: a few steps of lr apart */
     double loss_tol = gpu ? 2e-3 : 2e-6, w_tol = gpu ? 2e-2 : bf16 ? 5e-4 : 2e-5;
     double rl[STEPS], rn[STEPS];
     real *ref = NULL;
-    if (reference(world, bf16, rl, rn, &ref)) {
+    if (reference(world, ep, bf16, rl, rn, &ref)) {
         CHECK_MSG(0, "EP=%d x DP=%d: the reference run failed", ep, dp);
         return;
     }
@@ -351,39 +385,57 @@ static void check_layout(int ep, int dp, int bf16)
     char dir[] = "/tmp/moekit-local-ranks-XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
     CHECK(comm_local_world_create(&lw, world, &e) == 0);
+    if (lw) {
+        comm_local_world_set_delays(lw, seed, delay_us);
+        comm_local_world_set_unordered(lw, lc.unordered);
+        comm_local_world_set_timeout(lw, 120);
+    }
     for (int r = 0; r < world && lw; r++) {
         jobs[r] = (job){.rank = r, .world = world, .ep = ep, .bf16 = bf16, .lw = lw,
-                        .ref_full = ref, .ckpt_dir = dir, .all = jobs};
+                        .capacity = lc.capacity, .ref_full = ref, .ckpt_dir = dir, .all = jobs};
         CHECK(pthread_create(&th[r], NULL, rank_main, &jobs[r]) == 0);
     }
     for (int r = 0; r < world && lw; r++)
         pthread_join(th[r], NULL);
     double worst_w = 0, worst_l = 0, worst_n = 0;
+    int failed = 0;
     for (int r = 0; r < world && lw; r++) {
         job *j = &jobs[r];
-        CHECK_MSG(!j->err[0], "EP=%d x DP=%d rank %d: %s", ep, dp, r, j->err);
+        failed |= j->err[0] != 0;
+        CHECK_MSG(lc.unordered || !j->err[0], "EP=%d x DP=%d rank %d: %s", ep, dp, r, j->err);
         if (j->err[0])
             continue;
         for (int s = 0; s < STEPS; s++) {
-            worst_l = fmax(worst_l, fabs(j->loss[s] - rl[s]) / rl[s]);
-            worst_n = fmax(worst_n, fabs(j->norm[s] - rn[s]) / rn[s]);
+            worst_l = worse(worst_l, fabs(j->loss[s] - rl[s]) / rl[s]);
+            worst_n = worse(worst_n, fabs(j->norm[s] - rn[s]) / rn[s]);
         }
         for (size_t i = 0; i < j->n; i++)
-            worst_w = fmax(worst_w, fabs((double)j->masters[i] - j->expected[i]));
+            worst_w = worse(worst_w, fabs((double)j->masters[i] - j->expected[i]));
+        free(j->masters);
+        free(j->expected);
+        if (lc.unordered)
+            continue;
         CHECK_MSG(j->moments_round_trip, "EP=%d x DP=%d rank %d: moments did not come back", ep,
                   dp, r);
         CHECK_MSG(j->init_same, "EP=%d x DP=%d rank %d: the masters initialised in the shards "
                   "differ from the host's initialisation", ep, dp, r);
         CHECK_MSG(j->ckpt_same, "EP=%d x DP=%d rank %d: the masters or moments read back from "
                   "the checkpoint differ from those written", ep, dp, r);
-        free(j->masters);
-        free(j->expected);
     }
-    printf("  EP=%d x DP=%d%s on %s: worst relative loss %.2e, norm %.2e; worst weight %.2e\n",
-           ep, dp, bf16 ? " (bf16 moments)" : "", backend_name, worst_l, worst_n, worst_w);
-    CHECK_MSG(worst_l <= loss_tol && worst_n <= 10 * loss_tol && worst_w <= w_tol,
-              "EP=%d x DP=%d: loss %.2e, norm %.2e, weights %.2e off the one-rank run", ep, dp,
-              worst_l, worst_n, worst_w);
+    char what[96];
+    snprintf(what, sizeof what, "EP=%d x DP=%d%s%s%s", ep, dp, bf16 ? " (bf16 moments)" : "",
+             lc.capacity > 0 ? " (capacity passes)" : "", lc.unordered ? " UNORDERED" : "");
+    printf("  %s on %s, delays up to %g us (seed %llu): worst relative loss %.2e, norm %.2e; "
+           "worst weight %.2e%s\n",
+           what, backend_name, delay_us, (unsigned long long)seed, worst_l, worst_n, worst_w,
+           failed ? "; a rank failed" : "");
+    int within = !failed && worst_l <= loss_tol && worst_n <= 10 * loss_tol && worst_w <= w_tol;
+    if (lc.unordered)
+        CHECK_MSG(!within, "%s: the run matched the one-rank run although the collectives were "
+                  "not ordered after their producers: the harness has no teeth", what);
+    else
+        CHECK_MSG(within, "%s: loss %.2e, norm %.2e, weights %.2e off the one-rank run", what,
+                  worst_l, worst_n, worst_w);
     for (int r = 0; r < world && lw; r++)
         free(jobs[r].record);
     CHECK(fsio_rm_rf(dir, &e) == 0);
@@ -391,10 +443,100 @@ static void check_layout(int ep, int dp, int bf16)
     free(ref);
 }
 
-static void test_ep2(void) { check_layout(2, 1, 0); }
-static void test_dp2(void) { check_layout(1, 2, 0); }
-static void test_ep2_dp2(void) { check_layout(2, 2, 0); }
-static void test_ep2_dp2_bf16_moments(void) { check_layout(2, 2, 1); }
+static void test_ep2(void) { check_layout((layout_case){.ep = 2, .dp = 1}); }
+static void test_ep4(void) { check_layout((layout_case){.ep = 4, .dp = 1}); }
+static void test_ep8_one_expert_a_rank(void) { check_layout((layout_case){.ep = 8, .dp = 1}); }
+static void test_dp2(void) { check_layout((layout_case){.ep = 1, .dp = 2}); }
+static void test_ep2_dp2(void) { check_layout((layout_case){.ep = 2, .dp = 2}); }
+static void test_ep2_dp2_bf16_moments(void) { check_layout((layout_case){.ep = 2, .dp = 2, .bf16 = 1}); }
+/* expert buffers of 0.4 N K rows: every layer in three or more passes */
+static void test_ep4_capacity_passes(void)
+{
+    check_layout((layout_case){.ep = 4, .dp = 1, .capacity = 0.4});
+}
+static void test_ep2_dp2_capacity_passes(void)
+{
+    check_layout((layout_case){.ep = 2, .dp = 2, .capacity = 0.4});
+}
+/* the harness's teeth: without the stream order the delays must show */
+static void test_unordered_fails(void)
+{
+    check_layout((layout_case){.ep = 2, .dp = 2, .unordered = 1});
+}
+
+/* A rank that never comes: the others' collective ends within the timeout,
+ * naming the collective, the group and the absent rank, and every group of
+ * the world is aborted (a second collective fails at once). */
+typedef struct {
+    moe_local_world *lw;
+    int rank;
+    double took;
+    int rc, rc2;
+    char err[MOE_ERR_LEN], err2[MOE_ERR_LEN];
+} hjob;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void *hang_main(void *arg)
+{
+    hjob *j = arg;
+    moe_err e = {{0}};
+    moe_backend *be = NULL;
+    moe_comm *c = NULL, *ep = NULL;
+    if (open_backend(&be, &e) || comm_local_create(&c, j->lw, j->rank, be, &e) ||
+        comm_split(c, 0, j->rank, "ep", &ep, &e)) {
+        snprintf(j->err, sizeof j->err, "set-up: %.900s", e.msg);
+        j->rc = -2;
+    } else if (j->rank == 0) { /* rank 1 stops here: it died */
+        size_t n = 1024 * sizeof(real);
+        void *buf = be->alloc(be, 2 * n, &e);
+        size_t cnt[2] = {n / 2, n / 2}, off[2] = {0, n / 2};
+        double t0 = now_s();
+        j->rc = buf ? comm_alltoallv(ep, buf, cnt, off, (char *)buf + n, cnt, off, &e) : -2;
+        j->took = now_s() - t0;
+        snprintf(j->err, sizeof j->err, "%s", e.msg);
+        moe_err e2 = {{0}};
+        int64_t v = 1;
+        j->rc2 = comm_allreduce_sum(c, &v, 1, MOE_DT_INT64, &e2);
+        snprintf(j->err2, sizeof j->err2, "%.900s", e2.msg);
+        if (buf)
+            be->free(be, buf);
+    }
+    comm_destroy(ep);
+    comm_destroy(c);
+    if (be)
+        be->destroy(be);
+    return NULL;
+}
+
+static void test_rank_never_arrives(void)
+{
+    moe_local_world *lw;
+    moe_err e = {{0}};
+    CHECK(comm_local_world_create(&lw, 2, &e) == 0);
+    comm_local_world_set_timeout(lw, 1.5);
+    hjob j[2] = {{.lw = lw, .rank = 0}, {.lw = lw, .rank = 1}};
+    pthread_t th[2];
+    for (int r = 0; r < 2; r++)
+        CHECK(pthread_create(&th[r], NULL, hang_main, &j[r]) == 0);
+    for (int r = 0; r < 2; r++)
+        pthread_join(th[r], NULL);
+    printf("  rank 0 gave up after %.2f s: %s\n  then: %s\n", j[0].took, j[0].err, j[0].err2);
+    CHECK_MSG(j[0].rc == -1 && j[0].took >= 1.4 && j[0].took < 3.0,
+              "rank 0's collective returned %d after %.2f s", j[0].rc, j[0].took);
+    CHECK_MSG(strstr(j[0].err, "alltoallv on the ep group") && strstr(j[0].err, "for rank 1,") &&
+                  strstr(j[0].err, "did not arrive"),
+              "the message names neither the collective, its group nor the absent rank: %s",
+              j[0].err);
+    CHECK_MSG(j[0].rc2 == -1 && strstr(j[0].err2, "aborted"),
+              "a collective on the world after the abort: %d %s", j[0].rc2, j[0].err2);
+    comm_local_world_destroy(lw);
+}
 
 /* The collectives themselves on host memory (cpu backend): uneven in-place
  * reduce-scatter and all-gather, all-to-all, a mismatch named. */
@@ -473,11 +615,22 @@ int main(int argc, char **argv)
 {
     if (argc > 1)
         backend_name = argv[1];
+    const char *sd = getenv("MOE_TEST_SEED");
+    seed = sd && *sd ? strtoull(sd, NULL, 10) : (uint64_t)time(NULL);
+    if (!strcmp(backend_name, "cuda"))
+        delay_us = 200;
     if (!strcmp(backend_name, "cpu"))
         RUN(test_collectives);
+    RUN(test_rank_never_arrives);
     RUN(test_ep2);
+    RUN(test_ep4);
+    RUN(test_ep8_one_expert_a_rank);
     RUN(test_dp2);
     RUN(test_ep2_dp2);
     RUN(test_ep2_dp2_bf16_moments);
+    RUN(test_ep4_capacity_passes);
+    RUN(test_ep2_dp2_capacity_passes);
+    if (delay_us > 0)
+        RUN(test_unordered_fails);
     return check_summary("test_local_ranks");
 }

@@ -17,8 +17,19 @@
  * - Backward ops ACCUMULATE into weight gradients (+=) so gradient
  *   accumulation over micro-batches is free (experts_bwd may overwrite
  *   instead); input gradients are written (=) unless the op says `accumulate`.
- * - Every op may be asynchronous; `download` and the ops returning host
- *   values synchronise.
+ * - Stream order (the contract every backend and communicator keeps):
+ *   a backend queues its ops, in call order, on one queue it owns (cuda: a
+ *   stream made non-blocking, never the legacy default stream, which would
+ *   order it against every other stream of the process; cpu: the calling
+ *   thread, so an op is done when it returns). Work on any other queue (a
+ *   communicator's stream, another rank's) is ordered against it only by
+ *   events, in both directions: a collective starts after an event recorded
+ *   behind the kernels that wrote its inputs AND behind those still reading
+ *   its outputs (read-after-write, write-after-read), and the kernels that
+ *   read its outputs or overwrite its inputs are queued behind an event it
+ *   records (comm.h). The host waits for the device only where it needs a
+ *   value (download, sync, ops that return host values): each such wait is
+ *   named and counted (common/host_wait.h), and watched.
  */
 #ifndef MOE_BACKEND_H
 #define MOE_BACKEND_H
@@ -135,6 +146,11 @@ typedef enum {
 } moe_mem_kind;
 
 typedef struct moe_backend moe_backend;
+/* A queue of device work and an event between queues, both made by the
+ * backend (on cuda a cudaStream_t and a cudaEvent_t, which the NCCL
+ * communicator casts back). */
+typedef struct moe_queue moe_queue;
+typedef struct moe_event moe_event;
 
 struct moe_backend {
     const char *name;        /* "cpu", "cuda" */
@@ -187,7 +203,31 @@ struct moe_backend {
      * initialisation. NULL where the host initialises. */
     int (*masters_init)(moe_backend *be, uint16_t *lo, act *wc, size_t n, uint64_t start,
                         int normal, uint64_t key, double std, float fill, moe_err *e);
+    /* The host waits for everything queued (a named host wait, "sync"). */
     int (*sync)(moe_backend *be, moe_err *e);
+
+    /* ---- queues and events (the contract above); NULL on cpu, where
+     * every op is done when it returns and nothing needs ordering ---- */
+    /* a further queue on this backend's device (a communicator's stream) */
+    moe_queue *(*queue_create)(moe_backend *be, moe_err *e);
+    void (*queue_destroy)(moe_backend *be, moe_queue *q);
+    moe_event *(*event_create)(moe_backend *be, moe_err *e);
+    void (*event_destroy)(moe_backend *be, moe_event *ev);
+    /* ev completes once everything queued on q so far has (q NULL: the
+     * backend's own queue); event_wait: work queued on q from now on starts
+     * after ev. Neither waits on the host. */
+    int (*event_record)(moe_backend *be, moe_queue *q, moe_event *ev, moe_err *e);
+    int (*event_wait)(moe_backend *be, moe_queue *q, moe_event *ev, moe_err *e);
+    /* copy and accumulate queued on q (device memory of this device) */
+    int (*copy_on)(moe_backend *be, moe_queue *q, void *dst, const void *src, size_t bytes,
+                   moe_err *e);
+    int (*accumulate_on)(moe_backend *be, moe_queue *q, real *dst, const real *src, size_t n,
+                         moe_err *e);
+    /* 1 when p is this backend's device memory, 0 when it is host memory */
+    int (*owns)(moe_backend *be, const void *p);
+    /* a kernel that keeps q busy for about `us` microseconds: the test
+     * harness stretches producers and collectives with it (comm_local.h) */
+    int (*spin)(moe_backend *be, moe_queue *q, double us, moe_err *e);
     /* A failure the backend noted since the last check or sync (an op it
      * could not run: a scratch buffer it could not allocate, a library call
      * refused), without waiting for the device. NULL where ops fail at once. */
@@ -349,6 +389,8 @@ int cpu_backend_create(moe_backend **out, int threads, moe_err *e);
 int cuda_backend_available(void);
 int cuda_device_count(void); /* visible GPUs, 0 without a driver */
 int cuda_backend_create(moe_backend **out, int device, moe_err *e);
+/* The cuda backend's own stream (a cudaStream_t), for timing its ops with events. */
+void *cuda_backend_stream(moe_backend *be);
 
 #ifdef __cplusplus
 }

@@ -33,26 +33,87 @@ int comm_init_fields(moe_comm *c, const char *impl, const char *name, int rank, 
         return moe_errf(e, "out of memory for the %s communicator", name);
     for (int r = 0; r < size; r++)
         c->world_ranks[r] = world_ranks ? world_ranks[r] : r;
+    watchdog_track(c);
     return 0;
 }
 
 void comm_free_fields(moe_comm *c)
 {
+    watchdog_untrack(c);
     free(c->world_ranks);
     c->world_ranks = NULL;
 }
 
-/* Run one collective under the watchdog and name it in any error. */
+/* Start one collective under the watchdog, numbered (c->issued is its seq
+ * while the implementation queues it), and name it in any error. */
+static int watched(moe_comm *c, const char *opname, int rc, moe_err *e)
+{
+    watchdog_leave();
+    if (rc)
+        return moe_err_prefix(e, "rank %d: %s on the %s group", c->world_ranks[c->rank], opname,
+                              c->name);
+    return 0;
+}
+#define START(c, opname) (watchdog_enter(c, opname), (c)->last_op = opname, ++(c)->issued)
 #define WATCHED(c, opname, call)                                                                   \
     do {                                                                                           \
-        watchdog_enter(c, opname);                                                                 \
-        int rc_ = (call);                                                                          \
-        watchdog_leave();                                                                          \
-        if (rc_)                                                                                   \
-            return moe_err_prefix(e, "rank %d: %s on the %s group", c->world_ranks[c->rank],       \
-                                  opname, c->name);                                                \
-        return 0;                                                                                  \
+        START(c, opname);                                                                          \
+        if (watched(c, opname, (call), e))                                                         \
+            return -1;                                                                             \
+        return comm_wait(&(moe_comm_req){c, c->issued}, e);                                        \
     } while (0)
+#define WATCHED_START(c, opname, call, req)                                                        \
+    do {                                                                                           \
+        START(c, opname);                                                                          \
+        *(req) = (moe_comm_req){c, c->issued};                                                     \
+        return watched(c, opname, (call), e);                                                      \
+    } while (0)
+
+int comm_wait(const moe_comm_req *req, moe_err *e)
+{
+    moe_comm *c = req->c;
+    if (!c->ops->wait || !c->be)
+        return 0;
+    if (c->ops->wait(c, req->seq, e))
+        return moe_err_prefix(e, "rank %d: waiting for %s on the %s group",
+                              c->world_ranks[c->rank], c->last_op ? c->last_op : "a collective",
+                              c->name);
+    return 0;
+}
+
+int comm_bind(moe_comm *c, struct moe_backend *be, moe_err *e)
+{
+    if (c->ops->bind && c->ops->bind(c, be, e))
+        return moe_err_prefix(e, "binding the %s group to the %s backend", c->name, be->name);
+    c->be = be;
+    return 0;
+}
+
+int comm_alltoallv_start(moe_comm *c, const void *send, const size_t *scounts,
+                         const size_t *sdispls, void *recv, const size_t *rcounts,
+                         const size_t *rdispls, moe_comm_req *req, moe_err *e)
+{
+    WATCHED_START(c, "alltoallv",
+                  c->ops->alltoallv(c, send, scounts, sdispls, recv, rcounts, rdispls, e), req);
+}
+
+int comm_reduce_scatter_sum_start(moe_comm *c, const void *send, void *recv, const size_t *counts,
+                                  moe_dtype t, moe_comm_req *req, moe_err *e)
+{
+    WATCHED_START(c, "reduce_scatter", c->ops->reduce_scatter_sum(c, send, recv, counts, t, e),
+                  req);
+}
+
+int comm_allgatherv_start(moe_comm *c, const void *send, size_t n, void *recv,
+                          const size_t *counts, const size_t *displs, moe_dtype t,
+                          moe_comm_req *req, moe_err *e)
+{
+    if (n != counts[c->rank])
+        return moe_errf(e, "allgatherv on the %s group: rank %d sends %zu elements but the "
+                           "counts say %zu", c->name, c->rank, n, counts[c->rank]);
+    WATCHED_START(c, "allgatherv", c->ops->allgatherv(c, send, n, recv, counts, displs, t, e),
+                  req);
+}
 
 int comm_allreduce_sum(moe_comm *c, void *buf, size_t n, moe_dtype t, moe_err *e)
 {
@@ -97,7 +158,15 @@ int comm_reduce_scatter_sum(moe_comm *c, const void *send, void *recv, const siz
 
 int comm_split(moe_comm *c, int color, int key, const char *name, moe_comm **out, moe_err *e)
 {
-    WATCHED(c, "split", c->ops->split(c, color, key, name, out, e));
+    START(c, "split");
+    if (watched(c, "split", c->ops->split(c, color, key, name, out, e), e))
+        return -1;
+    if (c->be && comm_bind(*out, c->be, e)) {
+        comm_destroy(*out);
+        *out = NULL;
+        return -1;
+    }
+    return 0;
 }
 
 void comm_destroy(moe_comm *c)

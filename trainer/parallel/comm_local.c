@@ -1,10 +1,21 @@
 /* moekit: ranks as threads of one process (see comm_local.h). */
 #include "comm_local.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include "../../common/host_wait.h"
+
+/* events kept per rank: collective seq uses slot seq % RING; a wait on a
+ * slot recorded again since waits for a later collective of the same
+ * queue, never for too little (and never in a cycle: see l_wait) */
+enum { RING = 16, MAX_LOCAL = 64 };
+
+typedef struct lgroup lgroup;
 
 /* What one member posts for a collective. */
 typedef struct {
@@ -13,44 +24,81 @@ typedef struct {
     const size_t *counts, *displs; /* allgatherv, reduce_scatter; alltoallv: send side */
     const size_t *rcounts;         /* alltoallv: receive side, to check */
     int color, key;                /* split */
-    struct lgroup *made;           /* split: the group its leader made */
+    lgroup *made;                  /* split: the group its leader made */
 } slot;
 
-typedef struct lgroup {
-    int size;
-    pthread_barrier_t bar;
-    pthread_mutex_t mu;
-    int refs;
-    slot *slots;
-} lgroup;
-
 struct moe_local_world {
-    lgroup *g;
+    pthread_mutex_t mu;
+    lgroup *groups[MAX_LOCAL * 4]; /* every live group, to abort them together */
+    int n_groups;
+    int aborted;
+    char why[MOE_ERR_LEN];
+    double timeout_s, delay_us;
+    uint64_t seed;
+    int unordered;
+    /* per world rank: its events, for every group it is in */
+    moe_event *ready[MAX_LOCAL][RING], *done[MAX_LOCAL][RING];
+    int size;
+    lgroup *root;
+};
+
+struct lgroup {
+    moe_local_world *w;
+    int size;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int arrived;
+    unsigned gen;
+    unsigned char *here; /* [size]: who reached the rendezvous in progress */
+    int refs;
+    int *world_ranks;    /* [size] */
+    slot *slots;
 };
 
 typedef struct {
     lgroup *g;
     moe_backend *be;
+    moe_queue *q;        /* this rank's communicator queue; NULL: synchronous (cpu) */
+    int wrank;           /* world rank */
+    uint64_t rng;
+    const char *op;      /* the collective in progress, for messages */
+    char *name;          /* the group's name (comm's) */
 } lctx;
 
 static lctx *LX(moe_comm *c) { return c->impl_ctx; }
 
-static int group_new(lgroup **out, int size, moe_err *e)
+/* ---- groups and their rendezvous ---- */
+
+static int group_new(lgroup **out, moe_local_world *w, int size, const int *world_ranks,
+                     moe_err *e)
 {
     lgroup *g = calloc(1, sizeof *g);
-    if (!g || !(g->slots = calloc((size_t)size, sizeof *g->slots))) {
+    if (!g || !(g->slots = calloc((size_t)size, sizeof *g->slots)) ||
+        !(g->here = calloc((size_t)size, 1)) ||
+        !(g->world_ranks = malloc(sizeof(int) * (size_t)size))) {
+        if (g) {
+            free(g->slots);
+            free(g->here);
+        }
         free(g);
         return moe_errf(e, "out of memory for an in-process group of %d ranks", size);
     }
+    g->w = w;
     g->size = size;
     g->refs = size;
-    int rc = pthread_barrier_init(&g->bar, NULL, (unsigned)size);
-    if (rc) {
-        free(g->slots);
-        free(g);
-        return moe_err_errno(e, rc, "pthread_barrier_init");
-    }
+    for (int r = 0; r < size; r++)
+        g->world_ranks[r] = world_ranks ? world_ranks[r] : r;
     pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    pthread_mutex_lock(&w->mu);
+    int full = w->n_groups == (int)(sizeof w->groups / sizeof *w->groups);
+    if (!full)
+        w->groups[w->n_groups++] = g;
+    pthread_mutex_unlock(&w->mu);
+    if (full) {
+        free(g->slots), free(g->here), free(g->world_ranks), free(g);
+        return moe_errf(e, "too many in-process groups");
+    }
     *out = g;
     return 0;
 }
@@ -62,51 +110,235 @@ static void group_unref(lgroup *g)
     pthread_mutex_unlock(&g->mu);
     if (!last)
         return;
-    pthread_barrier_destroy(&g->bar);
+    moe_local_world *w = g->w;
+    pthread_mutex_lock(&w->mu);
+    for (int i = 0; i < w->n_groups; i++)
+        if (w->groups[i] == g) {
+            w->groups[i] = w->groups[--w->n_groups];
+            break;
+        }
+    pthread_mutex_unlock(&w->mu);
     pthread_mutex_destroy(&g->mu);
+    pthread_cond_destroy(&g->cv);
     free(g->slots);
+    free(g->here);
+    free(g->world_ranks);
     free(g);
 }
 
-/* Post this rank's buffers once its backend's work on them is done, and
- * wait for every member. */
-static int enter(moe_comm *c, slot s, moe_err *e)
+/* Every group of the world stops: its waiters return the reason. */
+static void world_abort(moe_local_world *w, const char *why)
+{
+    pthread_mutex_lock(&w->mu);
+    if (!w->aborted) {
+        w->aborted = 1;
+        snprintf(w->why, sizeof w->why, "%s", why);
+    }
+    for (int i = 0; i < w->n_groups; i++) {
+        pthread_mutex_lock(&w->groups[i]->mu);
+        pthread_cond_broadcast(&w->groups[i]->cv);
+        pthread_mutex_unlock(&w->groups[i]->mu);
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
+static int aborted(moe_local_world *w, moe_err *e)
+{
+    pthread_mutex_lock(&w->mu);
+    int a = w->aborted;
+    if (a)
+        moe_errf(e, "the in-process ranks were aborted: %s", w->why);
+    pthread_mutex_unlock(&w->mu);
+    return a;
+}
+
+/* All members meet; one that waits past the timeout aborts the world,
+ * naming those that did not come. */
+static int rendezvous(moe_comm *c, moe_err *e)
 {
     lctx *x = LX(c);
-    if (x->be->sync(x->be, e))
+    lgroup *g = x->g;
+    moe_local_world *w = g->w;
+    if (aborted(w, e))
         return -1;
-    x->g->slots[c->rank] = s;
-    pthread_barrier_wait(&x->g->bar);
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += (time_t)w->timeout_s;
+    dl.tv_nsec += (long)((w->timeout_s - (double)(time_t)w->timeout_s) * 1e9);
+    if (dl.tv_nsec >= 1000000000L)
+        dl.tv_sec++, dl.tv_nsec -= 1000000000L;
+    pthread_mutex_lock(&g->mu);
+    unsigned gen = g->gen;
+    g->here[c->rank] = 1;
+    if (++g->arrived == g->size) {
+        g->arrived = 0;
+        memset(g->here, 0, (size_t)g->size);
+        g->gen++;
+        pthread_cond_broadcast(&g->cv);
+        pthread_mutex_unlock(&g->mu);
+        return 0;
+    }
+    int timed_out = 0;
+    while (g->gen == gen && !w->aborted && !timed_out)
+        timed_out = pthread_cond_timedwait(&g->cv, &g->mu, &dl) == ETIMEDOUT;
+    int done = g->gen != gen;
+    char missing[256] = "";
+    size_t len = 0;
+    if (!done && timed_out)
+        for (int r = 0; r < g->size && len + 16 < sizeof missing; r++)
+            if (!g->here[r])
+                len += (size_t)snprintf(missing + len, sizeof missing - len, "%s%d",
+                                        len ? ", " : "", g->world_ranks[r]);
+    pthread_mutex_unlock(&g->mu);
+    if (done)
+        return 0;
+    if (timed_out) {
+        char why[MOE_ERR_LEN];
+        snprintf(why, sizeof why,
+                 "rank %d: %s on the %s group has waited %g s for rank%s %s, which did not "
+                 "arrive: a peer rank died or hangs",
+                 x->wrank, x->op ? x->op : "a collective", c->name, w->timeout_s,
+                 strchr(missing, ',') ? "s" : "", missing);
+        world_abort(w, why);
+        return moe_errf(e, "waited %g s for rank%s %s, which did not arrive: a peer rank died "
+                           "or hangs; every group of the in-process ranks is aborted",
+                        w->timeout_s, strchr(missing, ',') ? "s" : "", missing);
+    }
+    return aborted(w, e) ? -1 : moe_errf(e, "internal: rendezvous woke without a reason");
+}
+
+/* ---- stream order on a device ---- */
+
+static int device_path(moe_comm *c) { return LX(c)->q != NULL; }
+
+static double draw_us(lctx *x)
+{
+    double max = x->g->w->delay_us;
+    if (!(max > 0))
+        return 0;
+    x->rng ^= x->rng << 13, x->rng ^= x->rng >> 7, x->rng ^= x->rng << 17;
+    return max * (double)(x->rng >> 11) / 9007199254740992.0;
+}
+
+/* Member side, before the rendezvous: the producers stretched, then this
+ * rank's "inputs ready" event behind them. */
+static int post_ready(moe_comm *c, moe_err *e)
+{
+    lctx *x = LX(c);
+    moe_backend *be = x->be;
+    moe_local_world *w = x->g->w;
+    if (be->spin(be, NULL, draw_us(x), e))
+        return -1;
+    return w->unordered ? 0 : be->event_record(be, NULL, w->ready[x->wrank][c->issued % RING], e);
+}
+
+/* This rank's queue, after the rendezvous: behind every member's inputs,
+ * stretched, then the copies queue on it. */
+static int queue_after_inputs(moe_comm *c, moe_err *e)
+{
+    lctx *x = LX(c);
+    moe_backend *be = x->be;
+    moe_local_world *w = x->g->w;
+    if (!w->unordered)
+        for (int r = 0; r < c->size; r++)
+            if (be->event_wait(be, x->q, w->ready[x->g->world_ranks[r]][c->issued % RING], e))
+                return -1;
+    return be->spin(be, x->q, draw_us(x), e);
+}
+
+static int record_done(moe_comm *c, moe_err *e)
+{
+    lctx *x = LX(c);
+    moe_backend *be = x->be;
+    if (be->event_record(be, x->q, x->g->w->done[x->wrank][c->issued % RING], e))
+        return -1;
+    if (x->g->w->unordered) { /* moekit before the stream order: the host waited */
+        host_wait_begin("collective (unordered)");
+        int rc = be->event_wait(be, NULL, x->g->w->done[x->wrank][c->issued % RING], e) ||
+                 be->sync(be, e);
+        host_wait_end();
+        return rc ? -1 : 0;
+    }
     return 0;
 }
 
-/* This rank's copies and sums done; nobody touches a buffer before all are. */
-static int leave(moe_comm *c, int rc, moe_err *e)
+/* The compute stream behind every member's copies of collective seq: its
+ * own outputs, and the peers' reads of its inputs. A member that already
+ * recorded the slot again for seq + RING did so after its own later
+ * rendezvous, which this rank joined before calling this: no cycle. */
+static int l_wait(moe_comm *c, uint64_t seq, moe_err *e)
 {
     lctx *x = LX(c);
+    if (!device_path(c) || !seq || x->g->w->unordered)
+        return 0;
+    for (int r = 0; r < c->size; r++)
+        if (x->be->event_wait(x->be, NULL, x->g->w->done[x->g->world_ranks[r]][seq % RING], e))
+            return -1;
+    return 0;
+}
+
+/* ---- the collectives ---- */
+
+/* A collective's two halves: post and meet; then (after this rank's copies)
+ * meet again, so no member reposts before every peer has read its slot. */
+static int enter(moe_comm *c, const char *op, slot s, int on_device, moe_err *e)
+{
+    lctx *x = LX(c);
+    x->op = op;
+    if (on_device) {
+        if (post_ready(c, e))
+            return -1;
+    } else if (!device_path(c) && x->be->sync(x->be, e)) { /* cpu: ops are done already */
+        return -1;
+    }
+    x->g->slots[c->rank] = s;
+    return rendezvous(c, e);
+}
+
+static int leave(moe_comm *c, int rc, int on_device, moe_err *e)
+{
     moe_err se = {{0}};
-    int synced = x->be->sync(x->be, &se);
-    pthread_barrier_wait(&x->g->bar);
-    if (!rc && synced)
+    int failed = rc;
+    if (!failed && on_device)
+        failed = record_done(c, &se);
+    if (rendezvous(c, failed ? &se : e) && !failed)
+        return -1;
+    if (failed && !rc)
         *e = se;
-    return rc || synced ? -1 : 0;
+    return failed ? -1 : 0;
 }
 
 static const slot *peer(moe_comm *c, int r) { return &LX(c)->g->slots[r]; }
 
-static int copy(moe_comm *c, void *dst, const void *src, size_t bytes, moe_err *e)
+/* device buffers go through this rank's queue, host ones are copied here */
+static int copy(moe_comm *c, int on_device, void *dst, const void *src, size_t bytes, moe_err *e)
 {
     if (!bytes || dst == src)
         return 0;
-    return LX(c)->be->copy(LX(c)->be, dst, src, bytes, e);
+    lctx *x = LX(c);
+    if (on_device)
+        return x->be->copy_on(x->be, x->q, dst, src, bytes, e);
+    if (!device_path(c))
+        return x->be->copy(x->be, dst, src, bytes, e);
+    memcpy(dst, src, bytes);
+    return 0;
 }
 
 /* dst += src: reals in backend memory, doubles and int64 on the host */
-static void accumulate(moe_comm *c, void *dst, const void *src, size_t n, moe_dtype t)
+static int accumulate(moe_comm *c, int on_device, void *dst, const void *src, size_t n,
+                      moe_dtype t, moe_err *e)
 {
+    lctx *x = LX(c);
     switch (t) {
     case MOE_DT_REAL:
-        LX(c)->be->accumulate(LX(c)->be, dst, src, n);
+        if (on_device)
+            return x->be->accumulate_on(x->be, x->q, dst, src, n, e);
+        if (device_path(c)) {
+            for (size_t i = 0; i < n; i++)
+                ((real *)dst)[i] += ((const real *)src)[i];
+        } else {
+            x->be->accumulate(x->be, dst, src, n);
+        }
         break;
     case MOE_DT_DOUBLE:
         for (size_t i = 0; i < n; i++)
@@ -119,42 +351,53 @@ static void accumulate(moe_comm *c, void *dst, const void *src, size_t n, moe_dt
     case MOE_DT_BYTE:
         break;
     }
+    return 0;
 }
 
-/* Host buffers only (the trainer's scalars): summed in rank order into a
+/* device memory of this rank's backend (then its queue carries the copies) */
+static int on_dev(moe_comm *c, const void *p)
+{
+    lctx *x = LX(c);
+    return device_path(c) && p && x->be->owns && x->be->owns(x->be, p);
+}
+
+/* Host buffers (the trainer's scalars): summed in rank order into a
  * private copy first, since every member's buffer is also an input. */
 static int l_allreduce(moe_comm *c, void *buf, size_t n, moe_dtype t, moe_err *e)
 {
-    if (t == MOE_DT_BYTE || (t == MOE_DT_REAL && strcmp(LX(c)->be->name, "cpu")))
-        return moe_errf(e, "the in-process communicator sums doubles and int64 on the host "
-                           "(and reals on the cpu backend) in all-reduces");
+    if (t == MOE_DT_BYTE || on_dev(c, buf))
+        return moe_errf(e, "the in-process communicator sums host doubles, int64 and reals in "
+                           "all-reduces");
     size_t bytes = n * moe_dtype_size(t);
     char *sum = malloc(bytes ? bytes : 1);
     if (!sum)
         return moe_errf(e, "out of memory");
-    if (enter(c, (slot){.send = buf}, e)) {
+    if (enter(c, "allreduce", (slot){.send = buf}, 0, e)) {
         free(sum);
         return -1;
     }
     memcpy(sum, peer(c, 0)->send, bytes);
     for (int r = 1; r < c->size; r++)
-        accumulate(c, sum, peer(c, r)->send, n, t == MOE_DT_REAL ? MOE_DT_REAL : t);
-    pthread_barrier_wait(&LX(c)->g->bar); /* every sum taken before any buffer changes */
-    memcpy(buf, sum, bytes);
+        accumulate(c, 0, sum, peer(c, r)->send, n, t, e);
+    int rc = rendezvous(c, e); /* every sum taken before any buffer changes */
+    if (!rc)
+        memcpy(buf, sum, bytes);
     free(sum);
-    return leave(c, 0, e);
+    return rc ? -1 : leave(c, 0, 0, e);
 }
 
 static int l_allgatherv(moe_comm *c, const void *send, size_t n, void *recv, const size_t *counts,
                         const size_t *displs, moe_dtype t, moe_err *e)
 {
+    (void)n;
     size_t es = moe_dtype_size(t);
-    if (enter(c, (slot){.send = send}, e))
+    int dev = on_dev(c, recv);
+    if (enter(c, "allgatherv", (slot){.send = send}, dev, e))
         return -1;
-    int rc = 0;
+    int rc = dev ? queue_after_inputs(c, e) : 0;
     for (int r = 0; r < c->size && !rc; r++)
-        rc = copy(c, (char *)recv + displs[r] * es, peer(c, r)->send, counts[r] * es, e);
-    return leave(c, rc, e);
+        rc = copy(c, dev, (char *)recv + displs[r] * es, peer(c, r)->send, counts[r] * es, e);
+    return leave(c, rc, dev, e);
 }
 
 static int l_allgather(moe_comm *c, const void *send, void *recv, size_t n, moe_dtype t,
@@ -171,34 +414,40 @@ static int l_allgather(moe_comm *c, const void *send, void *recv, size_t n, moe_
 static int l_alltoallv(moe_comm *c, const void *send, const size_t *scounts, const size_t *sdispls,
                        void *recv, const size_t *rcounts, const size_t *rdispls, moe_err *e)
 {
-    if (enter(c, (slot){.send = send, .counts = scounts, .displs = sdispls, .rcounts = rcounts}, e))
+    int dev = on_dev(c, recv) || on_dev(c, send);
+    if (enter(c, "alltoallv",
+              (slot){.send = send, .counts = scounts, .displs = sdispls, .rcounts = rcounts}, dev,
+              e))
         return -1;
-    int rc = 0, me = c->rank;
+    int rc = dev ? queue_after_inputs(c, e) : 0, me = c->rank;
     for (int r = 0; r < c->size && !rc; r++) {
         const slot *p = peer(c, r);
         if (p->counts[me] != rcounts[r])
             rc = moe_errf(e, "alltoallv: rank %d sends %zu bytes, rank %d expects %zu", r,
                           p->counts[me], me, rcounts[r]);
         else
-            rc = copy(c, (char *)recv + rdispls[r], (const char *)p->send + p->displs[me],
+            rc = copy(c, dev, (char *)recv + rdispls[r], (const char *)p->send + p->displs[me],
                       rcounts[r], e);
     }
-    return leave(c, rc, e);
+    return leave(c, rc, dev, e);
 }
 
 static int l_broadcast(moe_comm *c, void *buf, size_t bytes, int root, moe_err *e)
 {
-    if (enter(c, (slot){.send = buf}, e))
+    int dev = on_dev(c, buf);
+    if (enter(c, "broadcast", (slot){.send = buf}, dev, e))
         return -1;
-    int rc = c->rank == root ? 0 : copy(c, buf, peer(c, root)->send, bytes, e);
-    return leave(c, rc, e);
+    int rc = dev ? queue_after_inputs(c, e) : 0;
+    if (!rc && c->rank != root)
+        rc = copy(c, dev, buf, peer(c, root)->send, bytes, e);
+    return leave(c, rc, dev, e);
 }
 
 static int l_barrier(moe_comm *c, moe_err *e)
 {
-    if (enter(c, (slot){0}, e))
+    if (enter(c, "barrier", (slot){0}, 0, e))
         return -1;
-    return leave(c, 0, e);
+    return leave(c, 0, 0, e);
 }
 
 /* This rank's block: its own part, then every peer's in rank order. Peers
@@ -209,19 +458,22 @@ static int l_reduce_scatter(moe_comm *c, const void *send, void *recv, const siz
     size_t es = moe_dtype_size(t), off = 0;
     for (int r = 0; r < c->rank; r++)
         off += counts[r];
-    if (enter(c, (slot){.send = send}, e))
+    int dev = on_dev(c, recv);
+    if (enter(c, "reduce_scatter", (slot){.send = send}, dev, e))
         return -1;
     size_t n = counts[c->rank];
-    int rc = copy(c, recv, (const char *)send + off * es, n * es, e);
+    int rc = dev ? queue_after_inputs(c, e) : 0;
+    if (!rc)
+        rc = copy(c, dev, recv, (const char *)send + off * es, n * es, e);
     for (int r = 0; r < c->size && !rc; r++)
         if (r != c->rank)
-            accumulate(c, recv, (const char *)peer(c, r)->send + off * es, n, t);
-    return leave(c, rc, e);
+            rc = accumulate(c, dev, recv, (const char *)peer(c, r)->send + off * es, n, t, e);
+    return leave(c, rc, dev, e);
 }
 
 static const moe_comm_ops LOCAL_OPS;
 
-static int wrap(moe_comm **out, lgroup *g, int rank, const int *world_ranks, moe_backend *be,
+static int wrap(moe_comm **out, lgroup *g, int rank, int wrank, moe_backend *be, moe_queue *q,
                 const char *name, moe_err *e)
 {
     moe_comm *c = calloc(1, sizeof *c);
@@ -233,12 +485,16 @@ static int wrap(moe_comm **out, lgroup *g, int rank, const int *world_ranks, moe
     }
     x->g = g;
     x->be = be;
-    if (comm_init_fields(c, "local", name, rank, g->size, world_ranks, &LOCAL_OPS, x, e)) {
+    x->q = q;
+    x->wrank = wrank;
+    x->rng = (g->w->seed ^ 0x9E3779B97F4A7C15ull) * (2 * (uint64_t)wrank + 1) + 1;
+    if (comm_init_fields(c, "local", name, rank, g->size, g->world_ranks, &LOCAL_OPS, x, e)) {
         free(c);
         free(x);
         return -1;
     }
     c->device_memory = be->device_memory;
+    c->be = be;
     *out = c;
     return 0;
 }
@@ -248,7 +504,7 @@ static int wrap(moe_comm **out, lgroup *g, int rank, const int *world_ranks, moe
 static int l_split(moe_comm *c, int color, int key, const char *name, moe_comm **out, moe_err *e)
 {
     lgroup *g = LX(c)->g;
-    if (enter(c, (slot){.color = color, .key = key}, e))
+    if (enter(c, "split", (slot){.color = color, .key = key}, 0, e))
         return -1;
     int S = c->size, n = 0, my = 0, ranks[S], wr[S];
     for (int r = 0; r < S; r++)
@@ -271,48 +527,72 @@ static int l_split(moe_comm *c, int color, int key, const char *name, moe_comm *
     int rc = 0;
     lgroup *made = NULL;
     if (my == 0)
-        rc = group_new(&made, n, e);
+        rc = group_new(&made, g->w, n, wr, e);
     g->slots[c->rank].made = made;
-    pthread_barrier_wait(&g->bar);
+    if (rendezvous(c, e))
+        return -1;
     made = g->slots[ranks[0]].made;
-    pthread_barrier_wait(&g->bar); /* every member has read its leader's slot */
+    if (rendezvous(c, e)) /* every member has read its leader's slot */
+        return -1;
     if (!made) /* the leader failed: its members say so too */
         return rc ? -1 : moe_errf(e, "split of the %s group: the new group's first rank failed",
                                   c->name);
-    if (wrap(out, made, my, wr, LX(c)->be, name, e)) {
+    if (wrap(out, made, my, LX(c)->wrank, LX(c)->be, LX(c)->q, name, e)) {
         group_unref(made);
         return -1;
     }
     return 0;
 }
 
+static void l_abort_comm(moe_comm *c)
+{
+    world_abort(LX(c)->g->w, "the watchdog aborted them");
+}
+
 static void l_abort(moe_comm *c, int code)
 {
-    (void)c;
+    l_abort_comm(c);
     fprintf(stderr, "moe-train: aborting the in-process ranks\n");
     exit(code);
 }
 
+/* the world communicator owns the rank's queue */
 static void l_destroy(moe_comm *c)
 {
-    group_unref(LX(c)->g);
+    lctx *x = LX(c);
+    if (x->q && x->g == x->g->w->root) {
+        moe_local_world *w = x->g->w;
+        x->be->sync(x->be, &(moe_err){{0}});
+        x->be->queue_destroy(x->be, x->q);
+        for (int i = 0; i < RING; i++) {
+            x->be->event_destroy(x->be, w->ready[x->wrank][i]);
+            x->be->event_destroy(x->be, w->done[x->wrank][i]);
+            w->ready[x->wrank][i] = w->done[x->wrank][i] = NULL;
+        }
+    }
+    group_unref(x->g);
     free(c->impl_ctx);
     comm_free_fields(c);
     free(c);
 }
 
-static const moe_comm_ops LOCAL_OPS = {l_allreduce, l_allgather, l_allgatherv, l_alltoallv,
-                                       l_broadcast, l_barrier,   l_reduce_scatter, l_split,
-                                       l_abort,     l_destroy};
+static const moe_comm_ops LOCAL_OPS = {
+    l_allreduce, l_allgather, l_allgatherv, l_alltoallv, l_broadcast, l_barrier, l_reduce_scatter,
+    l_split,     l_abort,     l_destroy,    NULL,        l_wait,      NULL,      l_abort_comm};
 
 int comm_local_world_create(moe_local_world **out, int size, moe_err *e)
 {
     if (size < 1)
         return moe_errf(e, "an in-process world needs at least one rank, not %d", size);
+    if (size > MAX_LOCAL)
+        return moe_errf(e, "an in-process world of %d ranks: at most %d", size, MAX_LOCAL);
     moe_local_world *w = calloc(1, sizeof *w);
     if (!w)
         return moe_errf(e, "out of memory");
-    if (group_new(&w->g, size, e)) {
+    pthread_mutex_init(&w->mu, NULL);
+    w->size = size;
+    w->timeout_s = 600;
+    if (group_new(&w->root, w, size, NULL, e)) {
         free(w);
         return -1;
     }
@@ -320,18 +600,42 @@ int comm_local_world_create(moe_local_world **out, int size, moe_err *e)
     return 0;
 }
 
+void comm_local_world_set_delays(moe_local_world *w, uint64_t seed, double max_us)
+{
+    w->seed = seed;
+    w->delay_us = max_us > 0 ? max_us : 0;
+}
+
+void comm_local_world_set_timeout(moe_local_world *w, double seconds)
+{
+    if (seconds > 0)
+        w->timeout_s = seconds;
+}
+
+void comm_local_world_set_unordered(moe_local_world *w, int on) { w->unordered = on != 0; }
+
 void comm_local_world_destroy(moe_local_world *w)
 {
     if (!w)
         return;
+    pthread_mutex_destroy(&w->mu);
     free(w);
 }
 
 int comm_local_create(moe_comm **out, moe_local_world *w, int rank, moe_backend *be, moe_err *e)
 {
-    if (rank < 0 || rank >= w->g->size)
-        return moe_errf(e, "rank %d of an in-process world of %d", rank, w->g->size);
+    if (rank < 0 || rank >= w->size)
+        return moe_errf(e, "rank %d of an in-process world of %d", rank, w->size);
     if (!be->copy || !be->accumulate)
         return moe_errf(e, "the %s backend has no copy/accumulate for in-process ranks", be->name);
-    return wrap(out, w->g, rank, NULL, be, "world", e);
+    moe_queue *q = NULL;
+    if (be->queue_create) { /* a device: the rank's queue and its events */
+        if (!(q = be->queue_create(be, e)))
+            return moe_err_prefix(e, "rank %d's communicator queue", rank);
+        for (int i = 0; i < RING; i++)
+            if (!(w->ready[rank][i] = be->event_create(be, e)) ||
+                !(w->done[rank][i] = be->event_create(be, e)))
+                return moe_err_prefix(e, "rank %d's communicator events", rank);
+    }
+    return wrap(out, w->root, rank, rank, be, q, "world", e);
 }

@@ -1,15 +1,30 @@
-/* moekit: ranks as threads of one process, over their backends' memory.
+/* moekit: ranks as threads of one process, over their backends' memory:
+ * the test harness of the multi-rank step, as asynchronous as NCCL.
  *
  * Each rank is a thread with its own backend (on a GPU: its own stream on
- * the same device, which NCCL refuses to share between ranks). A collective
- * is a rendezvous: every member syncs its backend, posts its buffers and
- * waits at a barrier; then each rank fills its own outputs by copying from
- * the peers' buffers (backend copy op: device to device, or host) and summing
- * them (backend accumulate op for reals; doubles and int64 are host
- * scalars), syncs, and meets the others at a second barrier before anyone
- * touches a buffer again. Sums run in rank order on every rank, so all
- * ranks see the same bits. For tests: the device-resident training path on
- * one GPU, and (cpu backend) the same logic in CI. */
+ * the same device, which NCCL refuses to share between ranks) and its own
+ * communicator queue (a second non-blocking stream). A collective on device
+ * buffers keeps comm.h's stream order and nothing more: every member
+ * records an event on its compute stream and posts its buffers (a host
+ * rendezvous exchanges pointers, never device progress); each rank's queue
+ * waits for every member's event, copies and sums from the peers' buffers,
+ * and records a done event; comm_wait queues the compute stream behind every
+ * member's done event (its outputs written, and the peers' reads of its
+ * inputs over). No host synchronisation surrounds a collective.
+ *
+ * Delays (comm_local_world_set_delays): before each collective a spin of
+ * random length goes on the producer's compute stream, and another on the
+ * communicator's queue before its copies, so a kernel that is not ordered
+ * before a collective, or a read of its output not ordered after it, sees
+ * the wrong values instead of winning a race by luck. Unordered mode (a
+ * test switch) drops the input events and waits for each collective on the
+ * host, as moekit did before the stream order: the harness must then fail.
+ *
+ * Host buffers (counts, scalars) and backends without queues (cpu) are
+ * done synchronously between two rendezvous. Sums run in rank order on
+ * every rank, so all ranks see the same bits. A rendezvous that waits longer
+ * than the world's timeout aborts every group of the world, naming the
+ * collective, the group and the ranks that did not arrive. */
 #ifndef MOE_COMM_LOCAL_H
 #define MOE_COMM_LOCAL_H
 
@@ -22,7 +37,15 @@ typedef struct moe_local_world moe_local_world;
 int comm_local_world_create(moe_local_world **out, int size, moe_err *e);
 /* Free it after every rank's communicators are destroyed. */
 void comm_local_world_destroy(moe_local_world *w);
-/* Rank `rank`'s world communicator; be: the rank's backend (kept, not owned). */
+/* Rank `rank`'s world communicator; be: the rank's backend (kept, not owned,
+ * and bound: comm.h's stream order is against its queue). */
 int comm_local_create(moe_comm **out, moe_local_world *w, int rank, moe_backend *be, moe_err *e);
+
+/* Set before the ranks start. Delays of up to max_us microseconds, drawn
+ * from `seed` (0 us: none); how long a rendezvous may wait (default 600 s);
+ * unordered: the test switch above. */
+void comm_local_world_set_delays(moe_local_world *w, uint64_t seed, double max_us);
+void comm_local_world_set_timeout(moe_local_world *w, double seconds);
+void comm_local_world_set_unordered(moe_local_world *w, int on);
 
 #endif

@@ -245,7 +245,7 @@ static void m_destroy(moe_comm *c)
 
 static const moe_comm_ops MPI_OPS = {m_allreduce, m_allgather, m_allgatherv, m_alltoallv,
                                      m_broadcast, m_barrier,   m_reduce_scatter, m_split,
-                                     m_abort,     m_destroy};
+                                     m_abort,     m_destroy,   NULL, NULL, NULL, NULL};
 
 int comm_mpi_built(void) { return 1; }
 

@@ -21,19 +21,40 @@ int comm_nccl_world_on_device(moe_comm **out, int rank, int size, int local_rank
     return comm_nccl_create(out, rank, size, NULL, e);
 }
 
+void comm_nccl_set_timeout(double seconds) { (void)seconds; }
+
 #else
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+#include <time.h>
 
+#include "../../common/host_wait.h"
 #include "../backend/backend.h"
+
+/* done events kept per communicator: a wait for collective seq waits on
+ * done[seq % RING], recorded after seq or after a later one of the same
+ * stream (which finishes after it): never too early */
+enum { RING = 64 };
 
 typedef struct {
     ncclComm_t comm;
-    cudaStream_t stream;
+    cudaStream_t stream;  /* this communicator's collectives, in order */
+    cudaStream_t compute; /* the bound backend's stream, NULL before comm_bind */
+    cudaEvent_t ready;    /* recorded on `compute` as each collective starts */
+    cudaEvent_t done[RING];
     char *scratch;        /* device staging for host buffers */
     size_t scratch_bytes;
+    int aborted;
 } nccl_ctx;
+
+static double init_timeout_s = 600;
+
+void comm_nccl_set_timeout(double seconds)
+{
+    if (seconds > 0)
+        init_timeout_s = seconds;
+}
 
 static nccl_ctx *CX(moe_comm *c) { return c->impl_ctx; }
 
@@ -58,9 +79,33 @@ static int cuda_fail(moe_err *e, cudaError_t r, const char *call)
     return moe_errf(e, "%s failed: %s", call, cudaGetErrorString(r));
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Communicators are non-blocking (ncclConfig_t.blocking = 0), so that
+ * initialisation and splits can be timed and aborted: a call may return
+ * ncclInProgress, and the communicator is usable once its asynchronous
+ * state leaves it. Waits until then, `timeout_s` at most. */
+static ncclResult_t settle(ncclComm_t comm, ncclResult_t r, double timeout_s)
+{
+    double t0 = now_s();
+    while (r == ncclInProgress) {
+        if (now_s() - t0 > timeout_s)
+            return ncclInProgress;
+        usleep(100);
+        if (ncclCommGetAsyncError(comm, &r) != ncclSuccess)
+            return ncclInternalError;
+    }
+    return r;
+}
+
 #define NCCL_TRY(call)                                                                             \
     do {                                                                                           \
-        ncclResult_t r_ = (call);                                                                  \
+        ncclResult_t r_ = settle(CX(c)->comm, (call), init_timeout_s);                             \
         if (r_ != ncclSuccess)                                                                     \
             return nccl_fail(e, r_, #call);                                                        \
     } while (0)
@@ -81,23 +126,78 @@ static int is_device(const void *p)
     return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
 }
 
-/* Wait for the stream, watching NCCL's asynchronous errors (a peer that
- * failed) instead of blocking in cudaStreamSynchronize. */
+/* The host waits for this communicator's stream, polling NCCL's
+ * asynchronous errors (a peer that failed) instead of blocking in
+ * cudaStreamSynchronize; the watchdog sees the wait as a host wait. */
 static int wait_done(moe_comm *c, moe_err *e)
 {
     nccl_ctx *x = CX(c);
-    for (;;) {
+    int rc = 0;
+    host_wait_begin("collective on host buffers");
+    for (int i = 0;; i++) {
         cudaError_t q = cudaStreamQuery(x->stream);
         if (q == cudaSuccess)
-            return 0;
-        if (q != cudaErrorNotReady)
-            return cuda_fail(e, q, "waiting for an NCCL collective");
+            break;
+        if (q != cudaErrorNotReady) {
+            rc = cuda_fail(e, q, "waiting for an NCCL collective");
+            break;
+        }
         ncclResult_t ae = ncclSuccess;
         ncclCommGetAsyncError(x->comm, &ae);
-        if (ae != ncclSuccess && ae != ncclInProgress)
-            return nccl_fail(e, ae, "NCCL (asynchronous error from a peer)");
-        usleep(20);
+        if (ae != ncclSuccess && ae != ncclInProgress) {
+            rc = nccl_fail(e, ae, "NCCL (asynchronous error from a peer)");
+            break;
+        }
+        if (i > 64)
+            usleep(20);
     }
+    host_wait_end();
+    return rc;
+}
+
+/* Stream order, in: the collective about to be queued starts after
+ * everything queued on the bound backend so far. Unbound (tests of the
+ * transport alone), the host waits for the whole device instead. */
+static int order_in(moe_comm *c, moe_err *e)
+{
+    nccl_ctx *x = CX(c);
+    if (x->aborted)
+        return moe_errf(e, "the %s communicator was aborted", c->name);
+    if (!x->compute) {
+        host_wait_begin("unbound collective");
+        cudaError_t r = cudaDeviceSynchronize();
+        host_wait_end();
+        CUDA_TRY(r);
+        return 0;
+    }
+    CUDA_TRY(cudaEventRecord(x->ready, x->compute));
+    CUDA_TRY(cudaStreamWaitEvent(x->stream, x->ready, 0));
+    return 0;
+}
+
+/* ... and out: collective c->issued is done when its event is */
+static int order_out(moe_comm *c, moe_err *e)
+{
+    nccl_ctx *x = CX(c);
+    CUDA_TRY(cudaEventRecord(x->done[c->issued % RING], x->stream));
+    return x->compute ? 0 : wait_done(c, e);
+}
+
+static int n_wait(moe_comm *c, uint64_t seq, moe_err *e)
+{
+    nccl_ctx *x = CX(c);
+    if (!x->compute || !seq)
+        return 0;
+    CUDA_TRY(cudaStreamWaitEvent(x->compute, x->done[seq % RING], 0));
+    return 0;
+}
+
+static int n_bind(moe_comm *c, moe_backend *be, moe_err *e)
+{
+    if (!be->queue_create)
+        return moe_errf(e, "NCCL carries GPU memory: the %s backend has no device queue", be->name);
+    CX(c)->compute = (cudaStream_t)cuda_backend_stream(be);
+    return 0;
 }
 
 static int scratch(moe_comm *c, size_t bytes, moe_err *e)
@@ -105,8 +205,11 @@ static int scratch(moe_comm *c, size_t bytes, moe_err *e)
     nccl_ctx *x = CX(c);
     if (bytes <= x->scratch_bytes)
         return 0;
-    if (x->scratch)
+    if (x->scratch) {
+        /* the last collective that used it may still run */
+        CUDA_TRY(cudaStreamSynchronize(x->stream));
         cudaFree(x->scratch);
+    }
     x->scratch = NULL;
     x->scratch_bytes = 0;
     CUDA_TRY(cudaMalloc((void **)&x->scratch, bytes));
@@ -121,6 +224,7 @@ typedef struct {
     void *recv;
     void *host_recv;
     size_t recv_bytes;
+    int on_host;      /* a side is host memory: the call returns with the result in place */
     int recv_on_host; /* its bytes cross the host link on the way back */
 } staged;
 
@@ -129,6 +233,8 @@ static int stage(moe_comm *c, staged *s, const void *send, size_t sbytes, void *
 {
     memset(s, 0, sizeof *s);
     int send_dev = !send || is_device(send), recv_dev = !recv || is_device(recv);
+    if (order_in(c, e))
+        return -1;
     if (send_dev && recv_dev) {
         s->send = send;
         s->recv = recv;
@@ -148,6 +254,7 @@ static int stage(moe_comm *c, staged *s, const void *send, size_t sbytes, void *
         s->recv = x->scratch;
     s->host_recv = recv;
     s->recv_bytes = rbytes;
+    s->on_host = 1;
     s->recv_on_host = !recv_dev;
     return 0;
 }
@@ -160,7 +267,10 @@ static int finish(moe_comm *c, staged *s, moe_err *e)
                                  x->stream));
         c->host_bytes[1] += s->recv_on_host ? s->recv_bytes : 0;
     }
-    return wait_done(c, e);
+    if (order_out(c, e))
+        return -1;
+    /* a host side: its values are read (or its buffer reused) on return */
+    return s->on_host && x->compute ? wait_done(c, e) : 0;
 }
 
 static int n_allreduce(moe_comm *c, void *buf, size_t n, moe_dtype t, moe_err *e)
@@ -277,11 +387,27 @@ static int n_reduce_scatter(moe_comm *c, const void *send, void *recv, const siz
 
 static const moe_comm_ops NCCL_OPS;
 
+static void ctx_free(nccl_ctx *x)
+{
+    if (x->stream)
+        cudaStreamDestroy(x->stream);
+    if (x->ready)
+        cudaEventDestroy(x->ready);
+    for (int i = 0; i < RING; i++)
+        if (x->done[i])
+            cudaEventDestroy(x->done[i]);
+    if (x->scratch)
+        cudaFree(x->scratch);
+    free(x);
+}
+
 static int wrap(moe_comm **out, ncclComm_t comm, const char *name, int world_rank, moe_err *e)
 {
     int rank, size;
-    NCCL_TRY(ncclCommUserRank(comm, &rank));
-    NCCL_TRY(ncclCommCount(comm, &size));
+    ncclResult_t nr;
+    if ((nr = ncclCommUserRank(comm, &rank)) != ncclSuccess ||
+        (nr = ncclCommCount(comm, &size)) != ncclSuccess)
+        return nccl_fail(e, nr, "ncclCommUserRank/ncclCommCount");
     moe_comm *c = calloc(1, sizeof *c);
     nccl_ctx *x = calloc(1, sizeof *x);
     if (!c || !x) {
@@ -291,15 +417,18 @@ static int wrap(moe_comm **out, ncclComm_t comm, const char *name, int world_ran
     }
     x->comm = comm;
     cudaError_t cr = cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking);
+    if (cr == cudaSuccess)
+        cr = cudaEventCreateWithFlags(&x->ready, cudaEventDisableTiming);
+    for (int i = 0; i < RING && cr == cudaSuccess; i++)
+        cr = cudaEventCreateWithFlags(&x->done[i], cudaEventDisableTiming);
     if (cr != cudaSuccess) {
+        ctx_free(x);
         free(c);
-        free(x);
-        return cuda_fail(e, cr, "cudaStreamCreate");
+        return cuda_fail(e, cr, "the NCCL communicator's stream and events");
     }
     if (comm_init_fields(c, "nccl", name, rank, size, NULL, &NCCL_OPS, x, e)) {
-        cudaStreamDestroy(x->stream);
+        ctx_free(x);
         free(c);
-        free(x);
         return -1;
     }
     c->device_memory = 1;
@@ -307,6 +436,7 @@ static int wrap(moe_comm **out, ncclComm_t comm, const char *name, int world_ran
     int64_t mine = world_rank, *all = malloc(sizeof(int64_t) * (size_t)size);
     if (!all || n_allgather(c, &mine, all, 1, MOE_DT_INT64, e)) {
         free(all);
+        x->comm = NULL; /* the caller destroys it */
         c->ops->destroy(c);
         return all ? -1 : moe_errf(e, "out of memory");
     }
@@ -317,39 +447,87 @@ static int wrap(moe_comm **out, ncclComm_t comm, const char *name, int world_ran
     return 0;
 }
 
+/* A communicator made non-blocking, waited for `init_timeout_s` at most;
+ * one that does not come up in time is aborted, with a message that says
+ * what to look at. */
+static int made_in_time(ncclComm_t comm, ncclResult_t r, const char *what, moe_err *e)
+{
+    r = settle(comm, r, init_timeout_s);
+    if (r == ncclSuccess)
+        return 0;
+    ncclCommAbort(comm);
+    if (r == ncclInProgress)
+        return moe_errf(e, "%s did not finish within parallel.timeout_s = %g s: a rank did not "
+                           "join (it died, hangs, or cannot reach the others' network)",
+                        what, init_timeout_s);
+    return nccl_fail(e, r, what);
+}
+
 static int n_split(moe_comm *c, int color, int key, const char *name, moe_comm **out, moe_err *e)
 {
-    ncclComm_t sub;
-    NCCL_TRY(ncclCommSplit(CX(c)->comm, color, key, &sub, NULL));
+    ncclComm_t sub = NULL;
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    char what[96];
+    snprintf(what, sizeof what, "ncclCommSplit of the %s group", name);
+    ncclResult_t r = ncclCommSplit(CX(c)->comm, color, key, &sub, &cfg);
+    if (!sub)
+        return r == ncclSuccess || r == ncclInProgress
+                   ? moe_errf(e, "%s: this rank got no communicator", what)
+                   : nccl_fail(e, r, what);
+    if (made_in_time(sub, r, what, e))
+        return -1;
     if (wrap(out, sub, name, c->world_ranks[c->rank], e)) {
-        ncclCommDestroy(sub);
+        ncclCommAbort(sub);
         return -1;
     }
     return 0;
 }
 
+/* Frees every rank stuck in this communicator's kernels. Idempotent: the
+ * watchdog aborts every communicator, then ends the job through the world. */
+static void n_abort_comm(moe_comm *c)
+{
+    nccl_ctx *x = CX(c);
+    if (x->aborted || !x->comm)
+        return;
+    x->aborted = 1;
+    ncclCommAbort(x->comm);
+}
+
 static void n_abort(moe_comm *c, int code)
 {
-    /* frees every rank stuck in this communicator's kernels, then ends us */
-    ncclCommAbort(CX(c)->comm);
+    n_abort_comm(c);
     _exit(code);
+}
+
+static int n_async_error(moe_comm *c, moe_err *e)
+{
+    nccl_ctx *x = CX(c);
+    if (x->aborted || !x->comm)
+        return 0;
+    ncclResult_t ae = ncclSuccess;
+    if (ncclCommGetAsyncError(x->comm, &ae) != ncclSuccess || ae == ncclSuccess ||
+        ae == ncclInProgress)
+        return 0;
+    return nccl_fail(e, ae, "NCCL (asynchronous error)");
 }
 
 static void n_destroy(moe_comm *c)
 {
     nccl_ctx *x = CX(c);
-    ncclCommDestroy(x->comm);
-    cudaStreamDestroy(x->stream);
-    if (x->scratch)
-        cudaFree(x->scratch);
-    free(x);
+    if (x->comm && !x->aborted) {
+        cudaStreamSynchronize(x->stream);
+        ncclCommDestroy(x->comm);
+    }
+    ctx_free(x);
     comm_free_fields(c);
     free(c);
 }
 
-static const moe_comm_ops NCCL_OPS = {n_allreduce, n_allgather, n_allgatherv, n_alltoallv,
-                                      n_broadcast, n_barrier,   n_reduce_scatter, n_split,
-                                      n_abort,     n_destroy};
+static const moe_comm_ops NCCL_OPS = {
+    n_allreduce, n_allgather, n_allgatherv, n_alltoallv, n_broadcast, n_barrier, n_reduce_scatter,
+    n_split,     n_abort,     n_destroy,    n_bind,      n_wait,      n_async_error, n_abort_comm};
 
 int comm_nccl_built(void) { return 1; }
 
@@ -360,8 +538,9 @@ int comm_nccl_create(moe_comm **out, int rank, int size, moe_comm *bootstrap, mo
         if (bootstrap->size != size || bootstrap->rank != rank)
             return moe_errf(e, "NCCL bootstrap over a group of %d ranks (this is %d) for a world "
                                "of %d (rank %d)", bootstrap->size, bootstrap->rank, size, rank);
-        if (rank == 0)
-            NCCL_TRY(ncclGetUniqueId(&id));
+        ncclResult_t r = rank == 0 ? ncclGetUniqueId(&id) : ncclSuccess;
+        if (r != ncclSuccess)
+            return nccl_fail(e, r, "ncclGetUniqueId");
         if (comm_broadcast(bootstrap, &id, sizeof id, 0, e))
             return moe_err_prefix(e, "broadcasting the NCCL id");
     } else {
@@ -369,12 +548,22 @@ int comm_nccl_create(moe_comm **out, int rank, int size, moe_comm *bootstrap, mo
             return moe_errf(e, "%d ranks without MPI need NCCL_COMM_ID=host:port on every rank "
                                "(the first node of the job and a free port) for NCCL to meet",
                             size);
-        NCCL_TRY(ncclGetUniqueId(&id)); /* the same id on every rank under NCCL_COMM_ID */
+        ncclResult_t r = ncclGetUniqueId(&id); /* the same id on every rank under NCCL_COMM_ID */
+        if (r != ncclSuccess)
+            return nccl_fail(e, r, "ncclGetUniqueId");
     }
-    ncclComm_t comm;
-    NCCL_TRY(ncclCommInitRank(&comm, size, id, rank));
+    ncclComm_t comm = NULL;
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    char what[96];
+    snprintf(what, sizeof what, "NCCL initialisation of rank %d of %d", rank, size);
+    ncclResult_t r = ncclCommInitRankConfig(&comm, size, id, rank, &cfg);
+    if (!comm)
+        return nccl_fail(e, r, what);
+    if (made_in_time(comm, r, what, e))
+        return -1;
     if (wrap(out, comm, "world", rank, e)) {
-        ncclCommDestroy(comm);
+        ncclCommAbort(comm);
         return -1;
     }
     return 0;

@@ -65,7 +65,8 @@ static void single_destroy(moe_comm *c)
 
 static const moe_comm_ops SINGLE_OPS = {
     single_allreduce, single_allgather, single_allgatherv, single_alltoallv, single_broadcast,
-    single_barrier,   single_reduce_scatter, single_split, single_abort, single_destroy};
+    single_barrier,   single_reduce_scatter, single_split, single_abort, single_destroy,
+    NULL,             NULL,                  NULL,         NULL};
 
 int comm_single_create(moe_comm **out, moe_err *e)
 {

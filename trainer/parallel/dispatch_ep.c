@@ -26,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../common/host_wait.h"
+
 typedef struct {
     size_t *s_cnt, *s_off;         /* [P] rows to each rank and where they start in send order */
     size_t *r_cnt, *r_off;         /* [P] rows from each rank, arrival offsets */
@@ -406,8 +408,12 @@ static int ep_dispatch(moe_dispatcher *d, moe_backend *be, moe_route_plan *plan,
     if (!l)
         return -1;
     int P = x->P, EL = x->E_local, NK = N * K, me = x->c->rank;
-    /* 1. this rank's pairs per global expert, and their send order */
-    if (be->download(be, l->send_tok_h, topk_idx, sizeof(int32_t) * (size_t)NK, e))
+    /* 1. this rank's pairs per global expert, and their send order: the
+     * layer's first host wait (the router's choices size every exchange) */
+    host_wait_begin("route counts");
+    int got = be->download(be, l->send_tok_h, topk_idx, sizeof(int32_t) * (size_t)NK, e);
+    host_wait_end();
+    if (got)
         return -1;
     int64_t off[E + 1];
     for (int g = 0; g < E; g++)
@@ -427,7 +433,10 @@ static int ep_dispatch(moe_dispatcher *d, moe_backend *be, moe_route_plan *plan,
         l->send_tok_h[l->send_pos_h[i]] = i / K; /* send row -> its token */
     /* 2. every rank's counts: each learns what every rank receives, so all
      * agree on the passes */
-    if (comm_allgather(x->c, route_count, l->all_cnt, (size_t)E, MOE_DT_INT64, e))
+    host_wait_begin("route count exchange"); /* the second: host values from every rank */
+    got = comm_allgather(x->c, route_count, l->all_cnt, (size_t)E, MOE_DT_INT64, e);
+    host_wait_end();
+    if (got)
         return moe_err_prefix(e, "exchanging expert counts");
     size_t most = 0;
     for (int q = 0; q < P * E; q++)

@@ -56,6 +56,9 @@ typedef struct {
  * (half of a set, two sets that disagree, no meeting point). */
 int par_launch_from_env(moe_launch *l, moe_err *e);
 void par_close(moe_par *p);
+/* Bind the world, EP and DP groups to the backend whose buffers they carry
+ * (comm_bind: their device collectives are ordered against its queue). */
+int par_bind(moe_par *p, struct moe_backend *be, moe_err *e);
 
 /* Pure layout arithmetic, for tests and messages: fills ep_rank/dp_rank and
  * the layout string for `rank` of `size`, or fails naming what is wrong. */

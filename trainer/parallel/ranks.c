@@ -115,6 +115,15 @@ fail:
     return -1;
 }
 
+int par_bind(moe_par *p, struct moe_backend *be, moe_err *e)
+{
+    moe_comm *c[3] = {p->world, p->ep, p->dp};
+    for (int i = 0; i < 3; i++)
+        if (c[i] && !c[i]->be && comm_bind(c[i], be, e))
+            return -1;
+    return 0;
+}
+
 void par_close(moe_par *p)
 {
     watchdog_stop();

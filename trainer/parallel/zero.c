@@ -342,9 +342,6 @@ int zero_step(moe_zero *z, moe_adamw_hyper h, double clip, double *norm_out, moe
 {
     moe_model *m = z->model;
     moe_backend *be = m->be;
-    /* the collectives may run on another stream: the backward first */
-    if (be->sync(be, e))
-        return moe_err_prefix(e, "the backward before the gradient reduction");
     /* 1. reduce-scatter each bucket in place */
     for (int k = 0; k < z->n_buckets; k++) {
         const bucket *b = &z->b[k];
@@ -369,7 +366,7 @@ int zero_step(moe_zero *z, moe_adamw_hyper h, double clip, double *norm_out, moe
     h.n_zero_grads = 0;
     /* 3. AdamW on the shard */
     be->adamw_shard(be, m->grad, m->wc, z->lo, z->m, z->v, z->pieces, z->n_pieces, &h);
-    if (be->sync(be, e))
+    if (be->check && be->check(be, e))
         return moe_err_prefix(e, "the optimizer's update");
     /* 4. gather the updated compute copy */
     size_t es = act_es(m);

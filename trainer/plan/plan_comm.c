@@ -62,7 +62,7 @@ static void plan_comm_destroy(moe_comm *c)
 static const moe_comm_ops PLAN_OPS = {nop_allreduce, nop_allgather,      nop_allgatherv,
                                       nop_alltoallv, nop_broadcast,      nop_barrier,
                                       nop_reduce_scatter, nop_split,     nop_abort,
-                                      plan_comm_destroy};
+                                      plan_comm_destroy, NULL, NULL, NULL, NULL};
 
 int plan_comm_create(moe_comm **out, const char *name, int size, moe_err *e)
 {

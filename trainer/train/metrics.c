@@ -135,6 +135,14 @@ int metrics_log_step(moe_metrics *mx, const moe_step_metrics *m, moe_err *e)
     put_number(buf, sizeof buf, &used, "mfu", "%.4g", m->mfu);
     put_number(buf, sizeof buf, &used, "mem_bytes", "%.0f", m->mem_bytes);
     put_number(buf, sizeof buf, &used, "host_link_bytes", "%.0f", m->host_link_bytes);
+    put_number(buf, sizeof buf, &used, "host_waits", "%.0f", m->host_waits);
+    if (m->host_wait_by && used < sizeof buf) {
+        int w = snprintf(buf + used, sizeof buf - used, ",\"host_wait_by\":%s", m->host_wait_by);
+        if (w > 0 && (size_t)w < sizeof buf - used)
+            used += (size_t)w;
+        else
+            buf[used] = 0; /* too long: left out whole, never cut */
+    }
     if (write_line(mx, buf, e))
         return -1;
     /* TensorBoard: the same numbers, those that are known */

@@ -32,6 +32,8 @@ typedef struct {
     double mem_bytes;      /* device memory in use on rank 0 (NAN when not known) */
     double host_link_bytes; /* bytes rank 0's step moved between host and device memory, both
                                ways (NAN on a host-memory backend) */
+    double host_waits;     /* times rank 0's host waited for its device this step */
+    const char *host_wait_by; /* the same by name, a JSON object ({"route counts":64,...}), or NULL */
 } moe_step_metrics;
 
 /* Open <run_dir>/metrics.jsonl for appending (creating run_dir), and a new

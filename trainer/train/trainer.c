@@ -11,6 +11,7 @@
 #include <omp.h>
 #endif
 
+#include "../../common/host_wait.h"
 #include "../backend/select.h"
 #include "../ckpt/ckpt_dir.h"
 #include "ckpt_io.h"
@@ -308,6 +309,7 @@ static int open_ranks(moe_trainer *t, const char *backend, moe_err *e)
     moe_config *c = &t->cfg;
     const char *bname = backend && *backend ? backend : c->runtime.backend;
     moe_launch launch;
+    comm_nccl_set_timeout(c->parallel.timeout_s); /* NCCL's set-up is timed too */
     int from_env = par_launch_from_env(&launch, e);
     if (from_env < 0)
         return -1;
@@ -389,6 +391,8 @@ static int open_dispatcher(moe_trainer *t, moe_err *e)
             return -1;
         t->have_dev = 1;
     }
+    if (t->world > 1 && par_bind(step_par(t), t->be, e)) /* comm.h's stream order */
+        return -1;
     if (t->par.ep_size > 1) {
         if (dispatcher_ep_create(&t->disp, step_par(t)->ep, t->cfg.model.num_experts, e))
             return -1;
@@ -735,6 +739,29 @@ static uint64_t host_link_bytes(moe_trainer *t)
 
 /* A step's metrics line: the losses and rates, the model's FLOP/s and MFU
  * over this step's wall time (dt), rank 0's device memory. */
+/* This step's host waits (common/host_wait.h) by name, as a JSON object
+ * and as "route counts 64, loss 1" for the console; returns the total. */
+static uint64_t step_host_waits(char *json, size_t jn, char *text, size_t tn)
+{
+    host_wait_count w[HOST_WAIT_NAMES];
+    int n = host_wait_counts(w, HOST_WAIT_NAMES);
+    size_t ju = (size_t)snprintf(json, jn, "{"), tu = 0;
+    text[0] = 0;
+    for (int i = 0; i < n; i++) {
+        if (ju < jn)
+            ju += (size_t)snprintf(json + ju, jn - ju, "%s\"%s\":%llu", i ? "," : "", w[i].what,
+                                   (unsigned long long)w[i].n);
+        if (tu < tn)
+            tu += (size_t)snprintf(text + tu, tn - tu, "%s%s %llu", i ? ", " : "", w[i].what,
+                                   (unsigned long long)w[i].n);
+    }
+    if (ju < jn)
+        snprintf(json + ju, jn - ju, "}");
+    if (ju + 1 >= jn)
+        json[0] = 0; /* too many names to write whole */
+    return host_wait_total();
+}
+
 static int log_step(moe_trainer *t, double loss, double aux, double lr, double gnorm, double dt,
                     double elapsed, moe_err *e)
 {
@@ -752,6 +779,8 @@ static int log_step(moe_trainer *t, double loss, double aux, double lr, double g
         .mfu = peak > 0 ? tflops / (peak * t->world) : NAN,
         .mem_bytes = t->be->mem_in_use ? (double)t->be->mem_in_use(t->be) : NAN,
         .host_link_bytes = t->be->device_memory ? (double)t->step_host_bytes : NAN,
+        .host_waits = (double)t->step_host_waits,
+        .host_wait_by = t->step_wait_json[0] ? t->step_wait_json : NULL,
     };
     return metrics_log_step(&t->metrics, &m, e);
 }
@@ -787,11 +816,19 @@ int trainer_run(moe_trainer *t, moe_err *e)
                                 c->scheduler.min_lr_ratio, t->step, steps);
         double loss = 0, aux = 0, gnorm = 0, step_t0 = now_s();
         uint64_t link0 = host_link_bytes(t);
+        host_wait_reset();
         if (train_step(t, lr, &loss, &aux, &gnorm, e))
             return -1;
         t->step_host_bytes = host_link_bytes(t) - link0;
-        if (t->step == start)
+        char wait_text[512];
+        t->step_host_waits = step_host_waits(t->step_wait_json, sizeof t->step_wait_json,
+                                             wait_text, sizeof wait_text);
+        if (t->step == start) {
             print_first_step_memory(t);
+            if (!t->quiet && t->rank == 0)
+                printf("moe-train: host waits in the first step: %llu (%s)\n",
+                       (unsigned long long)t->step_host_waits, wait_text[0] ? wait_text : "none");
+        }
         link_sum += t->step_host_bytes;
         t->step++;
         t->last_loss = loss;
@@ -814,8 +851,9 @@ int trainer_run(moe_trainer *t, moe_err *e)
                 snprintf(link, sizeof link, " | PCIe %.2f MiB/step",
                          (double)link_sum / (t->step - step_last) / 1048576.0);
             printf("step %5d/%d | loss %.4f | aux %.4f | lr %.2e | grad norm %.3f | %.0f tok/s%s | "
-                   "elapsed %s | ETA %s\n",
-                   t->step, steps, loss, aux, lr, gnorm, rate, link, el, eta);
+                   "host waits %llu | elapsed %s | ETA %s\n",
+                   t->step, steps, loss, aux, lr, gnorm, rate, link,
+                   (unsigned long long)t->step_host_waits, el, eta);
             fflush(stdout);
             t_last = now;
             step_last = t->step;

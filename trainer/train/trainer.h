@@ -42,6 +42,8 @@ typedef struct {
                                steps of this run, e.g. to fit a job's time slot */
     struct trainer_ckpt *ckpt; /* the checkpoint directory's lock and staging (ckpt_io.h) */
     uint64_t step_host_bytes; /* what the last step moved over the host link (PCIe) */
+    uint64_t step_host_waits; /* times the host waited for its device in the last step */
+    char step_wait_json[512]; /* the same by name, a JSON object */
 } moe_trainer;
 
 /* Set by SIGTERM / SIGUSR1 handlers: finish the step, checkpoint, exit. */

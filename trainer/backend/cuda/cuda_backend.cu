@@ -3,6 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
+#include "../../../common/host_wait.h"
 #include "lowp/fp8_gemm.h"
 #include "cuda_internal.h"
 
@@ -46,6 +49,164 @@ void *cuda_scratch(moe_backend *be, int i, size_t bytes)
     return c->scratch[i];
 }
 
+/* ---- the host's waits and copies (cuda_internal.h) ---- */
+
+/* Polled, not cudaStreamSynchronize: the host stays responsive (the
+ * watchdog, a peer's abort) and the wait shows as what it is. Spins a few
+ * microseconds first, as most waits at the end of a short queue are. */
+static cudaError_t poll_done(cudaStream_t st)
+{
+    for (int i = 0;; i++) {
+        cudaError_t q = cudaStreamQuery(st);
+        if (q != cudaErrorNotReady)
+            return q;
+        if (i > 64)
+            usleep(i < 2000 ? 5 : 50);
+    }
+}
+
+cudaError_t cuda_wait(moe_backend *be, const char *what)
+{
+    host_wait_begin(what);
+    cudaError_t err = poll_done(CTX(be)->stream);
+    host_wait_end();
+    return err;
+}
+
+cudaError_t cuda_to_host(moe_backend *be, void *dst, const void *src, size_t bytes,
+                         const char *what)
+{
+    be->host_bytes[1] += bytes;
+    cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, CTX(be)->stream);
+    if (err != cudaSuccess || !what)
+        return err;
+    return cuda_wait(be, what);
+}
+
+/* The pinned ring: each slot's copy is queued behind the work before it,
+ * and the slot is taken again only once that copy has left it. */
+cudaError_t cuda_from_host(moe_backend *be, void *dst, const void *src, size_t bytes)
+{
+    cuda_ctx *c = CTX(be);
+    be->host_bytes[0] += bytes;
+    cudaError_t err = cudaSuccess;
+    for (size_t done = 0; done < bytes && err == cudaSuccess;) {
+        size_t n = bytes - done < CUDA_STAGE_BYTES ? bytes - done : CUDA_STAGE_BYTES;
+        int s = c->stage_next;
+        c->stage_next = (s + 1) % CUDA_STAGE_SLOTS;
+        if (cudaEventQuery(c->stage_ev[s]) == cudaErrorNotReady) {
+            host_wait_begin("upload staging");
+            err = cudaEventSynchronize(c->stage_ev[s]);
+            host_wait_end();
+        }
+        char *slot = c->stage + (size_t)s * CUDA_STAGE_BYTES;
+        if (err == cudaSuccess) {
+            memcpy(slot, (const char *)src + done, n);
+            err = cudaMemcpyAsync((char *)dst + done, slot, n, cudaMemcpyHostToDevice, c->stream);
+        }
+        if (err == cudaSuccess)
+            err = cudaEventRecord(c->stage_ev[s], c->stream);
+        done += n;
+    }
+    return err;
+}
+
+/* ---- queues and events (backend.h's contract): a moe_queue is a
+ * cudaStream_t, a moe_event a cudaEvent_t ---- */
+
+static cudaStream_t stream_of(moe_backend *be, moe_queue *q)
+{
+    return q ? (cudaStream_t)q : CTX(be)->stream;
+}
+
+static moe_queue *cu_queue_create(moe_backend *be, moe_err *e)
+{
+    cudaStream_t st;
+    cudaError_t err = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
+    if (err != cudaSuccess) {
+        moe_errf(e, "cuda: cannot make a stream on %s: %s", CTX(be)->device_name,
+                 cudaGetErrorString(err));
+        return NULL;
+    }
+    return (moe_queue *)st;
+}
+
+static void cu_queue_destroy(moe_backend *be, moe_queue *q)
+{
+    (void)be;
+    if (q)
+        cudaStreamDestroy((cudaStream_t)q);
+}
+
+static moe_event *cu_event_create(moe_backend *be, moe_err *e)
+{
+    cudaEvent_t ev;
+    cudaError_t err = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    if (err != cudaSuccess) {
+        moe_errf(e, "cuda: cannot make an event on %s: %s", CTX(be)->device_name,
+                 cudaGetErrorString(err));
+        return NULL;
+    }
+    return (moe_event *)ev;
+}
+
+static void cu_event_destroy(moe_backend *be, moe_event *ev)
+{
+    (void)be;
+    if (ev)
+        cudaEventDestroy((cudaEvent_t)ev);
+}
+
+static int cu_event_record(moe_backend *be, moe_queue *q, moe_event *ev, moe_err *e)
+{
+    cudaError_t err = cudaEventRecord((cudaEvent_t)ev, stream_of(be, q));
+    if (err != cudaSuccess)
+        return moe_errf(e, "cudaEventRecord: %s", cudaGetErrorString(err));
+    return 0;
+}
+
+static int cu_event_wait(moe_backend *be, moe_queue *q, moe_event *ev, moe_err *e)
+{
+    cudaError_t err = cudaStreamWaitEvent(stream_of(be, q), (cudaEvent_t)ev, 0);
+    if (err != cudaSuccess)
+        return moe_errf(e, "cudaStreamWaitEvent: %s", cudaGetErrorString(err));
+    return 0;
+}
+
+static int cu_copy_on(moe_backend *be, moe_queue *q, void *dst, const void *src, size_t bytes,
+                      moe_err *e)
+{
+    if (!bytes || dst == src)
+        return 0;
+    cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_of(be, q));
+    if (err != cudaSuccess)
+        return moe_errf(e, "cuda copy of %zu bytes between ranks: %s", bytes,
+                        cudaGetErrorString(err));
+    return 0;
+}
+
+/* one thread spinning on the SM clock: the queue is busy, the GPU is not */
+__global__ void spin_kernel(long long cycles)
+{
+    long long t0 = clock64();
+    while (clock64() - t0 < cycles) {
+    }
+}
+
+static int cu_spin(moe_backend *be, moe_queue *q, double us, moe_err *e)
+{
+    if (!(us > 0))
+        return 0;
+    int khz = 0;
+    cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, CTX(be)->device);
+    long long cycles = (long long)(us * (khz > 0 ? khz : 1500000) / 1000.0);
+    spin_kernel<<<1, 1, 0, stream_of(be, q)>>>(cycles);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess)
+        return moe_errf(e, "cuda spin kernel: %s", cudaGetErrorString(err));
+    return 0;
+}
+
 /* ---- memory ---- */
 
 static void *cu_alloc(moe_backend *be, size_t bytes, moe_err *e)
@@ -81,7 +242,7 @@ static size_t cu_act_bytes(moe_backend *be, size_t n) { return n * sizeof(bf16);
 
 static int cu_upload(moe_backend *be, void *dst, const void *src, size_t bytes, moe_err *e)
 {
-    cudaError_t err = cuda_host_copy(be, dst, src, bytes, cudaMemcpyHostToDevice);
+    cudaError_t err = cuda_from_host(be, dst, src, bytes);
     if (err != cudaSuccess)
         return moe_errf(e, "cuda upload of %zu bytes: %s", bytes, cudaGetErrorString(err));
     return cuda_check(be, e);
@@ -89,7 +250,7 @@ static int cu_upload(moe_backend *be, void *dst, const void *src, size_t bytes, 
 
 static int cu_download(moe_backend *be, void *dst, const void *src, size_t bytes, moe_err *e)
 {
-    cudaError_t err = cuda_host_copy(be, dst, src, bytes, cudaMemcpyDeviceToHost);
+    cudaError_t err = cuda_to_host(be, dst, src, bytes, "download");
     if (err != cudaSuccess)
         return moe_errf(e, "cuda download of %zu bytes: %s", bytes, cudaGetErrorString(err));
     return cuda_check(be, e);
@@ -124,6 +285,12 @@ static int is_host_memory(const void *p)
     return a.type == cudaMemoryTypeHost || a.type == cudaMemoryTypeUnregistered;
 }
 
+static int cu_owns(moe_backend *be, const void *p)
+{
+    (void)be;
+    return p && !is_host_memory(p);
+}
+
 static int cu_copy(moe_backend *be, void *dst, const void *src, size_t bytes, moe_err *e)
 {
     if (!bytes || dst == src)
@@ -132,6 +299,8 @@ static int cu_copy(moe_backend *be, void *dst, const void *src, size_t bytes, mo
     if (dst_host != is_host_memory(src))
         be->host_bytes[dst_host] += bytes;
     cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, CTX(be)->stream);
+    if (err == cudaSuccess && dst_host) /* the caller reads it next */
+        err = cuda_wait(be, "copy to host");
     if (err != cudaSuccess)
         return moe_errf(e, "cuda copy of %zu bytes: %s", bytes, cudaGetErrorString(err));
     return 0;
@@ -182,7 +351,7 @@ static void cu_weights_from_master(moe_backend *be, act *wc, const real *master,
 
 static int cu_sync(moe_backend *be, moe_err *e)
 {
-    cudaError_t err = cudaStreamSynchronize(CTX(be)->stream);
+    cudaError_t err = cuda_wait(be, "sync");
     if (err != cudaSuccess)
         cuda_note(be, "synchronize", cudaGetErrorString(err));
     return cuda_check(be, e);
@@ -191,6 +360,8 @@ static int cu_sync(moe_backend *be, moe_err *e)
 static void cu_destroy(moe_backend *be)
 {
     cuda_ctx *c = CTX(be);
+    if (c->stream)
+        cudaStreamSynchronize(c->stream); /* nothing queued outlives its buffers */
     for (int i = 0; i < CUDA_SCRATCH_SLOTS; i++)
         if (c->scratch[i])
             cudaFree(c->scratch[i]);
@@ -222,6 +393,12 @@ static void cu_destroy(moe_backend *be)
     cuda_attention_cudnn_destroy(be);
     if (c->blas)
         cublasDestroy(c->blas);
+    for (int i = 0; i < CUDA_STAGE_SLOTS; i++)
+        if (c->stage_ev[i])
+            cudaEventDestroy(c->stage_ev[i]);
+    cudaFreeHost(c->stage);
+    if (c->stream)
+        cudaStreamDestroy(c->stream);
     free(c);
     free(be);
 }
@@ -319,27 +496,35 @@ extern "C" int cuda_backend_create(moe_backend **out, int device, moe_err *e)
     c->expert_chunk_rows = opts.expert_chunk_rows;
     c->fp8_fused_save = opts.fp8_fused_save;
     c->attention = opts.attention;
-    c->stream = 0; /* the legacy default stream: cuBLAS and our kernels in order */
+    /* the backend's own stream (backend.h's contract): cuBLAS, cuDNN and our
+     * kernels in order on it, ordered against other streams by events only */
+    if ((err = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess ||
+        (err = cudaMallocHost(&c->stage, CUDA_STAGE_BYTES * CUDA_STAGE_SLOTS)) != cudaSuccess) {
+        cu_destroy(be);
+        return moe_errf(e, "cuda: cannot make the backend's stream and staging on %s: %s",
+                        c->device_name, cudaGetErrorString(err));
+    }
+    for (int i = 0; i < CUDA_STAGE_SLOTS; i++)
+        if ((err = cudaEventCreateWithFlags(&c->stage_ev[i], cudaEventDisableTiming)) !=
+            cudaSuccess) {
+            cu_destroy(be);
+            return moe_errf(e, "cuda: cannot make the staging events on %s: %s",
+                            c->device_name, cudaGetErrorString(err));
+        }
     cublasStatus_t st = cublasCreate(&c->blas);
     if (st != CUBLAS_STATUS_SUCCESS) {
-        free(c);
-        free(be);
+        cu_destroy(be);
         return moe_errf(e, "cublasCreate: %s", cublasGetStatusString(st));
     }
     if (cudaMalloc(&c->d_bad, sizeof(int)) != cudaSuccess) {
-        cublasDestroy(c->blas);
-        free(c);
-        free(be);
+        cu_destroy(be);
         return moe_errf(e, "cuda: cannot allocate a flag on %s", c->device_name);
     }
     cublasSetStream(c->blas, c->stream);
     cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH);
     be->ctx = c;
     if (cuda_gemm_init(be, e)) {
-        cudaFree(c->d_bad);
-        cublasDestroy(c->blas);
-        free(c);
-        free(be);
+        cu_destroy(be);
         return -1;
     }
     be->name = "cuda";
@@ -361,6 +546,15 @@ extern "C" int cuda_backend_create(moe_backend **out, int device, moe_err *e)
     be->weights_from_master = cu_weights_from_master;
     be->sync = cu_sync;
     be->check = cuda_check;
+    be->queue_create = cu_queue_create;
+    be->queue_destroy = cu_queue_destroy;
+    be->event_create = cu_event_create;
+    be->event_destroy = cu_event_destroy;
+    be->event_record = cu_event_record;
+    be->event_wait = cu_event_wait;
+    be->copy_on = cu_copy_on;
+    be->spin = cu_spin;
+    be->owns = cu_owns;
     be->set_run_opts = cu_set_run_opts;
     be->destroy = cu_destroy;
     cuda_fill_dense_ops(be);
@@ -372,3 +566,5 @@ extern "C" int cuda_backend_create(moe_backend **out, int device, moe_err *e)
 }
 
 extern "C" const char *cuda_backend_device_name(moe_backend *be) { return CTX(be)->device_name; }
+
+extern "C" void *cuda_backend_stream(moe_backend *be) { return CTX(be)->stream; }

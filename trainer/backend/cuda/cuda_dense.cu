@@ -572,7 +572,7 @@ static int lm_head_loss(moe_backend *be, double *loss_sum_out, int64_t *n_valid_
         c->d_loss = NULL;
         c->h_loss = NULL;
         if (cudaMalloc(&c->d_loss, sizeof(float) * N) != cudaSuccess ||
-            cudaMallocHost(&c->h_loss, sizeof(float) * N) != cudaSuccess) {
+            cudaMallocHost(&c->h_loss, sizeof(float) * (2 * (size_t)N + 1)) != cudaSuccess) {
             c->loss_cap = 0;
             return moe_errf(e, "cuda lm_head_loss: cannot allocate %d losses", N);
         }
@@ -593,15 +593,14 @@ static int lm_head_loss(moe_backend *be, double *loss_sum_out, int64_t *n_valid_
             cuda_gemm_dyTx(be, dw, logits, xr, rows, C, V, 1.f);
         }
     }
-    int bad = 0;
-    int32_t *h_tgt = (int32_t *)malloc(sizeof(int32_t) * N);
-    if (!h_tgt)
-        return moe_errf(e, "out of memory");
-    CU(be, "lm_head_loss",
-       cuda_host_copy(be, c->h_loss, c->d_loss, sizeof(float) * N, cudaMemcpyDeviceToHost));
-    CU(be, "lm_head_loss", cuda_host_copy(be, &bad, d_bad, sizeof(int), cudaMemcpyDeviceToHost));
-    CU(be, "lm_head_loss",
-       cuda_host_copy(be, h_tgt, targets, sizeof(int32_t) * N, cudaMemcpyDeviceToHost));
+    /* the per-row losses, the targets and the bad-target flag land in one
+     * pinned block, behind one host wait */
+    int32_t *h_tgt = (int32_t *)(c->h_loss + N);
+    int *h_bad = (int *)(c->h_loss + 2 * (size_t)N);
+    CU(be, "lm_head_loss", cuda_to_host(be, c->h_loss, c->d_loss, sizeof(float) * N, NULL));
+    CU(be, "lm_head_loss", cuda_to_host(be, h_bad, d_bad, sizeof(int), NULL));
+    CU(be, "lm_head_loss", cuda_to_host(be, h_tgt, targets, sizeof(int32_t) * N, "loss"));
+    int bad = *h_bad;
     double s = 0;
     int64_t nv = 0;
     for (int i = 0; i < N; i++)
@@ -609,7 +608,6 @@ static int lm_head_loss(moe_backend *be, double *loss_sum_out, int64_t *n_valid_
             s += c->h_loss[i];
             nv++;
         }
-    free(h_tgt);
     if (cuda_check(be, e))
         return -1;
     if (bad)

@@ -25,6 +25,9 @@ typedef __nv_bfloat16 bf16;
 #define CUDA_SCRATCH_CUDNN 20
 #define CUDA_SCRATCH_PARTIALS 21
 #define CUDA_SCRATCH_SLOTS 22
+/* the pinned staging ring of cuda_from_host */
+#define CUDA_STAGE_SLOTS 8
+#define CUDA_STAGE_BYTES ((size_t)1 << 20)
 #define CUDA_ADAM_LAYOUTS 4
 #define CUDA_GEMM_PLANS 1024
 typedef struct cuda_gemm_plan cuda_gemm_plan; /* cuda_gemm.cu */
@@ -40,6 +43,10 @@ typedef struct {
     /* scratch, grown on first use and then reused: no allocation in a steady step */
     void *scratch[CUDA_SCRATCH_SLOTS];
     size_t scratch_bytes[CUDA_SCRATCH_SLOTS];
+    /* cuda_from_host's pinned ring: slot i is free once stage_ev[i] is done */
+    char *stage;
+    cudaEvent_t stage_ev[CUDA_STAGE_SLOTS];
+    int stage_next;
     /* route plan staging on the host (pinned) */
     int32_t *h_idx, *h_rows, *h_slots;
     size_t h_cap;
@@ -91,14 +98,18 @@ void cuda_note(moe_backend *be, const char *op, const char *what);
         if (err_ != cudaSuccess)                                                                   \
             cuda_note((be), (op), cudaGetErrorString(err_));                                       \
     } while (0)
-/* a synchronous copy between host and device memory, counted in
- * be->host_bytes (the bytes a step moves over PCIe, printed per step) */
-static inline cudaError_t cuda_host_copy(moe_backend *be, void *dst, const void *src, size_t bytes,
-                                         cudaMemcpyKind kind)
-{
-    be->host_bytes[kind == cudaMemcpyDeviceToHost] += bytes;
-    return cudaMemcpy(dst, src, bytes, kind);
-}
+/* Copies between host and device memory on the backend's stream, counted
+ * in be->host_bytes (the bytes a step moves over PCIe, printed per step):
+ *   to the host: queued, then a named host wait until the bytes are there;
+ *   from the host: through the pinned staging ring (cuda_backend.cu), so the
+ *     host's buffer is free on return and the host does not wait for the
+ *     device (only for a staging slot still in flight, itself a counted wait). */
+cudaError_t cuda_to_host(moe_backend *be, void *dst, const void *src, size_t bytes,
+                         const char *what);
+cudaError_t cuda_from_host(moe_backend *be, void *dst, const void *src, size_t bytes);
+/* The host waits for the backend's stream: polled (the watchdog sees it, a
+ * stuck collective queued earlier cannot hang the host unseen), named. */
+cudaError_t cuda_wait(moe_backend *be, const char *what);
 #define CUBLAS(be, op, call)                                                                       \
     do {                                                                                           \
         cublasStatus_t st_ = (call);                                                               \

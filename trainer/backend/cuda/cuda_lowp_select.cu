@@ -35,6 +35,8 @@ static int fp8_block_probe(cuda_ctx *c, moe_err *e)
     lowp_fp8_operand b = {p + 20480, p + 24576, LOWP_BLK_1X128};
     if ((err = cudaMemset(buf, 0, 65536)) != cudaSuccess)
         rc = moe_errf(e, "cuda: fp8_block probe: cudaMemset: %s", cudaGetErrorString(err));
+    else if ((err = cudaDeviceSynchronize()) != cudaSuccess) /* the memset ran on another stream */
+        rc = moe_errf(e, "cuda: fp8_block probe: %s", cudaGetErrorString(err));
     else if (lowp_fp8_gemm_run(c->fp8_gemm, c->stream, 128, 16, 128, &a, &b, p + 32768,
                                LOWP_OUT_BF16, 1.f, 0.f, e))
         rc = moe_err_prefix(e, "precision.compute=fp8_block on %s", c->device_name);
@@ -131,6 +133,8 @@ static int mxfp8_self_test(moe_backend *be, moe_err *e)
     plan.n_experts = ST_E, plan.n_rows = ST_N, plan.n_tokens = ST_N / 2, plan.top_k = 2;
     double worst = 0;
     const char *worst_name = "";
+    if (!bad && cudaDeviceSynchronize() != cudaSuccess) /* the set-up's copies: another stream */
+        bad = 1;
     if (!bad) {
         for (int k = 0; k < 2; k++) {
             c->expert_lowp = k ? MOE_PREC_MXFP8_EMULATED : MOE_PREC_MXFP8;

@@ -112,7 +112,7 @@ static int route_plan(moe_backend *be, moe_route_plan *plan, const int32_t *topk
         }
         c->h_cap = nk;
     }
-    CU(be, "route_plan", cuda_host_copy(be, c->h_idx, topk_idx, nk * 4, cudaMemcpyDeviceToHost));
+    CU(be, "route_plan", cuda_to_host(be, c->h_idx, topk_idx, nk * 4, "route counts"));
     if (cuda_check(be, e))
         return -1;
     if (route_plan_build(c->h_idx, N, K, E, plan->expert_count, plan->expert_offset, c->h_rows,
@@ -123,11 +123,11 @@ static int route_plan(moe_backend *be, moe_route_plan *plan, const int32_t *topk
     for (int x = 0; x <= E; x++)
         off32[x] = (int32_t)off[x];
     CU(be, "route_plan",
-       cuda_host_copy(be, plan->row_token, c->h_rows, nk * 4, cudaMemcpyHostToDevice));
+       cuda_from_host(be, plan->row_token, c->h_rows, nk * 4));
     CU(be, "route_plan",
-       cuda_host_copy(be, plan->slot_row, c->h_slots, nk * 4, cudaMemcpyHostToDevice));
-    CU(be, "route_plan", cuda_host_copy(be, plan->expert_offset_dev, off32,
-                                        sizeof(int32_t) * (E + 1), cudaMemcpyHostToDevice));
+       cuda_from_host(be, plan->slot_row, c->h_slots, nk * 4));
+    CU(be, "route_plan", cuda_from_host(be, plan->expert_offset_dev, off32,
+                                        sizeof(int32_t) * (E + 1)));
     plan->n_tokens = N;
     plan->top_k = K;
     plan->n_experts = E;

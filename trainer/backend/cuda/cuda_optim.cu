@@ -76,7 +76,7 @@ static const moe_range *ranges_to_device(moe_backend *be, int which, const moe_r
         c->ranges_cap[which] = n;
     }
     CU(be, "gradient ranges",
-       cuda_host_copy(be, c->d_ranges[which], r, sizeof(moe_range) * n, cudaMemcpyHostToDevice));
+       cuda_from_host(be, c->d_ranges[which], r, sizeof(moe_range) * n));
     return c->error[0] ? NULL : c->d_ranges[which];
 }
 
@@ -96,8 +96,8 @@ static int partials_ready(moe_backend *be)
 static double partials_total(moe_backend *be)
 {
     cuda_ctx *c = CTX(be);
-    CU(be, "sum_squares", cuda_host_copy(be, c->h_partial, c->d_partial,
-                                         sizeof(double) * NORM_BLOCKS, cudaMemcpyDeviceToHost));
+    CU(be, "sum_squares", cuda_to_host(be, c->h_partial, c->d_partial,
+                                         sizeof(double) * NORM_BLOCKS, "gradient norm"));
     if (c->error[0])
         return NAN; /* the trainer stops on a non-finite norm; the error says why */
     double t = 0;
@@ -485,8 +485,8 @@ static const adam_chunk *adam_chunks_for(moe_backend *be, const moe_param_span *
     c->adam[slot].n_spans = n_spans;
     CU(be, "adamw", cudaMalloc(&c->adam[slot].chunks, sizeof(adam_chunk) * n_chunks));
     if (c->adam[slot].chunks)
-        CU(be, "adamw", cuda_host_copy(be, c->adam[slot].chunks, table,
-                                       sizeof(adam_chunk) * n_chunks, cudaMemcpyHostToDevice));
+        CU(be, "adamw", cuda_from_host(be, c->adam[slot].chunks, table,
+                                       sizeof(adam_chunk) * n_chunks));
     free(table);
     if (!c->adam[slot].chunks || c->error[0]) {
         if (c->adam[slot].chunks)
@@ -602,9 +602,8 @@ static const shard_chunk *shard_chunks_for(moe_backend *be, const moe_shard_piec
     c->n_shard_pieces = 0;
     CU(be, "adamw_shard", cudaMalloc(&c->shard_chunks, sizeof(shard_chunk) * n_chunks));
     if (c->shard_chunks)
-        CU(be, "adamw_shard", cuda_host_copy(be, c->shard_chunks, table,
-                                             sizeof(shard_chunk) * n_chunks,
-                                             cudaMemcpyHostToDevice));
+        CU(be, "adamw_shard", cuda_from_host(be, c->shard_chunks, table,
+                                             sizeof(shard_chunk) * n_chunks));
     free(table);
     if (!c->shard_chunks || c->error[0]) {
         free(copy);
@@ -648,12 +647,24 @@ __global__ void accumulate_kernel(float *dst, const float *src, size_t n)
         dst[i] += src[i];
 }
 
-static void accumulate(moe_backend *be, real *dst, const real *src, size_t n)
+static int accumulate_on(moe_backend *be, moe_queue *q, real *dst, const real *src, size_t n,
+                         moe_err *e)
 {
     if (n == 0)
-        return;
-    accumulate_kernel<<<cuda_grid(n), CUDA_THREADS, 0, CTX(be)->stream>>>(dst, src, n);
-    LAUNCHED(be, "accumulate");
+        return 0;
+    cudaStream_t st = q ? (cudaStream_t)q : CTX(be)->stream;
+    accumulate_kernel<<<cuda_grid(n), CUDA_THREADS, 0, st>>>(dst, src, n);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess)
+        return moe_errf(e, "cuda accumulate of %zu values: %s", n, cudaGetErrorString(err));
+    return 0;
+}
+
+static void accumulate(moe_backend *be, real *dst, const real *src, size_t n)
+{
+    moe_err e = {{0}};
+    if (accumulate_on(be, NULL, dst, src, n, &e))
+        cuda_note(be, "accumulate", e.msg);
 }
 
 void cuda_fill_optim_ops(moe_backend *be)
@@ -664,6 +675,7 @@ void cuda_fill_optim_ops(moe_backend *be)
     be->adamw_split = adamw_split;
     be->adamw_shard = adamw_shard;
     be->accumulate = accumulate;
+    be->accumulate_on = accumulate_on;
     be->masters_upload = masters_upload;
     be->masters_download = masters_download;
     be->masters_init = masters_init;
