@@ -240,6 +240,7 @@ static int train_rank(job *j, moe_backend *be, moe_par *p, moe_err *e)
         double ls;
         int64_t nv;
         model_zero_grad(m);
+        zero_arm(z); /* buckets reduce beside the backward, as the trainer runs them */
         if (model_forward_backward(m, tok, tgt, 1.0 / global_valid(j->world, s), d.aux_coef,
                                    &ls, &nv, e) ||
             comm_allreduce_sum(p->world, &ls, 1, MOE_DT_DOUBLE, e) ||

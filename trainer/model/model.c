@@ -813,6 +813,13 @@ static int moe_branch_bwd(moe_model *m, int l, moe_err *e)
     return 0;
 }
 
+static int grads_ready(moe_model *m, int layer, moe_err *e)
+{
+    if (!m->grads_ready || !m->grads_ready(m->grads_ctx, layer, e))
+        return 0;
+    return moe_err_prefix(e, "layer %d's gradients", layer);
+}
+
 int model_forward_backward(moe_model *m, const int32_t *tokens, const int32_t *targets,
                            double dloss, double aux_scale, double *loss_sum, int64_t *n_valid,
                            moe_err *e)
@@ -845,6 +852,8 @@ int model_forward_backward(moe_model *m, const int32_t *tokens, const int32_t *t
 
     be->rmsnorm_bwd(be, m->d_resid, G(m, MOE_P_NORM, -1), m->d_a, m->resid_final,
                     W(m, MOE_P_NORM, -1), m->rstdf, N, C, 0);
+    if (grads_ready(m, d->L, e))
+        return -1;
     for (int l = d->L - 1; l >= 0; l--) {
         moe_layer_acts *a = &m->layers[l];
         /* the last layer's activations are still in place after the forward */
@@ -869,8 +878,10 @@ int model_forward_backward(moe_model *m, const int32_t *tokens, const int32_t *t
                        1);
         be->rmsnorm_bwd(be, m->d_resid, G(m, MOE_P_LN1, l), m->d_a, a->resid_in,
                         W(m, MOE_P_LN1, l), a->rstd1, N, C, 1);
+        if (grads_ready(m, l, e))
+            return -1;
     }
     be->embedding_bwd(be, G(m, MOE_P_EMBED, -1), m->d_resid, m->tokens, N, C, d->V);
     zero_fresh_expert_grads(m);
-    return 0;
+    return grads_ready(m, -1, e);
 }

@@ -133,6 +133,13 @@ typedef struct {
      * those of the global batch. Returns 0 or -1 with e filled. */
     int (*stats_sum)(void *ctx, double *v, int n, moe_err *e);
     void *stats_ctx;
+
+    /* Called by the backward as soon as a layer's gradients are written:
+     * layer = L after the head and the final norm, l after decoder layer l,
+     * -1 after the embedding (so a distributed optimizer can start reducing
+     * them beside the rest of the backward). NULL: none. */
+    int (*grads_ready)(void *ctx, int layer, moe_err *e);
+    void *grads_ctx;
 } moe_model;
 
 /* Sizes of the whole model, for the start-up summary. */

@@ -14,6 +14,10 @@ typedef struct {
     int group;               /* 0 dense (over the world), 1 experts (over DP) */
     size_t *counts, *displs; /* each member's slice, elements from flat */
     size_t state;            /* where this rank's slice lives in the shard's state */
+    int ready_layer;         /* its gradients are final after this layer's backward (L: the
+                                head and final norm, -1: the embedding) */
+    int started;             /* its reduce-scatter is queued this step (req) */
+    moe_comm_req req;
 } bucket;
 
 struct moe_zero {
@@ -27,13 +31,31 @@ struct moe_zero {
     int n_ranges;
     size_t n_group[2], sn_group[2], sn; /* elements: per group, this rank's per group, shard */
     size_t msz;              /* bytes of one moment element */
+    int armed;               /* the step's last backward: buckets start as they finish */
     uint16_t *lo;            /* [sn] masters' low halves (split-master backends) */
     void *m, *v;             /* [sn] moments */
 };
 
 static size_t act_es(const moe_model *m) { return m->be->act_bytes(m->be, 1); }
+static int grads_ready(void *ctx, int layer, moe_err *e); /* the model's hook */
 
 /* ---- the layout: buckets, slices, pieces ---- */
+
+/* The backward runs the head and the final norm first (layer L), then the
+ * layers from the last, then the embedding (-1): a bucket is final after the
+ * lowest layer any of its tensors belongs to. */
+static int bucket_ready_layer(const moe_model *m, size_t flat, size_t n)
+{
+    int ready = m->d.L;
+    for (int i = 0; i < m->n_params; i++) {
+        const moe_param *p = &m->params[i];
+        if (p->offset >= flat + n || p->offset + p->n <= flat)
+            continue;
+        int l = p->kind == MOE_P_EMBED ? -1 : p->layer < 0 ? m->d.L : p->layer;
+        ready = l < ready ? l : ready;
+    }
+    return ready;
+}
 
 static int add_bucket(moe_zero *z, size_t *cap, size_t flat, size_t n, int group, moe_err *e)
 {
@@ -48,7 +70,8 @@ static int add_bucket(moe_zero *z, size_t *cap, size_t flat, size_t n, int group
     moe_comm *c = z->comm[group];
     size_t S = (size_t)c->size;
     bucket *b = &z->b[z->n_buckets++];
-    *b = (bucket){flat, n, group, calloc(S, sizeof(size_t)), calloc(S, sizeof(size_t)), 0};
+    *b = (bucket){flat, n, group, calloc(S, sizeof(size_t)), calloc(S, sizeof(size_t)), 0,
+                  bucket_ready_layer(z->model, flat, n), 0, {0}};
     if (!b->counts || !b->displs)
         return moe_errf(e, "out of memory for the gradient buckets");
     size_t base = n / S, extra = n % S, o = 0;
@@ -277,6 +300,8 @@ int zero_create(moe_zero **out, moe_model *m, moe_par *p, const moe_zero_opts *o
     size_t bucket_elems = o->bucket_bytes / sizeof(real);
     if (make_buckets(z, bucket_elems ? bucket_elems : 1, e) || make_pieces(z, e))
         goto fail;
+    m->grads_ready = grads_ready;
+    m->grads_ctx = z;
     z->m = be->alloc(be, z->msz * z->sn + 1, e);
     z->v = z->m ? be->alloc(be, z->msz * z->sn + 1, e) : NULL;
     if (z->v && m->split_master)
@@ -338,20 +363,61 @@ static double shard_sum_squares(moe_zero *z)
     return s;
 }
 
+/* Queue bucket b's in-place reduce-scatter (stream order: behind the
+ * backward kernels that wrote it, which comm.h orders for us). */
+static int start_bucket(moe_zero *z, bucket *b, moe_err *e)
+{
+    moe_comm *c = z->comm[b->group];
+    b->started = 1;
+    if (c->size == 1) {
+        b->req = (moe_comm_req){c, 0};
+        return 0;
+    }
+    real *g = z->model->grad + b->flat;
+    if (comm_reduce_scatter_sum_start(c, g, g + b->displs[c->rank], b->counts, MOE_DT_REAL,
+                                      &b->req, e))
+        return moe_err_prefix(e, "reducing %s gradients", b->group ? "expert" : "dense");
+    return 0;
+}
+
+void zero_arm(moe_zero *z) { z->armed = 1; }
+
+/* The model's hook (model.h grads_ready): while armed, every bucket whose
+ * gradients the backward just finished starts reducing now, beside the
+ * backward of the layers below it. */
+static int grads_ready(void *ctx, int layer, moe_err *e)
+{
+    moe_zero *z = ctx;
+    if (!z->armed)
+        return 0;
+    for (int k = 0; k < z->n_buckets; k++) {
+        bucket *b = &z->b[k];
+        if (!b->started && b->ready_layer == layer && start_bucket(z, b, e))
+            return -1;
+    }
+    return 0;
+}
+
 int zero_step(moe_zero *z, moe_adamw_hyper h, double clip, double *norm_out, moe_err *e)
 {
     moe_model *m = z->model;
     moe_backend *be = m->be;
-    /* 1. reduce-scatter each bucket in place */
+    /* 1. reduce-scatter each bucket in place: those the backward did not
+     * start (unarmed, or a bucket it never reached), then the optimizer's
+     * work queued behind all of them */
+    int rc = 0;
+    for (int k = 0; k < z->n_buckets && !rc; k++)
+        if (!z->b[k].started)
+            rc = start_bucket(z, &z->b[k], e);
     for (int k = 0; k < z->n_buckets; k++) {
-        const bucket *b = &z->b[k];
-        moe_comm *c = z->comm[b->group];
-        if (c->size == 1)
-            continue;
-        real *g = m->grad + b->flat;
-        if (comm_reduce_scatter_sum(c, g, g + b->displs[c->rank], b->counts, MOE_DT_REAL, e))
-            return moe_err_prefix(e, "reducing %s gradients", b->group ? "expert" : "dense");
+        bucket *b = &z->b[k];
+        if (!rc && b->started)
+            rc = comm_wait(&b->req, e);
+        b->started = 0;
     }
+    z->armed = 0;
+    if (rc)
+        return -1;
     /* 2. the global norm from the shards */
     double sq = shard_sum_squares(z);
     if (comm_allreduce_sum(z->world, &sq, 1, MOE_DT_DOUBLE, e))

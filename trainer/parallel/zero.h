@@ -45,6 +45,13 @@ typedef struct {
 int zero_create(moe_zero **out, moe_model *m, moe_par *p, const moe_zero_opts *o, moe_err *e);
 void zero_destroy(moe_zero *z);
 
+/* The next backward is the step's last micro-batch: each bucket starts its
+ * reduce-scatter as soon as the backward has finished its gradients (the
+ * model's grads_ready hook), overlapping the backward of the layers below
+ * it (Megatron-Core's overlap_grad_reduce). zero_step starts the rest and
+ * queues the update behind them all. Without it zero_step reduces all. */
+void zero_arm(moe_zero *z);
+
 /* Reduce the model's gradients, clip to `clip` (0 = no clipping) by the
  * global norm, update the shards with h (grad_scale is set here) and
  * gather the new weights into the model. *norm_out: the global norm before

@@ -653,6 +653,8 @@ static int train_step(moe_trainer *t, double lr, double *loss, double *aux, doub
     for (int a = 0; a < A; a++) {
         double ls;
         int64_t nv;
+        if (t->zero && a == A - 1) /* the last backward reduces its buckets as it goes */
+            zero_arm(t->zero);
         if (model_forward_backward(t->model, t->inputs + a * mb, t->targets + a * mb,
                                    1.0 / valid, c->model.router_aux_loss_coef / A, &ls, &nv, e))
             return moe_err_prefix(e, "step %d", t->step + 1);
