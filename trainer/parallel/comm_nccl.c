@@ -533,6 +533,12 @@ int comm_nccl_built(void) { return 1; }
 
 int comm_nccl_create(moe_comm **out, int rank, int size, moe_comm *bootstrap, moe_err *e)
 {
+    /* A step keeps collectives of several communicators in flight at once
+     * (the EP exchange beside the gradient reduce-scatter): NCCL then orders
+     * their kernels on the GPU in host program order, which is the same on
+     * every rank, so two communicators cannot wait on each other. A user's
+     * own setting wins. */
+    setenv("NCCL_LAUNCH_ORDER_IMPLICIT", "1", 0);
     ncclUniqueId id;
     if (bootstrap) {
         if (bootstrap->size != size || bootstrap->rank != rank)
