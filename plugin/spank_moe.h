@@ -40,6 +40,11 @@ int moe_submit_check(const char *who, int requested_gpus, int requested_tasks);
  * epilog as SPANK_MOE_*). */
 void moe_submit_export(spank_t sp);
 
+/* sbatch, salloc: make the job's srun steps end every task once one task
+ * exits non-zero (srun --kill-on-bad-exit=1), unless the submitter set
+ * SLURM_KILL_BAD_EXIT themselves. */
+void moe_submit_kill_on_bad_exit(void);
+
 /* This process's command line (from /proc/self/cmdline) scanned for the
  * job's size, then the environment with the given input prefix. */
 void moe_submit_job_size(moe_job_size *js, const char *env_prefix);

@@ -1,7 +1,8 @@
 /* moekit SPANK plugin: allocator context (sbatch, salloc).
  *
  * The last moment to refuse with the user watching: a refusal here makes
- * sbatch exit 1 and nothing is queued. */
+ * sbatch exit 1 and nothing is queued. An accepted job gets the request in
+ * its job control environment and kill-on-bad-exit for its srun steps. */
 #include <errno.h>
 #include <string.h>
 
@@ -19,5 +20,6 @@ int moe_alloc_post_opt(spank_t sp)
     if (moe_submit_check(who, job_size_total_gpus(&js), job_size_total_tasks(&js)) < 0)
         return -1;
     moe_submit_export(sp);
+    moe_submit_kill_on_bad_exit();
     return 0;
 }

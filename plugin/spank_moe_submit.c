@@ -111,6 +111,20 @@ void moe_submit_export(spank_t sp)
         export_var(sp, "MOE_CHECK", "1");
 }
 
+void moe_submit_kill_on_bad_exit(void)
+{
+    /* A rank that dies leaves the others blocked in a collective until the
+     * trainer's watchdog (parallel.timeout_s) ends them; with kill-on-bad-exit
+     * Slurm ends them at once. srun reads SLURM_KILL_BAD_EXIT as that option,
+     * and sbatch and salloc hand SLURM_* variables of their own environment
+     * to the job (sbatch even under --export=NONE), so every srun of the job
+     * inherits it; an srun's own --kill-on-bad-exit=0 still wins. It must be
+     * set here: an srun reads it before any plugin runs, and a job control
+     * variable (spank_job_control_setenv) arrives renamed SLURM_SPANK_*. */
+    if (!getenv("SLURM_KILL_BAD_EXIT") && setenv("SLURM_KILL_BAD_EXIT", "1", 0) != 0)
+        slurm_verbose("moekit: SLURM_KILL_BAD_EXIT not set: out of memory");
+}
+
 void moe_submit_job_size(moe_job_size *js, const char *env_prefix)
 {
     memset(js, 0, sizeof *js);

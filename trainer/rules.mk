@@ -54,7 +54,8 @@ $(B)/tests/test_recompute: $(call obj,tests/unit/test_recompute.c) $(MODEL_LIB) 
 TRAIN_SRCS := trainer/train/trainer.c trainer/train/checkpoint.c trainer/train/weights_io.c \
 	trainer/train/schedule.c trainer/train/metrics.c trainer/train/metrics_plot.c \
 	trainer/train/tb_writer.c trainer/backend/select.c trainer/eval.c trainer/cli.c \
-	trainer/train/ckpt_io.c trainer/train/hf_export.c trainer/train/export_cmd.c
+	trainer/train/ckpt_io.c trainer/train/ckpt_allowance.c trainer/train/hf_export.c \
+	trainer/train/export_cmd.c
 TRAIN_LIB := $(B)/lib/libmoe_train.a
 $(TRAIN_LIB): $(call obj,$(TRAIN_SRCS)) $(B)/obj/gen/tb_event.pb-c.o
 
@@ -93,3 +94,10 @@ UNIT_TESTS += $(B)/tests/test_training
 $(B)/tests/test_training: $(call obj,tests/unit/test_training.c) $(TRAINER_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LIBCONFIG) $(LIBPROTOBUF_C) $(NCCL_LDLIBS) $(CUDA_LDLIBS) $(LDLIBS_BASE)
+
+# The checkpoint I/O allowance: its arithmetic and the watchdog honouring it.
+UNIT_TESTS += $(B)/tests/test_ckpt_allowance
+$(B)/tests/test_ckpt_allowance: $(call obj,tests/unit/test_ckpt_allowance.c) $(TRAIN_LIB) \
+		$(PARALLEL_LIB) $(CONFIG_LIB) $(COMMON_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LIBCONFIG) $(LDLIBS_BASE)

@@ -3,15 +3,17 @@
 # EP=2 x DP=2 train exactly like one rank on the same global batch (losses
 # and weights within fp32 reduction-order tolerance), skewed routing (one
 # rank gets every token, the other none), a run saved at one EP/DP resumes
-# at another, and a rank that hangs or dies ends the job with an error
-# naming it. Usage: tests/parallel/run.sh [BUILD_DIR]
+# at another, and a rank that hangs (SIGSTOP) or dies (SIGKILL) mid-run ends
+# every rank within 2 x parallel.timeout_s, the hang with the watchdog naming
+# the collective, the group and the absent rank.
+# Usage: tests/parallel/run.sh [BUILD_DIR]
 set -u
 B=${1:-build}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BIN=$ROOT/$B/bin/moe-train
 TOOL="python3 $ROOT/tests/parallel/st_tool.py"
 T=$(mktemp -d /tmp/moekit-parallel-XXXXXX)
-[ -n "${MOE_KEEP_TMP:-}" ] || trap 'rm -rf "$T"' EXIT
+[ -n "${MOE_KEEP_TMP:-}" ] || trap 'rm -rf "$T"' EXIT # (the fault cases below widen it)
 passed=0 failed=0
 ok() { passed=$((passed + 1)); echo "ok $1"; }
 bad() { failed=$((failed + 1)); echo "not ok $1"; shift; printf '  %s\n' "$@"; }
@@ -233,7 +235,29 @@ refused cpu_ranks_need_mpi "the cpu backend's ranks exchange over MPI" \
 refused torchrun_half_set_refused "torchrun gives a world of 2 ranks but not where they meet" \
     env WORLD_SIZE=2 RANK=1 "$BIN" "${TINY[@]}"
 
-# ---- a rank that hangs or dies mid-run ends the job, naming the rank
+# ---- a rank that dies or hangs mid-run ends every rank within 2 x parallel.timeout_s
+# Two ranks train a long run (no checkpoints, whose saves get a longer allowance) with a 3 s
+# timeout; at a random instant of the run one rank gets SIGKILL (a death: mpirun sees it) or
+# SIGSTOP (a hang: only moekit's watchdog can tell). Every process of the job must be gone
+# within 2 x 3 s, with a non-zero exit and, for the hang, the watchdog's line on stderr naming
+# the collective, the group and the rank that did not arrive. MOE_PARALLEL_SEED=N replays the
+# instants.
+FAULT_TIMEOUT=3
+FAULT_BOUND=$((2 * FAULT_TIMEOUT))
+FAULT_SEED=${MOE_PARALLEL_SEED:-$$}
+RANDOM=$FAULT_SEED
+fault_pids=() # every process a fault case started: stopped ones resumed, then killed, at exit
+end_fault_pids() {
+    local p
+    for p in "${fault_pids[@]}"; do kill -CONT "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; done
+    fault_pids=()
+}
+trap 'end_fault_pids; [ -n "${MOE_KEEP_TMP:-}" ] || rm -rf "$T"' EXIT
+alive() { # PID: running or stopped, not a zombie nor gone
+    local state
+    state=$(sed -E 's/^[0-9]+ \(.*\) ([A-Za-z]).*/\1/' /proc/"$1"/stat 2>/dev/null) || return 1
+    [ -n "$state" ] && [ "$state" != Z ] && [ "$state" != X ]
+}
 rank_pid() { # PARENT RANK: the pid of that MPI rank under mpirun
     local p
     for p in $(pgrep -P "$1"); do
@@ -242,32 +266,66 @@ rank_pid() { # PARENT RANK: the pid of that MPI rank under mpirun
         fi
     done
 }
-fault() { # NAME SIGNAL PATTERN LIMIT_S
-    local name=$1 sig=$2 pat=$3 limit=$4
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+fault() { # NAME SIGNAL STDERR_PATTERN
+    local name=$1 sig=$2 pat=$3 tag=$T/$1
     "${MPIRUN[@]}" -n 2 "$BIN" "${TINY[@]}" train.steps=100000 train.eval_every_n_steps=0 \
-        train.micro_batch_size=2 parallel.ep=2 parallel.timeout_s=3 logger.frequency=1 \
-        >"$T/$name.out" 2>&1 &
-    local mp=$! victim="" i
-    for i in $(seq 100); do # wait for training to start
-        grep -q "^step" "$T/$name.out" 2>/dev/null && victim=$(rank_pid $mp 1)
-        [ -n "$victim" ] && break
-        sleep 0.1
+        train.micro_batch_size=2 parallel.ep=2 parallel.timeout_s=$FAULT_TIMEOUT logger.frequency=1 \
+        checkpoint.save_every_n_steps=0 checkpoint.save_final_model=false logger.run_dir="$tag" \
+        >"$T/$name.out" 2>"$T/$name.err" &
+    local mp=$! r0="" r1="" i
+    fault_pids+=("$mp")
+    for i in $(seq 200); do # training started on both ranks
+        if grep -q "^step" "$T/$name.out" 2>/dev/null; then
+            r0=$(rank_pid $mp 0) r1=$(rank_pid $mp 1)
+            [ -n "$r0" ] && [ -n "$r1" ] && break
+        fi
+        alive $mp || break
+        sleep 0.05
     done
-    if [ -z "$victim" ]; then kill $mp 2>/dev/null; wait $mp; bad "$name" "training did not start" "$(tail -5 "$T/$name.out")"; return; fi
-    local t0=$SECONDS
-    kill -"$sig" "$victim"
-    for i in $(seq $((limit * 10))); do kill -0 $mp 2>/dev/null || break; sleep 0.1; done
-    if kill -0 $mp 2>/dev/null; then
-        kill -KILL "$victim" 2>/dev/null; kill $mp 2>/dev/null; wait $mp
-        bad "$name" "still running $limit s after SIG$sig to rank 1"; return
+    fault_pids+=($r0 $r1)
+    if [ -z "$r0" ] || [ -z "$r1" ]; then
+        end_fault_pids; wait $mp 2>/dev/null
+        bad "$name" "training did not start" "$(tail -n 5 "$T/$name.out" "$T/$name.err")"; return
     fi
+    # a random instant of the run, in the middle of some step
+    local ms=$((RANDOM % 1000))
+    sleep "$(printf '0.%03d' $ms)"
+    local t0 t1 left=""
+    t0=$(now_ms)
+    kill -"$sig" "$r1"
+    while :; do
+        alive $mp || alive $r0 || alive $r1 || break
+        [ $(($(now_ms) - t0)) -gt $((FAULT_BOUND * 1000)) ] && break
+        sleep 0.05
+    done
+    t1=$(now_ms)
+    local p
+    for p in $mp $r0 $r1; do alive $p && left="$left $p"; done
+    # anything else of this run (its run directory is on every rank's command line)
+    for p in $(pgrep -f -- "logger.run_dir=$tag"); do
+        alive "$p" && [[ " $left " != *" $p "* ]] && left="$left $p"
+    done
+    local took
+    took=$(printf '%d.%01d' $(((t1 - t0) / 1000)) $((((t1 - t0) % 1000) / 100)))
+    if [ -n "$left" ]; then
+        fault_pids+=($left); end_fault_pids; wait $mp 2>/dev/null
+        bad "$name" "still running $took s after SIG$sig to rank 1 (pids$left; bound ${FAULT_BOUND} s, 2 x parallel.timeout_s; seed $FAULT_SEED, ${ms} ms into the run)" \
+            "$(tail -n 4 "$T/$name.err")"
+        return
+    fi
+    fault_pids=()
     wait $mp; local rc=$?
-    if [ $rc -eq 0 ]; then bad "$name" "exit 0"; return; fi
-    if ! grep -qE -- "$pat" "$T/$name.out"; then bad "$name" "output lacks /$pat/:" "$(tail -8 "$T/$name.out")"; return; fi
-    ok "$name ($((SECONDS - t0)) s)"
+    if [ $rc -eq 0 ]; then bad "$name" "exit 0 after SIG$sig to rank 1"; return; fi
+    if ! grep -qE -- "$pat" "$T/$name.err"; then
+        bad "$name" "stderr lacks /$pat/:" "$(tail -n 8 "$T/$name.err")"; return
+    fi
+    ok "$name (every rank gone $took s after SIG$sig, bound ${FAULT_BOUND} s; exit $rc)"
 }
-fault rank_hangs STOP "rank 0: .* has waited [0-9.]+ s for rank 1, more than parallel.timeout_s = 3" 30
-fault rank_dies KILL "rank 1 .*(exited on signal 9|Killed)" 30
+# the hang: rank 0's watchdog names the collective, its group and the absent rank
+fault rank_hangs STOP "moe-train: rank 0: (allgather|allgatherv|allreduce|alltoallv|barrier|broadcast|reduce_scatter|split) on the (world|ep|dp) group \(collective #[0-9]+\) has waited [0-9.]+ s for rank 1, more than parallel.timeout_s = $FAULT_TIMEOUT"
+# the death: mpirun, or failing that the watchdog, names rank 1
+fault rank_dies KILL "rank 1 .*(exited on signal 9|Killed)|has waited [0-9.]+ s for rank 1,"
 
 echo "parallel: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -463,6 +463,66 @@ case_salloc() {
     done_case
 }
 
+# A rank that exits non-zero ends the step's other tasks (srun --kill-on-bad-exit=1): the plugin
+# turns it on for the srun steps of moekit jobs (SLURM_KILL_BAD_EXIT=1 from sbatch and salloc,
+# unless the submitter set it), and the jobs/ scripts pass the option themselves. The stand-in
+# trainer fails on rank 1 at once; rank 0 would sleep FAIL_SLEEP seconds (default 60) and leave
+# a mark, so a step still waiting for rank 0 shows as a mark or a job past its bound.
+elapsed_s() { # JOB: seconds from start to end (9999 while it has not ended)
+    local a b
+    a=$(date -d "$(job_field "$1" StartTime)" +%s 2>/dev/null) &&
+        b=$(date -d "$(job_field "$1" EndTime)" +%s 2>/dev/null) && echo $((b - a)) || echo 9999
+}
+case_bad_exit_ends_step() {
+    cat > fail_one.sh <<'EOF'
+#!/bin/sh
+mkdir -p "$MARK_DIR"
+echo "SLURM_KILL_BAD_EXIT=${SLURM_KILL_BAD_EXIT-unset}" > "$MARK_DIR/env.$MOE_RANK"
+[ "$MOE_RANK" = 1 ] && exit 3
+sleep "${FAIL_SLEEP:-60}"
+touch "$MARK_DIR/finished.$MOE_RANK"
+EOF
+    chmod 755 fail_one.sh
+    policy "trainer=$PWD/fail_one.sh" "topology_xml=$b200" bind=no
+    local wrap script optout plain t
+    # a user's own batch script with a plain srun: the plugin's setting
+    wrap=$(sbatch --parsable -n2 --gres=gpu:2 --moe-config=L0_sanity --moe-ep=2 -o wrap.out \
+        --export=ALL,MARK_DIR=$PWD/wrap --wrap 'srun moe-train')
+    # the shipped script, its submitter opting out: the script's own --kill-on-bad-exit=1
+    script=$(SLURM_KILL_BAD_EXIT=0 sbatch --parsable --moe-config=L0_sanity -o script.out \
+        --export=ALL,MARK_DIR=$PWD/script "$sanity")
+    # the submitter's own SLURM_KILL_BAD_EXIT=0 is kept: the step waits for rank 0 (3 s)
+    optout=$(SLURM_KILL_BAD_EXIT=0 sbatch --parsable -n2 --gres=gpu:2 --moe-config=L0_sanity \
+        --moe-ep=2 -o optout.out --export=ALL,MARK_DIR=$PWD/optout,FAIL_SLEEP=3 --wrap 'srun moe-train')
+    # a job without --moe-* options is left as it was
+    plain=$(sbatch --parsable -n1 -o plain.out --wrap 'echo "KBE=${SLURM_KILL_BAD_EXIT-unset}"')
+    expect "the user's script job fails" equals "$(wait_job "$wrap" 40)" FAILED
+    expect "the shipped script's job fails" equals "$(wait_job "$script" 40)" FAILED
+    expect "the opted-out job fails" equals "$(wait_job "$optout" 40)" FAILED
+    expect "the plain job completes" equals "$(wait_job "$plain" 40)" COMPLETED
+    for t in wrap script; do
+        expect "$t: rank 1's exit was seen" contains $t.out "task 1: Exited with exit code 3"
+        expect "$t: rank 0 was ended, not left to finish" test ! -e $t/finished.0
+        expect "$t: the step ended within 20 s of the start ($(elapsed_s "${!t}") s)" \
+            test "$(elapsed_s "${!t}")" -lt 20
+    done
+    expect "the plugin set SLURM_KILL_BAD_EXIT=1 for the user's srun" \
+        grep -qx "SLURM_KILL_BAD_EXIT=1" wrap/env.0
+    expect "the submitter's SLURM_KILL_BAD_EXIT=0 was kept" grep -qx "SLURM_KILL_BAD_EXIT=0" script/env.0
+    expect "opted out, the step waited for rank 0" test -e optout/finished.0
+    expect "the plain job saw no SLURM_KILL_BAD_EXIT" contains plain.out "KBE=unset"
+    # salloc: the command it runs (and its sruns) inherit the setting
+    local t0=$SECONDS rc
+    MARK_DIR=$PWD/salloc timeout 60 salloc -n2 --gres=gpu:2 --moe-config=L0_sanity --moe-ep=2 \
+        srun moe-train > salloc.txt 2>&1
+    rc=$?
+    expect "salloc's step fails (exit $rc: $(tail -n 1 salloc.txt))" test $rc -ne 0
+    expect "salloc's step ended within 20 s ($((SECONDS - t0)) s)" test $((SECONDS - t0)) -lt 20
+    expect "salloc's srun ended rank 0" test ! -e salloc/finished.0
+    expect "salloc's srun had SLURM_KILL_BAD_EXIT=1" grep -qx "SLURM_KILL_BAD_EXIT=1" salloc/env.0
+    done_case
+}
+
 # ---------------------------------------------------------------- cases: two B200 nodes
 
 case_scale_two_nodes() {
@@ -692,6 +752,7 @@ if start_cluster b200; then
     run_case chain_cancels_scale_after_failed_sanity case_chain_cancels_scale_after_failed_sanity
     run_case chain_help case_chain_help
     run_case salloc case_salloc
+    run_case bad_exit_ends_step case_bad_exit_ends_step
     run_case cpu_refused_without_allow_cpu case_cpu_refused_without_allow_cpu
     run_case cpu_trains_for_real case_cpu_trains_for_real
     run_case preempt_usr1_requeue_resume case_preempt_usr1_requeue_resume

@@ -322,6 +322,9 @@ static void test_file_errors(void)
               "did you mean 'model.hidden_size'");
     CHECK_ERR(load_text(&cfg, "wrong_group.cfg", "train = { lr = 0.1; };\n", &e), e,
               "wrong_group.cfg:1", "unknown key 'train.lr'", "did you mean 'optimizer.lr'");
+    CHECK_ERR(load_text(&cfg, "floor.cfg", "checkpoint = {\n  min_write_mb_per_s = 0.0;\n};\n",
+                        &e),
+              e, "floor.cfg:2", "checkpoint.min_write_mb_per_s = 0 is out of range", "> 0");
     CHECK_ERR(load_text(&cfg, "far.cfg", "model = { flux_capacitor = 1; };\n", &e), e,
               "unknown key 'model.flux_capacitor'");
     CHECK_MSG(!has(&e, "did you mean"), "no wild guesses: %s", e.msg);
@@ -558,6 +561,18 @@ static void test_override_errors(void)
               "optimizer.lr = -0.1 is out of range", "> 0");
     CHECK_ERR(config_apply_override(&cfg, "scheduler.min_lr_ratio=1.5", &e), e,
               "scheduler.min_lr_ratio = 1.5 is out of range", "[0, 1]");
+    /* the checkpoint bandwidth floor divides the bytes a save waits for: > 0 */
+    CHECK_ERR(config_apply_override(&cfg, "checkpoint.min_write_mb_per_s=0", &e), e,
+              "checkpoint.min_write_mb_per_s = 0 is out of range", "> 0");
+    CHECK_ERR(config_apply_override(&cfg, "checkpoint.min_write_mb_per_s=-50", &e), e,
+              "checkpoint.min_write_mb_per_s = -50 is out of range", "> 0");
+    CHECK_ERR(config_apply_override(&cfg, "checkpoint.min_write_mb_per_s=fast", &e), e,
+              "'fast' is not a number");
+    CHECK_ERR(config_apply_override(&cfg, "checkpoint.min_write_mb_per_s=inf", &e), e,
+              "not a finite number");
+    config_defaults(&other);
+    CHECK(config_apply_override(&other, "checkpoint.min_write_mb_per_s=0.5", &e) == 0 &&
+          other.checkpoint.min_write_mb_per_s == 0.5);
 
     CHECK_ERR(config_apply_override(&cfg, "data.shuffle=maybe", &e), e,
               "'maybe' is not a bool", "true/false");

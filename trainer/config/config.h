@@ -94,6 +94,8 @@ typedef struct {
     int overwrite;                  /* checkpoint.overwrite (bool): a run without resume may replace
                                        the checkpoints already in ckpt_dir */
     int staging_mb;                 /* checkpoint.staging_mb: host staging buffer per rank (MiB) */
+    double min_write_mb_per_s;      /* checkpoint.min_write_mb_per_s: the floor bandwidth (MB/s) a
+                                       save or load is allowed before the watchdog aborts it */
 } moe_ckpt_cfg;
 
 typedef struct {

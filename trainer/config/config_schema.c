@@ -146,6 +146,10 @@ const config_key config_keys[] = {
              "a run without resume_from_checkpoint replaces the checkpoints in ckpt_dir"),
     INT_KEY("checkpoint.staging_mb", checkpoint.staging_mb, BETWEEN(1, 1048576), "1024",
             "host staging buffer per rank for checkpoint I/O, MiB (pinned on GPUs)"),
+    FLOAT_KEY("checkpoint.min_write_mb_per_s", checkpoint.min_write_mb_per_s, POSITIVE, "50",
+              "slowest checkpoint bandwidth to wait for, MB/s per rank: a collective that waits "
+              "on a save or load may take its bytes at this rate plus parallel.timeout_s beyond "
+              "parallel.timeout_s before a dead or hung rank aborts the job"),
 
     INT_KEY("logger.frequency", logger.frequency, AT_LEAST(1), "10",
             "print a log line every N steps"),

@@ -38,7 +38,7 @@
 #include "../ckpt/shard_read.h"
 #include "../ckpt/shard_write.h"
 #include "../model/model_slices.h"
-#include "../parallel/watchdog.h"
+#include "ckpt_allowance.h"
 #include "ckpt_io.h"
 #include "hf_export.h"
 #include "trainer.h"
@@ -112,17 +112,42 @@ static int state_slices(moe_trainer *t, int for_save, int weights_only, ckpt_sli
            model_all_slices(m, "exp_avg_sq.", moments, m->v, l, e);
 }
 
-/* This rank's file into dir; its index record into *record. */
-static int write_rank_file(moe_trainer *t, const char *dir, json_writer *record, moe_err *e)
+/* Bytes of the tensor data of a slice list. */
+static uint64_t slices_bytes(const ckpt_slice_list *l)
 {
-    ckpt_slice_list l = {0};
+    uint64_t n = 0;
+    for (int i = 0; i < l->n; i++)
+        n += l->v[i].count * st_dtype_size(l->v[i].dtype);
+    return n;
+}
+
+/* The most any rank moves in this save or load: each rank knows only its
+ * own slices (`mine`), so the ranks exchange their counts (one number each,
+ * before any file is touched: a plain, watched collective). A rank whose
+ * slices could not be listed offers 0 and reports its failure at the next
+ * agreement. */
+static int busiest_rank_bytes(moe_trainer *t, uint64_t mine, uint64_t *most, moe_err *e)
+{
+    int64_t *all = calloc((size_t)t->world, sizeof *all), v = (int64_t)mine;
+    *most = 0;
+    if (!all)
+        return moe_errf(e, "out of memory");
+    int rc = comm_allgather(t->par.world, &v, all, 1, MOE_DT_INT64, e);
+    for (int r = 0; !rc && r < t->world; r++)
+        if ((uint64_t)all[r] > *most)
+            *most = (uint64_t)all[r];
+    free(all);
+    return rc;
+}
+
+/* This rank's file (the slices l) into dir; its index record into *record. */
+static int write_rank_file(moe_trainer *t, const char *dir, const ckpt_slice_list *l,
+                           json_writer *record, moe_err *e)
+{
     char name[64];
     snprintf(name, sizeof name, "rank-%05d-of-%05d.safetensors", t->rank, t->world);
-    int rc = ckpt_io_staging(t, e) || state_slices(t, 1, 0, &l, e) ||
-             shard_write(dir, name, &l, CKPT_BLOCK_BYTES, t->ckpt->staging,
-                         t->ckpt->staging_bytes, record, e);
-    ckpt_slices_free(&l);
-    return rc;
+    return shard_write(dir, name, l, CKPT_BLOCK_BYTES, t->ckpt->staging, t->ckpt->staging_bytes,
+                       record, e);
 }
 
 /* Every rank's record, in rank order, on every rank (*texts: malloc'd,
@@ -221,7 +246,9 @@ static int begin_everywhere(moe_trainer *t, ckpt_txn *txn, char *tmp, moe_err *e
             snprintf(b.dir, sizeof b.dir, "%s", txn->tmp_dir);
         }
     }
-    watchdog_allow(INFINITY); /* file systems take their time */
+    /* rank 0 only makes directories and sweeps stale temp ones: no bulk bytes,
+     * the allowance's parallel.timeout_s covers it */
+    ckpt_allow(&t->cfg, 0);
     if (comm_agree(t->par.world, b.failed, "starting a checkpoint", e) ||
         comm_broadcast(t->par.world, &b, sizeof b, 0, e))
         return -1;
@@ -236,18 +263,33 @@ int trainer_save_checkpoint(moe_trainer *t, moe_err *e)
     ckpt_txn txn;
     char tmp[4096];
     memset(&txn, 0, sizeof txn);
-    if (begin_everywhere(t, &txn, tmp, e))
+    ckpt_slice_list l = {0};
+    moe_err mine;
+    int failed = ckpt_io_staging(t, &mine) || state_slices(t, 1, 0, &l, &mine);
+    uint64_t most;
+    if (busiest_rank_bytes(t, failed ? 0 : slices_bytes(&l), &most, e) ||
+        begin_everywhere(t, &txn, tmp, e)) {
+        ckpt_slices_free(&l);
         return moe_err_prefix(e, "saving the checkpoint of step %d", t->step);
+    }
     json_writer rec;
     jw_init(&rec, 0);
-    int failed = write_rank_file(t, tmp, &rec, e) || jw_finish(&rec, e);
+    if (failed)
+        *e = mine;
+    else
+        failed = write_rank_file(t, tmp, &l, &rec, e) || jw_finish(&rec, e);
+    ckpt_slices_free(&l);
+    /* waits for the slowest writer: the largest rank file */
+    ckpt_allow(&t->cfg, most);
     int rc = comm_agree(t->par.world, failed, "writing the checkpoint files", e);
     char *texts = NULL;
     size_t *lens = calloc((size_t)t->world, sizeof *lens);
     if (!rc)
         rc = lens ? gather_records(t, &rec, &texts, lens, e) : moe_errf(e, "out of memory");
     failed = rc;
-    uint64_t bytes = 0;
+    uint64_t bytes = 0, index_bytes = 0;
+    for (int r = 0; !rc && r < t->world; r++)
+        index_bytes += lens[r];
     if (!failed && t->rank == 0)
         failed = commit_on_rank0(t, &txn, texts, lens, &bytes, e);
     if (t->rank == 0 && txn.tmp_dir[0])
@@ -255,6 +297,12 @@ int trainer_save_checkpoint(moe_trainer *t, moe_err *e)
     jw_free(&rec);
     free(texts);
     free(lens);
+    /* waits for rank 0's commit: the index is the ranks' records one after
+     * another (every rank holds them: the same count everywhere), written and
+     * read back for its SHA-256; the small files and the fsyncs are in the
+     * allowance's parallel.timeout_s */
+    if (!rc)
+        ckpt_allow(&t->cfg, 2 * index_bytes);
     if (rc || comm_agree(t->par.world, failed, "saving a checkpoint", e))
         return moe_err_prefix(e, "saving the checkpoint of step %d (the previous one is kept)",
                               t->step);
@@ -370,19 +418,17 @@ static int read_state_json(const char *path, train_state *st, moe_err *e)
     return rc;
 }
 
-/* This rank's part: its slices, from whichever files hold them. */
-static int load_local(moe_trainer *t, const char *dir, int weights_only, train_state *st,
-                      uint64_t *bytes_read, moe_err *e)
+/* This rank's part: its slices l, from whichever files hold them. */
+static int load_local(moe_trainer *t, const char *dir, const ckpt_slice_list *l,
+                      int weights_only, train_state *st, uint64_t *bytes_read, moe_err *e)
 {
     moe_model_cfg hc;
     if (weights_check(dir, &t->cfg.model, &hc, weights_only, e) || ckpt_io_staging(t, e))
         return -1;
     shard_set *s = NULL;
-    ckpt_slice_list l = {0};
-    int rc = shard_set_open(dir, &s, e) || state_slices(t, 0, weights_only, &l, e) ||
-             shard_set_fill(s, &l, t->ckpt->staging, t->ckpt->staging_bytes, e);
+    int rc = shard_set_open(dir, &s, e) ||
+             shard_set_fill(s, l, t->ckpt->staging, t->ckpt->staging_bytes, e);
     *bytes_read = s ? shard_set_bytes_read(s) : 0;
-    ckpt_slices_free(&l);
     shard_set_close(s);
     if (!rc && !weights_only) {
         char path[4200];
@@ -399,9 +445,26 @@ int trainer_load_checkpoint(moe_trainer *t, const char *dir, int weights_only, m
     double t0 = now_s();
     train_state st;
     memset(&st, 0, sizeof st);
-    uint64_t bytes = 0;
-    int failed = load_local(t, dir, weights_only, &st, &bytes, e);
-    watchdog_allow(INFINITY);
+    uint64_t bytes = 0, most;
+    ckpt_slice_list l = {0};
+    int failed = state_slices(t, 0, weights_only, &l, e);
+    /* a slice is read in whole digest blocks (at most one more at each end,
+     * in each file it spans: a bound from the layout the run does not know
+     * before it reads the index, so the allowance's parallel.timeout_s
+     * covers slices cut over many files) */
+    uint64_t mine = failed ? 0 : slices_bytes(&l) + (uint64_t)l.n * 2 * CKPT_BLOCK_BYTES;
+    moe_err ex;
+    if (busiest_rank_bytes(t, mine, &most, &ex)) {
+        ckpt_slices_free(&l);
+        if (!failed)
+            *e = ex;
+        return moe_err_prefix(e, "loading %s", dir);
+    }
+    if (!failed)
+        failed = load_local(t, dir, &l, weights_only, &st, &bytes, e);
+    ckpt_slices_free(&l);
+    /* waits for the slowest reader */
+    ckpt_allow(&t->cfg, most);
     int rc = comm_agree(t->par.world, failed, "reading the checkpoint", e);
     if (!rc && t->zero) /* each rank loaded its shard of the weights */
         rc = zero_ckpt_loaded(t->zero, e);

@@ -12,7 +12,7 @@
 #include "../ckpt/ckpt_dir.h"
 #include "../ckpt/ckpt_lock.h"
 #include "../ckpt/fsio.h"
-#include "../parallel/watchdog.h"
+#include "ckpt_allowance.h"
 #include "hf_export.h"
 #include "weights_io.h"
 
@@ -72,7 +72,10 @@ int ckpt_io_open(moe_trainer *t, moe_err *e)
         if (failed)
             moe_err_prefix(e, "checkpoint.init_from");
     }
-    watchdog_allow(INFINITY);
+    /* rank 0 takes the lock, lists the directory (removing it with overwrite)
+     * and reads init_from's config and tensor headers: no bulk bytes, the
+     * allowance's parallel.timeout_s covers it */
+    ckpt_allow(&t->cfg, 0);
     return comm_agree(t->par.world, failed, "checking the checkpoint directories", e);
 }
 
@@ -161,7 +164,11 @@ static int export_everywhere(moe_trainer *t, const char *tmp, const hf_export_op
                              moe_err *e)
 {
     const char *src = t->ckpt->last_saved;
-    int failed = hf_export_shards(src, tmp, o, t->rank, t->world, e);
+    uint64_t most = 0;
+    int failed = hf_export_shards(src, tmp, o, t->rank, t->world, &most, e);
+    /* waits for the busiest exporter (every rank computes its bytes from the
+     * same plan) */
+    ckpt_allow(&t->cfg, most);
     if (comm_agree(t->par.world, failed, "writing the final model's shards", e))
         return -1;
     failed = 0;
@@ -170,6 +177,9 @@ static int export_everywhere(moe_trainer *t, const char *tmp, const hf_export_op
         snprintf(final, sizeof final, "%s/final_model", t->cfg.checkpoint.ckpt_dir);
         failed = hf_export_finish(src, tmp, o, e) || hf_export_publish(tmp, final, e);
     }
+    /* rank 0 writes the small files (config, tokenizer, card) and renames:
+     * no bulk bytes */
+    ckpt_allow(&t->cfg, 0);
     return comm_agree(t->par.world, failed, "publishing the final model", e);
 }
 
@@ -185,7 +195,8 @@ int ckpt_io_final_model(moe_trainer *t, moe_err *e)
                  (int)getpid());
         b.failed = fsio_rm_rf(b.tmp, e) || fsio_mkdir_p(b.tmp, 0755, e);
     }
-    watchdog_allow(INFINITY);
+    /* rank 0 makes the temp directory: no bulk bytes */
+    ckpt_allow(&t->cfg, 0);
     if (ckpt_io_staging(t, e) ||
         comm_agree(t->par.world, b.failed, "starting the final model", e) ||
         comm_broadcast(t->par.world, &b, sizeof b, 0, e))

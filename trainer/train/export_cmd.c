@@ -184,7 +184,7 @@ static int run_export(export_args *a, moe_err *e)
         return moe_errf(e, "out of memory for a %d MiB staging buffer", a->staging_mb);
     snprintf(tmp, sizeof tmp, "%s.tmp-%d", a->out, (int)getpid()); /* same file system */
     int rc = fsio_rm_rf(tmp, e) || fsio_mkdir_p(tmp, 0755, e) ||
-             hf_export_shards(src, tmp, &a->o, 0, 1, e) || hf_export_finish(src, tmp, &a->o, e) ||
+             hf_export_shards(src, tmp, &a->o, 0, 1, NULL, e) || hf_export_finish(src, tmp, &a->o, e) ||
              hf_export_publish(tmp, a->out, e);
     if (rc)
         fsio_rm_rf(tmp, NULL);

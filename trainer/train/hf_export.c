@@ -159,14 +159,37 @@ static int write_shard(shard_set *s, const export_plan *p, int shard, const char
     return rc;
 }
 
-int hf_export_shards(const char *ckpt, const char *out, const hf_export_opts *o, int rank,
-                     int world, moe_err *e)
+/* The bytes the busiest of `world` ranks moves: each tensor read as fp32
+ * and written as o->dtype, shard i on rank i % world. */
+static int plan_busiest(const shard_set *s, const export_plan *p, const hf_export_opts *o,
+                        int world, uint64_t *busiest, moe_err *e)
 {
+    uint64_t *per = calloc((size_t)world, sizeof *per);
+    if (!per)
+        return moe_errf(e, "out of memory planning the export");
+    for (int i = 0; i < p->n; i++)
+        per[p->shard[i] % world] +=
+            numel_of(shard_set_tensor(s, p->tensor[i])) * (sizeof(float) + st_dtype_size(o->dtype));
+    *busiest = 0;
+    for (int r = 0; r < world; r++)
+        if (per[r] > *busiest)
+            *busiest = per[r];
+    free(per);
+    return 0;
+}
+
+int hf_export_shards(const char *ckpt, const char *out, const hf_export_opts *o, int rank,
+                     int world, uint64_t *busiest, moe_err *e)
+{
+    if (busiest)
+        *busiest = 0;
     shard_set *s;
     if (shard_set_open(ckpt, &s, e))
         return -1;
     export_plan p;
     int rc = plan_make(s, o, &p, e);
+    if (!rc && busiest)
+        rc = plan_busiest(s, &p, o, world, busiest, e);
     for (int i = rank; i < p.n_shards && !rc; i += world)
         rc = write_shard(s, &p, i, out, o, e);
     plan_free(&p);

@@ -30,8 +30,11 @@ typedef struct {
     size_t staging_bytes;
 } hf_export_opts;
 
+/* Rank `rank` of `world` writes its shards. *busiest (unless NULL): the bytes
+ * the busiest rank reads and writes for its shards (fp32 read, o->dtype
+ * written), from the plan every rank makes alike; 0 when there is no plan. */
 int hf_export_shards(const char *ckpt, const char *out, const hf_export_opts *o, int rank,
-                     int world, moe_err *e);
+                     int world, uint64_t *busiest, moe_err *e);
 int hf_export_finish(const char *ckpt, const char *out, const hf_export_opts *o, moe_err *e);
 
 /* Replace (or create) final with the complete directory tmp: rename, with

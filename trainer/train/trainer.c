@@ -20,7 +20,7 @@
 #include "../parallel/comm_nccl.h"
 #include "../parallel/dev_groups.h"
 #include "../parallel/dispatch_ep.h"
-#include "../parallel/watchdog.h"
+#include "ckpt_allowance.h"
 #include "schedule.h"
 
 volatile sig_atomic_t moe_stop_requested = 0;
@@ -473,7 +473,14 @@ static int resume_latest(moe_trainer *t, long *resume_step, moe_err *e)
             snprintf(r.warn, sizeof r.warn, "%s", e->msg);
         }
     }
-    watchdog_allow(INFINITY);
+    /* rank 0 verifies the newest checkpoints: at most one whole checkpoint of
+     * this model (a single-file one is hashed whole, a sharded one only its
+     * small files), which every rank counts alike from the model's sizes:
+     * fp32 masters and two fp32 moments a parameter */
+    int64_t params, active;
+    moe_dims d = trainer_model_dims(&c->model);
+    model_count_params(&d, &params, &active);
+    ckpt_allow(c, (uint64_t)params * 3 * sizeof(float));
     if (comm_agree(t->par.world, r.failed, "looking for a checkpoint", e) ||
         comm_broadcast(t->par.world, &r, sizeof r, 0, e))
         return -1;
