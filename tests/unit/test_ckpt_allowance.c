@@ -13,6 +13,7 @@
 #include "../../trainer/parallel/watchdog.h"
 #include "../../trainer/train/ckpt_allowance.h"
 #include "../check.h"
+#include "../slow_world.h"
 
 static void test_arithmetic(void)
 {
@@ -42,16 +43,8 @@ static void test_default(void)
     CHECK(c.checkpoint.min_write_mb_per_s == 50);
 }
 
-/* ---- ckpt_allow over a two-rank stand-in whose barrier takes `slow_ticks` x 50 ms ---- */
+/* ---- ckpt_allow over a two-rank stand-in whose barrier takes `slow_world_ticks` x 50 ms ---- */
 
-static int aborted_with = -1, slow_ticks;
-static int slow_barrier(moe_comm *c, moe_err *e)
-{
-    for (int i = 0; i < slow_ticks && aborted_with < 0; i++)
-        usleep(50 * 1000);
-    return aborted_with < 0 ? 0 : moe_errf(e, "aborted");
-}
-static void record_abort(moe_comm *c, int code) { aborted_with = code; }
 
 static double now_s(void)
 {
@@ -65,15 +58,10 @@ static void test_watched_for_the_allowance(void)
     moe_comm *base;
     moe_err e = {{0}};
     CHECK(comm_single_create(&base, &e) == 0);
-    moe_comm_ops ops = *base->ops;
-    ops.barrier = slow_barrier;
-    ops.abort_job = record_abort;
-    moe_comm two = *base;
-    int ranks[2] = {0, 1};
-    two.ops = &ops;
-    two.size = 2;
-    two.world_ranks = ranks;
-    snprintf(two.name, sizeof two.name, "world");
+    moe_comm_ops ops;
+    moe_comm two;
+    int ranks[2];
+    slow_world_make(&two, &ops, ranks, base, "world");
     moe_config c;
     config_defaults(&c);
     c.parallel.timeout_s = 0.2;
@@ -81,20 +69,20 @@ static void test_watched_for_the_allowance(void)
     CHECK(watchdog_start(c.parallel.timeout_s, &two, &e) == 0);
 
     /* 600 kB at 1 MB/s: 0.6 + 0.2 s beyond the 0.2 s timeout; a 0.7 s wait passes */
-    slow_ticks = 14;
+    slow_world_ticks = 14;
     ckpt_allow(&c, 600000);
-    CHECK(comm_barrier(&two, &e) == 0 && aborted_with == -1);
+    CHECK(comm_barrier(&two, &e) == 0 && slow_world_aborted == -1);
     /* the same wait with nothing to write: the timeout twice, and it aborts */
     ckpt_allow(&c, 0);
-    CHECK(comm_barrier(&two, &e) == -1 && aborted_with == 1);
+    CHECK(comm_barrier(&two, &e) == -1 && slow_world_aborted == 1);
     CHECK_MSG(strstr(e.msg, "aborted"), "%s", e.msg);
 
     /* a peer that never comes: aborted once the allowance is spent (about 1 s), not never */
-    aborted_with = -1;
-    slow_ticks = 100;
+    slow_world_aborted = -1;
+    slow_world_ticks = 100;
     ckpt_allow(&c, 600000);
     double t0 = now_s();
-    CHECK(comm_barrier(&two, &e) == -1 && aborted_with == 1);
+    CHECK(comm_barrier(&two, &e) == -1 && slow_world_aborted == 1);
     double waited = now_s() - t0;
     CHECK_MSG(waited > 0.95 && waited < 2.0, "aborted after %.2f s, expected about 1.0 s", waited);
     watchdog_stop();

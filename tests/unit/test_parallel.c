@@ -19,6 +19,7 @@
 #include "../../trainer/parallel/watchdog.h"
 #include "../../trainer/parallel/zero.h"
 #include "../check.h"
+#include "../slow_world.h"
 #include "../model_rig.h"
 
 static const moe_dims DIMS = {.C = 16, .L = 2, .NH = 2, .NKV = 1, .HD = 8, .E = 4, .K = 2,
@@ -447,14 +448,6 @@ static void test_layout_io(void)
 
 /* ---- the watchdog over a two-rank stand-in whose barrier never returns in time ---- */
 
-static int aborted_with = -1;
-static int slow_barrier(moe_comm *c, moe_err *e)
-{
-    for (int i = 0; i < 40 && aborted_with < 0; i++)
-        usleep(50 * 1000);
-    return aborted_with < 0 ? 0 : moe_errf(e, "aborted");
-}
-static void record_abort(moe_comm *c, int code) { aborted_with = code; }
 
 static void test_watchdog(void)
 {
@@ -462,32 +455,27 @@ static void test_watchdog(void)
     moe_err e = {{0}};
     CHECK(watchdog_start(0, NULL, &e) == -1 && strstr(e.msg, "parallel.timeout_s = 0"));
     CHECK(comm_single_create(&base, &e) == 0);
-    moe_comm_ops ops = *base->ops;
-    ops.barrier = slow_barrier;
-    ops.abort_job = record_abort;
-    moe_comm two = *base;
-    int ranks[2] = {0, 1};
-    two.ops = &ops;
-    two.size = 2;
-    two.world_ranks = ranks;
-    snprintf(two.name, sizeof two.name, "ep");
+    moe_comm_ops ops;
+    moe_comm two;
+    int ranks[2];
+    slow_world_make(&two, &ops, ranks, base, "ep");
     CHECK(watchdog_start(0.3, &two, &e) == 0);
     CHECK(comm_barrier(&two, &e) == -1);
-    CHECK(aborted_with == 1);
+    CHECK(slow_world_aborted == 1);
     CHECK_MSG(strstr(e.msg, "rank 0: barrier on the ep group"), "%s", e.msg);
     watchdog_stop();
     /* a collective that finishes in time is left alone */
-    aborted_with = -1;
+    slow_world_aborted = -1;
     ops.barrier = base->ops->barrier;
     CHECK(watchdog_start(0.3, &two, &e) == 0);
     CHECK(comm_barrier(&two, &e) == 0);
     usleep(500 * 1000);
-    CHECK(aborted_with == -1);
+    CHECK(slow_world_aborted == -1);
     /* an allowance (rank 0 writing a checkpoint) covers one slow collective only */
-    ops.barrier = slow_barrier;
+    ops.barrier = slow_world_barrier;
     watchdog_allow(INFINITY);
-    CHECK(comm_barrier(&two, &e) == 0 && aborted_with == -1);
-    CHECK(comm_barrier(&two, &e) == -1 && aborted_with == 1);
+    CHECK(comm_barrier(&two, &e) == 0 && slow_world_aborted == -1);
+    CHECK(comm_barrier(&two, &e) == -1 && slow_world_aborted == 1);
     watchdog_stop();
     comm_destroy(base);
 }
