@@ -79,7 +79,7 @@ def main():
                                    set_priority=True)
     batches = genome_batches(a.data, a.batch, a.seq, a.steps)
     torch.cuda.reset_peak_memory_stats()
-    times, first = [], None
+    times, losses, first = [], [], None
     for i, ids in enumerate(batches):
         ids = ids.cuda()
         torch.cuda.synchronize()
@@ -92,6 +92,7 @@ def main():
         opt.zero_grad(set_to_none=True)
         torch.cuda.synchronize()
         times.append(time.time() - t)
+        losses.append(float(out.loss))
         if first is None:
             first = time.time() - T0
     steady = times[a.warmup:]
@@ -99,7 +100,8 @@ def main():
     print(json.dumps({"impl": "hf_" + a.setup, "tokens_per_s": tok * len(steady) / sum(steady),
                       "step_ms": 1000 * sum(steady) / len(steady),
                       "peak_mem_gib": torch.cuda.max_memory_allocated() / 2**30,
-                      "first_step_s": first, "final_loss": float(out.loss)}))
+                      "first_step_s": first, "final_loss": float(out.loss),
+                      "losses": losses}))
 
 
 if __name__ == "__main__":

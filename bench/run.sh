@@ -87,7 +87,8 @@ mem = max(int(x) for x in open('/tmp/moe_mem.txt').read().split() if x.strip().i
 first = next(float(ts) - t0 for ts, l in stamped if l.startswith('step '))
 print(json.dumps({"impl": "moekit_" + prec, "tokens_per_s": len(steady) / sum(1 / r for r in steady),
                   "peak_mem_gib": mem, "first_step_s": first,
-                  "final_loss": float(re.search(r'loss ([0-9.]+)', lines[-1]).group(1))}))
+                  "final_loss": float(re.search(r'loss ([0-9.]+)', lines[-1]).group(1)),
+                  "losses": [float(re.search(r'loss ([0-9.]+)', l).group(1)) for l in lines]}))
 PY
 }
 for prec in ${MOE_BENCH_PRECISIONS:-bf16 fp8_block}; do
@@ -124,5 +125,10 @@ for r in rows:
     fs = f"{r['first_step_s']:.1f}" if r.get('first_step_s') else "-"
     fl = f"{r['final_loss']:.4f}" if r.get('final_loss') else "-"
     print(f"{r['impl']:<28}{r['tokens_per_s']:>10.0f}{tf:>9.1f}{100 * tf * 1e12 / peak:>7.1f}%{r['peak_mem_gib']:>10.1f}{fs:>11}{rel:>12}{fl:>9}")
+# the loss of every step, both sides on the same windows: a speed is worth only a sane curve
+print("loss by step")
+for r in rows:
+    if r.get('losses'):
+        print(f"  {r['impl']:<26}" + " ".join(f"{x:.3f}" for x in r['losses']))
 PY
 rm -f "$res"
