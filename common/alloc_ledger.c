@@ -30,6 +30,17 @@ void alloc_ledger_remove(alloc_ledger *l, size_t *totals, const void *p)
         }
 }
 
+int alloc_ledger_holds(const alloc_ledger *l, const void *p)
+{
+    const char *c = p;
+    for (size_t i = 0; i < l->n; i++) {
+        const char *b = l->e[i].p;
+        if (c >= b && c < b + (l->e[i].bytes ? l->e[i].bytes : 1))
+            return 1;
+    }
+    return 0;
+}
+
 void alloc_ledger_free(alloc_ledger *l)
 {
     free(l->e);

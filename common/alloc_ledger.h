@@ -28,6 +28,8 @@ int alloc_ledger_add(alloc_ledger *l, size_t *totals, const void *p, size_t byte
 /* Forget p, taking its bytes off totals[its kind]; a pointer never noted
  * changes nothing. */
 void alloc_ledger_remove(alloc_ledger *l, size_t *totals, const void *p);
+/* 1 when p lies inside a noted allocation (a slice of a buffer counts) */
+int alloc_ledger_holds(const alloc_ledger *l, const void *p);
 void alloc_ledger_free(alloc_ledger *l);
 
 #ifdef __cplusplus

@@ -10,7 +10,7 @@ $(MODEL_LIB): $(call obj,$(MODEL_SRCS))
 CPU_SRCS := trainer/backend/route_plan.c trainer/backend/cpu/cpu_backend.c \
 	trainer/backend/cpu/cpu_gemm.c trainer/backend/cpu/cpu_dense.c \
 	trainer/backend/cpu/cpu_attention.c trainer/backend/cpu/cpu_moe.c \
-	trainer/backend/cpu/cpu_optim.c
+	trainer/backend/cpu/cpu_optim.c trainer/backend/cpu/cpu_queue.c
 CPU_LIB := $(B)/lib/libmoe_cpu.a
 $(CPU_LIB): $(call obj,$(CPU_SRCS))
 

@@ -10,10 +10,11 @@
  * that come out and go back in, bf16 moments too, and the shard's
  * checkpoint written by every rank (masters and moments read from the
  * backend's memory), the state cleared and read back: the same bits.
- * On a GPU every collective runs with seeded random delays on the
- * producers' streams and the communicator's (MOE_TEST_SEED=N replays one),
- * and the same run with the stream order switched off must fail: the
- * harness has teeth. A rank that never joins a collective ends it for every
+ * Every collective runs with seeded random delays on the producers'
+ * streams and the communicator's (MOE_TEST_SEED=N replays one); on the cpu
+ * each rank's communicator queue is a thread of its own, so its copies run
+ * late as a GPU's do. The same run with half of the stream order switched
+ * off must fail: the harness has teeth. A rank that never joins a collective ends it for every
  * rank within the timeout, with its name.
  * Usage: test_local_ranks [cpu|cuda] (cpu in CI; cuda on a GPU machine). */
 #include <math.h>
@@ -21,7 +22,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../../trainer/ckpt/fsio.h"
 #include "../../trainer/ckpt/json.h"
@@ -53,8 +56,8 @@ static const char *backend_name = "cpu";
 
 static int open_backend(moe_backend **be, moe_err *e)
 {
-    if (strcmp(backend_name, "cuda"))
-        return cpu_backend_create(be, 1, e);
+    if (strcmp(backend_name, "cuda")) /* each queue a thread whose copies run late */
+        return cpu_backend_create(be, 1, e) || cpu_backend_enable_queues(*be, e) ? -1 : 0;
 #ifdef MOE_WITH_CUDA
     return cuda_backend_create(be, 0, e);
 #else
@@ -356,15 +359,15 @@ out:
 }
 
 /* EP x DP ranks as threads against the one-rank run. Tolerances: fp32 on
- * the cpu (sums in another order), bf16 compute on a GPU. unordered: the
- * stream order switched off (comm_local.h); the run must then miss. */
+ * the cpu (sums in another order), bf16 compute on a GPU. order: half of
+ * the stream order switched off (comm_local.h); the run must then miss. */
 /* the larger, a NaN the worst of all */
 static double worse(double a, double b) { return isnan(b) ? INFINITY : fmax(a, b); }
 
 typedef struct {
     int ep, dp, bf16;
     double capacity;
-    int unordered;
+    comm_local_order order; /* ORDERED, or a switch that must make the run miss */
 } layout_case;
 
 static void check_layout(layout_case lc)
@@ -388,7 +391,7 @@ static void check_layout(layout_case lc)
     CHECK(comm_local_world_create(&lw, world, &e) == 0);
     if (lw) {
         comm_local_world_set_delays(lw, seed, delay_us);
-        comm_local_world_set_unordered(lw, lc.unordered);
+        comm_local_world_set_order(lw, lc.order);
         comm_local_world_set_timeout(lw, 120);
     }
     for (int r = 0; r < world && lw; r++) {
@@ -403,7 +406,7 @@ static void check_layout(layout_case lc)
     for (int r = 0; r < world && lw; r++) {
         job *j = &jobs[r];
         failed |= j->err[0] != 0;
-        CHECK_MSG(lc.unordered || !j->err[0], "EP=%d x DP=%d rank %d: %s", ep, dp, r, j->err);
+        CHECK_MSG(lc.order || !j->err[0], "EP=%d x DP=%d rank %d: %s", ep, dp, r, j->err);
         if (j->err[0])
             continue;
         for (int s = 0; s < STEPS; s++) {
@@ -414,7 +417,7 @@ static void check_layout(layout_case lc)
             worst_w = worse(worst_w, fabs((double)j->masters[i] - j->expected[i]));
         free(j->masters);
         free(j->expected);
-        if (lc.unordered)
+        if (lc.order)
             continue;
         CHECK_MSG(j->moments_round_trip, "EP=%d x DP=%d rank %d: moments did not come back", ep,
                   dp, r);
@@ -425,13 +428,15 @@ static void check_layout(layout_case lc)
     }
     char what[96];
     snprintf(what, sizeof what, "EP=%d x DP=%d%s%s%s", ep, dp, bf16 ? " (bf16 moments)" : "",
-             lc.capacity > 0 ? " (capacity passes)" : "", lc.unordered ? " UNORDERED" : "");
+             lc.capacity > 0 ? " (capacity passes)" : "", lc.order == COMM_LOCAL_NO_INPUT_ORDER ? " WITHOUT INPUT ORDER"
+             : lc.order                               ? " WITHOUT OUTPUT ORDER"
+                                                      : "");
     printf("  %s on %s, delays up to %g us (seed %llu): worst relative loss %.2e, norm %.2e; "
            "worst weight %.2e%s\n",
            what, backend_name, delay_us, (unsigned long long)seed, worst_l, worst_n, worst_w,
            failed ? "; a rank failed" : "");
     int within = !failed && worst_l <= loss_tol && worst_n <= 10 * loss_tol && worst_w <= w_tol;
-    if (lc.unordered)
+    if (lc.order)
         CHECK_MSG(!within, "%s: the run matched the one-rank run although the collectives were "
                   "not ordered after their producers: the harness has no teeth", what);
     else
@@ -459,11 +464,33 @@ static void test_ep2_dp2_capacity_passes(void)
 {
     check_layout((layout_case){.ep = 2, .dp = 2, .capacity = 0.4});
 }
-/* the harness's teeth: without the stream order the delays must show */
-static void test_unordered_fails(void)
+/* The harness's teeth: with half of the stream order taken away, the delays
+ * must show. The run goes in a child process: reads and writes out of order
+ * may land anywhere (a peer's queue still reading a buffer its owner freed),
+ * and their damage must not reach this process. Its stderr is dropped
+ * (MOE_TEST_CHILD_STDERR=1 keeps it); exit 42: the run matched. */
+static void expect_miss(comm_local_order order)
 {
-    check_layout((layout_case){.ep = 2, .dp = 2, .unordered = 1});
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!getenv("MOE_TEST_CHILD_STDERR") && !freopen("/dev/null", "w", stderr))
+            _exit(3);
+        check_layout((layout_case){.ep = 2, .dp = 2, .order = order});
+        _exit(check_cur_failed_ ? 42 : 0);
+    }
+    int st = 0;
+    CHECK(pid > 0 && waitpid(pid, &st, 0) == pid);
+    /* a crash (or a sanitizer's report) is a miss too */
+    CHECK_MSG(pid > 0 && !(WIFEXITED(st) && WEXITSTATUS(st) == 42),
+              "%s: the run matched the one-rank run although the stream order was off: the "
+              "harness has no teeth",
+              order == COMM_LOCAL_NO_INPUT_ORDER ? "without input order" : "without output order");
 }
+/* producers still running when a collective reads them: only a device shows it */
+static void test_without_input_order_fails(void) { expect_miss(COMM_LOCAL_NO_INPUT_ORDER); }
+/* a reader ahead of the collective's copies: any backend with queues */
+static void test_without_output_order_fails(void) { expect_miss(COMM_LOCAL_NO_OUTPUT_ORDER); }
 
 /* A rank that never comes: the others' collective ends within the timeout,
  * naming the collective, the group and the absent rank, and every group of
@@ -618,8 +645,8 @@ int main(int argc, char **argv)
         backend_name = argv[1];
     const char *sd = getenv("MOE_TEST_SEED");
     seed = sd && *sd ? strtoull(sd, NULL, 10) : (uint64_t)time(NULL);
-    if (!strcmp(backend_name, "cuda"))
-        delay_us = 200;
+    const char *du = getenv("MOE_TEST_DELAY_US"); /* the delays' ceiling (200 us) */
+    delay_us = du && *du ? strtod(du, NULL) : 200;
     if (!strcmp(backend_name, "cpu"))
         RUN(test_collectives);
     RUN(test_rank_never_arrives);
@@ -631,7 +658,8 @@ int main(int argc, char **argv)
     RUN(test_ep2_dp2_bf16_moments);
     RUN(test_ep4_capacity_passes);
     RUN(test_ep2_dp2_capacity_passes);
-    if (delay_us > 0)
-        RUN(test_unordered_fails);
+    RUN(test_without_output_order_fails);
+    if (!strcmp(backend_name, "cuda"))
+        RUN(test_without_input_order_fails);
     return check_summary("test_local_ranks");
 }

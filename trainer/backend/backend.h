@@ -207,7 +207,8 @@ struct moe_backend {
     int (*sync)(moe_backend *be, moe_err *e);
 
     /* ---- queues and events (the contract above); NULL on cpu, where
-     * every op is done when it returns and nothing needs ordering ---- */
+     * every op is done when it returns and nothing needs ordering, unless
+     * the in-process ranks asked for queues (cpu_backend_enable_queues) ---- */
     /* a further queue on this backend's device (a communicator's stream) */
     moe_queue *(*queue_create)(moe_backend *be, moe_err *e);
     void (*queue_destroy)(moe_backend *be, moe_queue *q);
@@ -386,6 +387,10 @@ struct moe_backend {
 
 /* Backends. Each returns 0 and a ready table, or -1 with a reason. */
 int cpu_backend_create(moe_backend **out, int threads, moe_err *e);
+/* Give a cpu backend queues that run their copies and sums on threads of
+ * their own, later than asked, with events between them (cpu_queue.c): the
+ * in-process ranks' harness then keeps comm.h's stream order as a GPU must. */
+int cpu_backend_enable_queues(moe_backend *be, moe_err *e);
 int cuda_backend_available(void);
 int cuda_device_count(void); /* visible GPUs, 0 without a driver */
 int cuda_backend_create(moe_backend **out, int device, moe_err *e);

@@ -10,10 +10,14 @@
 
 #include "../../common/host_wait.h"
 
-/* events kept per rank: collective seq uses slot seq % RING; a wait on a
- * slot recorded again since waits for a later collective of the same
- * queue, never for too little (and never in a cycle: see l_wait) */
-enum { RING = 16, MAX_LOCAL = 64 };
+/* events kept per rank: collective seq of a group uses slot seq % RING of
+ * the group's lane, so the groups of a rank (world, ep, dp) never share a
+ * slot and one never waits on another's collectives by accident (which
+ * would hide a missing wait). A wait on a slot recorded again since waits
+ * for a later collective of the same queue, never for too little (and never
+ * in a cycle: see l_wait); past LANES groups, lanes repeat (more waiting,
+ * never less). */
+enum { RING = 16, LANES = 8, SLOTS = RING * LANES, MAX_LOCAL = 64 };
 
 typedef struct lgroup lgroup;
 
@@ -29,15 +33,18 @@ typedef struct {
 
 struct moe_local_world {
     pthread_mutex_t mu;
+    pthread_cond_t left; /* a rank is done with its events (teardown) */
+    int leaving;
     lgroup *groups[MAX_LOCAL * 4]; /* every live group, to abort them together */
     int n_groups;
     int aborted;
     char why[MOE_ERR_LEN];
     double timeout_s, delay_us;
     uint64_t seed;
-    int unordered;
+    comm_local_order order;
     /* per world rank: its events, for every group it is in */
-    moe_event *ready[MAX_LOCAL][RING], *done[MAX_LOCAL][RING];
+    moe_event *ready[MAX_LOCAL][SLOTS], *done[MAX_LOCAL][SLOTS];
+    int next_lane;
     int size;
     lgroup *root;
 };
@@ -45,6 +52,7 @@ struct moe_local_world {
 struct lgroup {
     moe_local_world *w;
     int size;
+    int lane; /* its events' lane (above) */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int arrived;
@@ -62,6 +70,7 @@ typedef struct {
     int wrank;           /* world rank */
     uint64_t rng;
     const char *op;      /* the collective in progress, for messages */
+    uint64_t dev_seq[RING]; /* seq of the device collectives in flight (done recorded) */
     char *name;          /* the group's name (comm's) */
 } lctx;
 
@@ -92,8 +101,10 @@ static int group_new(lgroup **out, moe_local_world *w, int size, const int *worl
     pthread_cond_init(&g->cv, NULL);
     pthread_mutex_lock(&w->mu);
     int full = w->n_groups == (int)(sizeof w->groups / sizeof *w->groups);
-    if (!full)
+    if (!full) {
         w->groups[w->n_groups++] = g;
+        g->lane = w->next_lane++ % LANES;
+    }
     pthread_mutex_unlock(&w->mu);
     if (full) {
         free(g->slots), free(g->here), free(g->world_ranks), free(g);
@@ -211,6 +222,11 @@ static int rendezvous(moe_comm *c, moe_err *e)
 
 static int device_path(moe_comm *c) { return LX(c)->q != NULL; }
 
+static int slot_of(moe_comm *c, uint64_t seq)
+{
+    return LX(c)->g->lane * RING + (int)(seq % RING);
+}
+
 static double draw_us(lctx *x)
 {
     double max = x->g->w->delay_us;
@@ -229,7 +245,9 @@ static int post_ready(moe_comm *c, moe_err *e)
     moe_local_world *w = x->g->w;
     if (be->spin(be, NULL, draw_us(x), e))
         return -1;
-    return w->unordered ? 0 : be->event_record(be, NULL, w->ready[x->wrank][c->issued % RING], e);
+    return w->order == COMM_LOCAL_NO_INPUT_ORDER
+               ? 0
+               : be->event_record(be, NULL, w->ready[x->wrank][slot_of(c, c->issued)], e);
 }
 
 /* This rank's queue, after the rendezvous: behind every member's inputs,
@@ -239,9 +257,10 @@ static int queue_after_inputs(moe_comm *c, moe_err *e)
     lctx *x = LX(c);
     moe_backend *be = x->be;
     moe_local_world *w = x->g->w;
-    if (!w->unordered)
+    if (w->order != COMM_LOCAL_NO_INPUT_ORDER)
         for (int r = 0; r < c->size; r++)
-            if (be->event_wait(be, x->q, w->ready[x->g->world_ranks[r]][c->issued % RING], e))
+            if (be->event_wait(be, x->q, w->ready[x->g->world_ranks[r]][slot_of(c, c->issued)],
+                               e))
                 return -1;
     return be->spin(be, x->q, draw_us(x), e);
 }
@@ -250,11 +269,12 @@ static int record_done(moe_comm *c, moe_err *e)
 {
     lctx *x = LX(c);
     moe_backend *be = x->be;
-    if (be->event_record(be, x->q, x->g->w->done[x->wrank][c->issued % RING], e))
+    if (be->event_record(be, x->q, x->g->w->done[x->wrank][slot_of(c, c->issued)], e))
         return -1;
-    if (x->g->w->unordered) { /* moekit before the stream order: the host waited */
+    x->dev_seq[c->issued % RING] = c->issued;
+    if (x->g->w->order == COMM_LOCAL_NO_INPUT_ORDER) { /* moekit before the stream order */
         host_wait_begin("collective (unordered)");
-        int rc = be->event_wait(be, NULL, x->g->w->done[x->wrank][c->issued % RING], e) ||
+        int rc = be->event_wait(be, NULL, x->g->w->done[x->wrank][slot_of(c, c->issued)], e) ||
                  be->sync(be, e);
         host_wait_end();
         return rc ? -1 : 0;
@@ -269,10 +289,12 @@ static int record_done(moe_comm *c, moe_err *e)
 static int l_wait(moe_comm *c, uint64_t seq, moe_err *e)
 {
     lctx *x = LX(c);
-    if (!device_path(c) || !seq || x->g->w->unordered)
+    if (!device_path(c) || !seq || x->g->w->order != COMM_LOCAL_ORDERED ||
+        x->dev_seq[seq % RING] != seq) /* a host collective: done on return */
         return 0;
     for (int r = 0; r < c->size; r++)
-        if (x->be->event_wait(x->be, NULL, x->g->w->done[x->g->world_ranks[r]][seq % RING], e))
+        if (x->be->event_wait(x->be, NULL, x->g->w->done[x->g->world_ranks[r]][slot_of(c, seq)],
+                              e))
             return -1;
     return 0;
 }
@@ -556,6 +578,26 @@ static void l_abort(moe_comm *c, int code)
     exit(code);
 }
 
+/* Peers wait on this rank's done events after their rendezvous (l_wait), so
+ * its events go only once every rank is tearing down, or the world was
+ * aborted; past the timeout they are left allocated instead (a few bytes),
+ * never freed under a peer that may still wait on them. 1: safe to free. */
+static int all_leaving(moe_local_world *w)
+{
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += (time_t)w->timeout_s + 1;
+    pthread_mutex_lock(&w->mu);
+    w->leaving++;
+    pthread_cond_broadcast(&w->left);
+    int timed_out = 0;
+    while (w->leaving < w->size && !w->aborted && !timed_out)
+        timed_out = pthread_cond_timedwait(&w->left, &w->mu, &dl) == ETIMEDOUT;
+    int safe = !timed_out || w->leaving == w->size;
+    pthread_mutex_unlock(&w->mu);
+    return safe;
+}
+
 /* the world communicator owns the rank's queue */
 static void l_destroy(moe_comm *c)
 {
@@ -563,13 +605,21 @@ static void l_destroy(moe_comm *c)
     if (x->q && x->g == x->g->w->root) {
         moe_local_world *w = x->g->w;
         x->be->sync(x->be, &(moe_err){{0}});
+        if (!all_leaving(w)) {
+            fprintf(stderr, "moe-train: in-process rank %d: a peer did not tear down within "
+                            "%g s; its events are left allocated\n",
+                    x->wrank, w->timeout_s);
+            x->be->queue_destroy(x->be, x->q);
+            goto out;
+        }
         x->be->queue_destroy(x->be, x->q);
-        for (int i = 0; i < RING; i++) {
+        for (int i = 0; i < SLOTS; i++) {
             x->be->event_destroy(x->be, w->ready[x->wrank][i]);
             x->be->event_destroy(x->be, w->done[x->wrank][i]);
             w->ready[x->wrank][i] = w->done[x->wrank][i] = NULL;
         }
     }
+out:
     group_unref(x->g);
     free(c->impl_ctx);
     comm_free_fields(c);
@@ -590,6 +640,7 @@ int comm_local_world_create(moe_local_world **out, int size, moe_err *e)
     if (!w)
         return moe_errf(e, "out of memory");
     pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->left, NULL);
     w->size = size;
     w->timeout_s = 600;
     if (group_new(&w->root, w, size, NULL, e)) {
@@ -612,13 +663,14 @@ void comm_local_world_set_timeout(moe_local_world *w, double seconds)
         w->timeout_s = seconds;
 }
 
-void comm_local_world_set_unordered(moe_local_world *w, int on) { w->unordered = on != 0; }
+void comm_local_world_set_order(moe_local_world *w, comm_local_order order) { w->order = order; }
 
 void comm_local_world_destroy(moe_local_world *w)
 {
     if (!w)
         return;
     pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->left);
     free(w);
 }
 
@@ -632,7 +684,7 @@ int comm_local_create(moe_comm **out, moe_local_world *w, int rank, moe_backend 
     if (be->queue_create) { /* a device: the rank's queue and its events */
         if (!(q = be->queue_create(be, e)))
             return moe_err_prefix(e, "rank %d's communicator queue", rank);
-        for (int i = 0; i < RING; i++)
+        for (int i = 0; i < SLOTS; i++)
             if (!(w->ready[rank][i] = be->event_create(be, e)) ||
                 !(w->done[rank][i] = be->event_create(be, e)))
                 return moe_err_prefix(e, "rank %d's communicator events", rank);

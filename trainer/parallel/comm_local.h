@@ -16,12 +16,17 @@
  * random length goes on the producer's compute stream, and another on the
  * communicator's queue before its copies, so a kernel that is not ordered
  * before a collective, or a read of its output not ordered after it, sees
- * the wrong values instead of winning a race by luck. Unordered mode (a
- * test switch) drops the input events and waits for each collective on the
- * host, as moekit did before the stream order: the harness must then fail.
+ * the wrong values instead of winning a race by luck. Two test switches
+ * (comm_local_order) take half of the order away, and the harness must then
+ * fail: without the input events (the host waits for each collective, as
+ * moekit did before the stream order: producers still running on a GPU),
+ * and without the output waits (comm_wait returns at once: a reader ahead
+ * of the copies, on any backend with queues).
  *
- * Host buffers (counts, scalars) and backends without queues (cpu) are
- * done synchronously between two rendezvous. Sums run in rank order on
+ * On the cpu backend, cpu_backend_enable_queues gives each rank's queue a
+ * thread of its own, so its copies run later than asked, as a GPU's do.
+ * Host buffers (counts, scalars) and backends without queues are done
+ * synchronously between two rendezvous. Sums run in rank order on
  * every rank, so all ranks see the same bits. A rendezvous that waits longer
  * than the world's timeout aborts every group of the world, naming the
  * collective, the group and the ranks that did not arrive. */
@@ -41,11 +46,17 @@ void comm_local_world_destroy(moe_local_world *w);
  * and bound: comm.h's stream order is against its queue). */
 int comm_local_create(moe_comm **out, moe_local_world *w, int rank, moe_backend *be, moe_err *e);
 
+typedef enum {
+    COMM_LOCAL_ORDERED,         /* comm.h's stream order, both ways */
+    COMM_LOCAL_NO_INPUT_ORDER,  /* no input events; a host wait after each collective */
+    COMM_LOCAL_NO_OUTPUT_ORDER, /* input events, but comm_wait orders nothing */
+} comm_local_order;
+
 /* Set before the ranks start. Delays of up to max_us microseconds, drawn
  * from `seed` (0 us: none); how long a rendezvous may wait (default 600 s);
- * unordered: the test switch above. */
+ * the order the collectives keep (the test switches above). */
 void comm_local_world_set_delays(moe_local_world *w, uint64_t seed, double max_us);
 void comm_local_world_set_timeout(moe_local_world *w, double seconds);
-void comm_local_world_set_unordered(moe_local_world *w, int on);
+void comm_local_world_set_order(moe_local_world *w, comm_local_order order);
 
 #endif

@@ -12,8 +12,8 @@
 #include "cpu_internal.h"
 #include "../../../common/alloc_ledger.h"
 
-/* be->ctx: the live allocations, so cpu_free takes their bytes off mem_bytes */
-static alloc_ledger *LEDGER(moe_backend *be) { return be->ctx; }
+/* the live allocations, so cpu_free takes their bytes off mem_bytes */
+static alloc_ledger *LEDGER(moe_backend *be) { return &((cpu_ctx *)be->ctx)->ledger; }
 
 static void *cpu_alloc(moe_backend *be, size_t bytes, moe_err *e)
 {
@@ -37,6 +37,7 @@ static void cpu_free(moe_backend *be, void *p)
 {
     if (!p)
         return;
+    cpu_queues_drain(be); /* no queued copy writes into memory handed back */
     alloc_ledger_remove(LEDGER(be), be->mem_bytes, p);
     free(p);
 }
@@ -67,9 +68,16 @@ static void cpu_weights_from_master(moe_backend *be, act *wc, const real *master
         memcpy(wc, master, n * sizeof(real));
 }
 
-static int cpu_sync(moe_backend *be, moe_err *e) { return 0; }
+static int cpu_sync(moe_backend *be, moe_err *e)
+{
+    (void)e;
+    cpu_queues_drain(be);
+    return 0;
+}
+
 static void cpu_destroy(moe_backend *be)
 {
+    cpu_queues_free(be);
     alloc_ledger_free(LEDGER(be));
     free(be->ctx);
     free(be);
@@ -92,7 +100,7 @@ static size_t cpu_mem_in_use(moe_backend *be)
 int cpu_backend_create(moe_backend **out, int threads, moe_err *e)
 {
     moe_backend *be = calloc(1, sizeof *be);
-    alloc_ledger *l = calloc(1, sizeof *l);
+    cpu_ctx *l = calloc(1, sizeof *l);
     if (!be || !l) {
         free(be);
         free(l);

@@ -7,6 +7,18 @@
 #define MOE_CPU_INTERNAL_H
 
 #include "../backend.h"
+#include "../../../common/alloc_ledger.h"
+
+/* be->ctx: the live allocations, and the queues where the in-process ranks
+ * asked for them (cpu_queue.c; NULL otherwise) */
+typedef struct cpu_queues cpu_queues;
+typedef struct {
+    alloc_ledger ledger;
+    cpu_queues *queues;
+} cpu_ctx;
+/* the host waits for every queue of the backend (nothing where it has none) */
+void cpu_queues_drain(moe_backend *be);
+void cpu_queues_free(moe_backend *be);
 
 /* y[r, o] = sum_i x[r, i] * w[o, i] for r < rows (x: [rows, in], w: [out, in]) */
 void cpu_gemm_xwT(real *y, const real *x, const real *w, int rows, int in, int out);
