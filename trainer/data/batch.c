@@ -57,6 +57,20 @@ void dataset_write_window(moe_dataset *ds, const data_split *s, uint64_t id, int
     }
 }
 
+int dataset_failed(const moe_dataset *ds, moe_err *e)
+{
+    if (ds->io_failed) {
+        *e = ds->io_err;
+        return 1;
+    }
+    for (int d = 0; d < ds->n_parts; d++)
+        if (ds->parts[d].failed) {
+            *e = ds->parts[d].err;
+            return 1;
+        }
+    return 0;
+}
+
 uint64_t dataset_order(moe_dataset *ds, data_part *p, uint64_t epoch, uint64_t i, moe_err *e)
 {
     if (!ds->shuffle)
@@ -135,10 +149,8 @@ int dataset_next_train(moe_dataset *ds, int B, int32_t *inputs, int32_t *targets
         if (train_window(ds, first + (uint64_t)b, inputs + (size_t)b * T, targets + (size_t)b * T,
                          e) < 0)
             return -1;
-    if (ds->io_failed) {
-        *e = ds->io_err;
+    if (dataset_failed(ds, e))
         return -1;
-    }
     ds->cur.position += global;
     return 0;
 }
@@ -178,10 +190,8 @@ int dataset_val_batch(moe_dataset *ds, int i, int B, int32_t *inputs, int32_t *t
             }
         }
     }
-    if (ds->io_failed) {
-        *e = ds->io_err;
+    if (dataset_failed(ds, e))
         return -1;
-    }
     return 0;
 }
 

@@ -135,7 +135,7 @@ typedef struct {
 } moe_data_cursor;
 
 typedef struct {
-    int n_files, n_records;
+    uint64_t n_files, n_records;
     uint64_t bases;
     uint64_t train_windows, val_windows;
     uint64_t train_tokens, val_tokens; /* tokens in each split's regions (sum = bases + 2 records) */

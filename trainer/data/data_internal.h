@@ -39,7 +39,7 @@ uint64_t xoshiro_below(moe_xoshiro *x, uint64_t n); /* uniform in [0, n), n >= 1
 typedef struct data_part data_part;
 
 typedef struct {
-    const data_part *part;
+    data_part *part;
     int is_val;
     int stride;
     uint64_t *block_first; /* first window id of records b * LAYOUT_BLOCK, for every block b */
@@ -55,7 +55,7 @@ uint64_t layout_val_windows(uint64_t len, int seq_length, double val_fraction);
 /* The region record r gives split s (len 0: none). */
 void split_region(const data_split *s, uint64_t r, uint64_t *tok_start, uint64_t *len);
 /* Count the windows of every record of the part and keep the block starts. */
-int split_build(data_split *s, const data_part *part, int is_val, int stride, moe_err *e);
+int split_build(data_split *s, data_part *part, int is_val, int stride, moe_err *e);
 /* Where window id of the split starts in the part's tokens, and how many of
  * its seq_length + 1 tokens are real (the rest is PAD). */
 void split_window(const data_split *s, uint64_t id, int seq_length, uint64_t *tok_start,
@@ -83,12 +83,16 @@ void order_free(data_order *o);
 
 /* ---- the dataset -------------------------------------------------------- */
 
+/* A record read from data.files: where its tokens are in the part's. */
+typedef struct {
+    uint64_t offset, length;
+} data_record;
+
 /* One source of windows: the records of data.files read into memory, or
  * one mapped token store (data.store, or one entry of data.blend). */
 struct data_part {
     const uint8_t *tokens;
     uint64_t n_tokens;
-    const store_record *records;
     uint64_t n_records, n_bases;
     uint64_t n_files;
     int seq_length;
@@ -98,9 +102,16 @@ struct data_part {
     moe_store store;       /* when mapped */
     int mapped;
     uint8_t *own_tokens;   /* when read from FASTA */
-    store_record *own_records;
+    data_record *own_records;
     uint64_t tokens_cap, records_cap;
+    int failed;            /* a damaged store entry: err says which; the dataset fails */
+    moe_err err;
 };
+
+/* Record r of the part: where its tokens start and how many. A store's
+ * entry is read on demand; a damaged one marks the part failed and gives
+ * an empty record (the caller that asked for a batch reports it). */
+void part_record(data_part *p, uint64_t r, uint64_t *offset, uint64_t *length);
 
 /* data.blend: a fixed pattern of BLEND_PERIOD draws that takes each part's
  * share (weights rounded to 1/BLEND_PERIOD, largest remainders first),
@@ -138,6 +149,8 @@ struct moe_dataset {
 /* Write window id of split s as one row: inputs[T], targets[T]. */
 void dataset_write_window(moe_dataset *ds, const data_split *s, uint64_t id, int reverse_complement,
                           int32_t *inputs, int32_t *targets);
+/* 1 (e filled) when a store read or a store entry failed since opening. */
+int dataset_failed(const moe_dataset *ds, moe_err *e);
 /* Reverse-complement the base tokens of w[0..n) in place; special tokens
  * keep their positions. */
 void reverse_complement_bases(uint8_t *w, size_t n);

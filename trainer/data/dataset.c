@@ -167,10 +167,8 @@ int dataset_open(moe_dataset **out, const moe_data_cfg *dc, int seq_length, uint
             goto fail;
     }
     ds->val_entropy = val_entropy(ds);
-    if (ds->io_failed) {
-        *e = ds->io_err;
+    if (dataset_failed(ds, e))
         goto fail;
-    }
     ds->fingerprint = fingerprint(ds);
     *out = ds;
     return 0;
@@ -193,8 +191,8 @@ void dataset_stats(const moe_dataset *ds, moe_data_stats *st)
 {
     memset(st, 0, sizeof *st);
     for (int d = 0; d < ds->n_parts; d++) {
-        st->n_files += (int)ds->parts[d].n_files;
-        st->n_records += (int)ds->parts[d].n_records;
+        st->n_files += ds->parts[d].n_files;
+        st->n_records += ds->parts[d].n_records;
         st->bases += ds->parts[d].n_bases;
     }
     st->train_windows = ds->train_windows;

@@ -3,6 +3,7 @@
  * window from its id without a table per window or per record. */
 #include "data_internal.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -34,10 +35,22 @@ uint64_t layout_val_windows(uint64_t len, int seq_length, double val_fraction)
     return n < most ? n : most;
 }
 
+void part_record(data_part *p, uint64_t r, uint64_t *offset, uint64_t *length)
+{
+    if (!p->mapped) {
+        *offset = p->own_records[r].offset;
+        *length = p->own_records[r].length;
+    } else if (p->failed || store_record_at(&p->store, r, offset, length, &p->err) < 0) {
+        p->failed = 1;
+        *offset = *length = 0;
+    }
+}
+
 void split_region(const data_split *s, uint64_t r, uint64_t *tok_start, uint64_t *len)
 {
-    const data_part *p = s->part;
-    uint64_t start = p->records[r].offset, n = p->records[r].length;
+    data_part *p = s->part;
+    uint64_t start, n;
+    part_record(p, r, &start, &n);
     uint64_t n_val = layout_val_windows(n, p->seq_length, p->val_fraction);
     uint64_t val_len = n_val ? n_val * (uint64_t)p->seq_length + 1 : 0;
     if (s->is_val) {
@@ -55,7 +68,7 @@ static uint64_t region_windows(const data_split *s, uint64_t r, uint64_t *tok_st
     return layout_window_count(*len, s->part->seq_length, s->stride);
 }
 
-int split_build(data_split *s, const data_part *part, int is_val, int stride, moe_err *e)
+int split_build(data_split *s, data_part *part, int is_val, int stride, moe_err *e)
 {
     s->part = part;
     s->is_val = is_val;
@@ -72,6 +85,10 @@ int split_build(data_split *s, const data_part *part, int is_val, int stride, mo
             s->block_first[r / LAYOUT_BLOCK] = s->n_windows;
         s->n_windows += region_windows(s, r, &start, &len);
         s->n_tokens += len;
+    }
+    if (part->failed) {
+        *e = part->err;
+        return -1;
     }
     return 0;
 }
@@ -90,6 +107,12 @@ void split_window(const data_split *s, uint64_t id, int seq_length, uint64_t *to
     }
     uint64_t first = s->block_first[lo], r = (uint64_t)lo * LAYOUT_BLOCK, start = 0, len = 0, n;
     for (;; r++) {
+        if (r >= s->part->n_records) { /* only a store damaged since the layout was built */
+            s->part->failed = 1;
+            moe_errf(&s->part->err, "window %" PRIu64 " past the last record", id);
+            *tok_start = *n_real = 0;
+            return;
+        }
         n = region_windows(s, r, &start, &len);
         if (id < first + n)
             break;

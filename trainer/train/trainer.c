@@ -207,9 +207,9 @@ static void print_summary(moe_trainer *t, const char *backend_why)
            d.L, d.C, d.NH, d.NKV, d.HD, d.E, d.K, d.I, d.V);
     printf("  params    %s total, %s active per token (%lld / %lld)\n", tot, act_s,
            (long long)total, (long long)active);
-    printf("  data      %d file(s), %d record(s), %s bases; %llu train / %llu held-out windows "
+    printf("  data      %llu file(s), %llu record(s), %s bases; %llu train / %llu held-out windows "
            "of %d tokens\n",
-           st.n_files, st.n_records, btok, (unsigned long long)st.train_windows,
+           (unsigned long long)st.n_files, (unsigned long long)st.n_records, btok, (unsigned long long)st.train_windows,
            (unsigned long long)st.val_windows, c->train.seq_length);
     char ranks[48] = "";
     if (t->world > 1)
