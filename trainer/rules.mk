@@ -95,6 +95,13 @@ $(B)/tests/test_training: $(call obj,tests/unit/test_training.c) $(TRAINER_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LIBCONFIG) $(LIBPROTOBUF_C) $(NCCL_LDLIBS) $(CUDA_LDLIBS) $(LDLIBS_BASE)
 
+# Held-out data: none said at start-up, a failed evaluation still saves.
+UNIT_TESTS += $(B)/tests/test_heldout
+$(call obj,tests/unit/test_heldout.c): CFLAGS += -DMOE_GENOME_DIR='"$(abspath data)"'
+$(B)/tests/test_heldout: $(call obj,tests/unit/test_heldout.c) $(TRAINER_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LIBCONFIG) $(LIBPROTOBUF_C) $(NCCL_LDLIBS) $(CUDA_LDLIBS) $(LDLIBS_BASE)
+
 # The checkpoint I/O allowance: its arithmetic and the watchdog honouring it.
 UNIT_TESTS += $(B)/tests/test_ckpt_allowance
 $(B)/tests/test_ckpt_allowance: $(call obj,tests/unit/test_ckpt_allowance.c) $(TRAIN_LIB) \

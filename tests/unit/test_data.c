@@ -499,12 +499,70 @@ static void test_split_tiny_records(void)
     moe_data_stats st;
     dataset_stats(ds, &st);
     CHECK(st.n_records == 2);
-    CHECK(st.val_windows == 1);     /* from "big" only */
-    CHECK(st.val_tokens == 9);
-    CHECK(st.train_tokens == 17 + 9);
+    /* "big" gives a tail; "small" is held out whole or trains whole, by its draw */
+    int small_out = layout_held_out_whole(&ds->parts[0], 0, 17);
+    uint64_t small_windows = small_out ? layout_window_count(17, 8, 8) : 0; /* 2 */
+    CHECK(st.val_windows == 1 + small_windows);
+    CHECK(st.val_tokens == 9 + (small_out ? 17u : 0u));
+    CHECK(st.train_tokens == (small_out ? 0u : 17u) + 9);
     uint64_t start, n_real;
-    split_window(&ds->parts[0].val, 0, 8, &start, &n_real);
+    split_window(&ds->parts[0].val, small_windows, 8, &start, &n_real);
     CHECK(start == 17 + 9);
+    dataset_close(ds);
+}
+
+/* Records too short for a held-out tail: whole records held out, the same
+ * ones whatever train.seed, each wholly in one split; a corpus of a handful
+ * holds out one; fewer have none and say why. */
+static void test_short_records_hold_out(void)
+{
+    int lens[200];
+    for (int r = 0; r < 200; r++)
+        lens[r] = 5 + r % 7; /* all shorter than 2 x 17 tokens at T = 16 */
+    const char *p = write_random_fasta("short.fa", lens, 200, 3);
+    moe_data_cfg dc = data_cfg(p);
+    dc.val_fraction = 0.1;
+    moe_dataset *ds, *other;
+    OPEN(ds, &dc, 16, 1, 0, 1, NULL);
+    OPEN(other, &dc, 16, 99, 0, 1, NULL);
+    moe_data_stats st, st2;
+    dataset_stats(ds, &st);
+    dataset_stats(other, &st2);
+    CHECK_MSG(st.val_windows >= 8 && st.val_windows <= 36, "%llu of 200 records held out",
+              (unsigned long long)st.val_windows);
+    CHECK(st.val_windows + st.train_windows == 200 && st.val_windows == st2.val_windows &&
+          st.val_tokens == st2.val_tokens);
+    CHECK(dataset_no_val_reason(ds) == NULL);
+    for (uint64_t r = 0; r < 200; r++) { /* each record wholly in one split */
+        uint64_t ts, tl, vs, vl;
+        split_region(&ds->parts[0].train, r, &ts, &tl);
+        split_region(&ds->parts[0].val, r, &vs, &vl);
+        CHECK((tl == 0) != (vl == 0) && tl + vl == (uint64_t)lens[r] + 2);
+    }
+    dataset_close(ds);
+    dataset_close(other);
+
+    /* a handful: one record held out even at a tiny fraction */
+    const char *hand = write_random_fasta("hand.fa", lens, HOLDOUT_MIN_RECORDS, 4);
+    dc = data_cfg(hand);
+    dc.val_fraction = 1e-6;
+    OPEN(ds, &dc, 16, 1, 0, 1, NULL);
+    dataset_stats(ds, &st);
+    CHECK(st.val_windows == 1 && st.train_windows == HOLDOUT_MIN_RECORDS - 1);
+    int32_t in[16], tg[16];
+    moe_err e;
+    CHECK(dataset_val_batch(ds, 0, 1, in, tg, &e) == 0 && in[0] == MOE_TOK_BOS);
+    dataset_close(ds);
+
+    /* fewer: no held-out data, and the reason says what would give some */
+    const char *few = write_random_fasta("few.fa", lens, HOLDOUT_MIN_RECORDS - 1, 4);
+    dc = data_cfg(few);
+    dc.val_fraction = 1e-6;
+    OPEN(ds, &dc, 16, 1, 0, 1, NULL);
+    dataset_stats(ds, &st);
+    CHECK(st.val_windows == 0 && dataset_no_val_reason(ds) != NULL);
+    CHECK(dataset_val_batch(ds, 0, 1, in, tg, &e) == -1);
+    CHECK_MSG(strstr(e.msg, "7 record(s)") && strstr(e.msg, "34 tokens"), "%s", e.msg);
     dataset_close(ds);
 }
 
@@ -994,6 +1052,7 @@ int main(void)
     RUN(test_degenerate_mask);
     RUN(test_split);
     RUN(test_split_tiny_records);
+    RUN(test_short_records_hold_out);
     RUN(test_val_batches);
     RUN(test_shuffle);
     RUN(test_sharding);

@@ -169,9 +169,7 @@ int dataset_val_batch(moe_dataset *ds, int i, int B, int32_t *inputs, int32_t *t
     if (i < 0)
         return moe_errf(e, "validation data: batch index %d: must be >= 0", i);
     if (ds->val_windows == 0)
-        return moe_errf(e, "validation data: none (data.val_fraction = %g; only records of at least "
-                        "2 x (train.seq_length + 1) = %d tokens give validation windows)",
-                        ds->val_fraction, 2 * ds->window);
+        return moe_errf(e, "validation data: none (%s)", dataset_no_val_reason(ds));
     uint64_t nb = (uint64_t)dataset_val_batches(ds, B);
     uint64_t first = ((uint64_t)i % nb) * (uint64_t)B;
     size_t T = (size_t)ds->seq_length;

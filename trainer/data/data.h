@@ -31,8 +31,12 @@
  *   validation region is the last n_val T + 1 tokens; training windows are
  *   cut from the tokens before it, so no token position is in both. (The
  *   first token of the validation region is context only: no split predicts
- *   it.) Shorter records are training only. Validation windows start every
- *   T tokens whatever data.stride is, so every validation target counts once.
+ *   it.) Shorter records, too short to cut a tail from, are held out whole
+ *   by a record-level split: record r with probability val_fraction, from a
+ *   hash of r under a fixed key (the same records whatever train.seed); a
+ *   corpus of at least 8 records where that holds out nothing holds out the
+ *   one record of the smallest hash. Validation windows start every T
+ *   tokens whatever data.stride is, so every validation target counts once.
  *
  * Order: with data.shuffle, epoch e visits the training windows in a
  *   permutation seeded from (train.seed, e); otherwise in file order.
@@ -162,6 +166,9 @@ int dataset_next_train(moe_dataset *ds, int B, int32_t *inputs, int32_t *targets
  * target once. The same on every rank: to split evaluation, give ranks
  * different i. Fails when there is no validation data. */
 int dataset_val_batch(moe_dataset *ds, int i, int B, int32_t *inputs, int32_t *targets, moe_err *e);
+/* Why the dataset has no validation window (for the start-up check), or
+ * NULL when it has some. */
+const char *dataset_no_val_reason(const moe_dataset *ds);
 /* Number of distinct validation batches of B windows (0 without validation). */
 int dataset_val_batches(const moe_dataset *ds, int B);
 /* Steps (global batches of dp_size*B windows) in one training epoch. */

@@ -24,6 +24,9 @@ uint64_t xoshiro_below(moe_xoshiro *x, uint64_t n); /* uniform in [0, n), n >= 1
  * numbers from the same train.seed. */
 #define RNG_DOMAIN_SHUFFLE 0x53485546464c4531ull /* "SHUFFLE1" */
 #define RNG_DOMAIN_REVCOMP 0x5245564341554731ull /* "REVCAUG1" */
+/* The record-level held-out split: a fixed key, not train.seed, so runs
+ * with different seeds are scored on the same held-out records. */
+#define RNG_DOMAIN_HOLDOUT 0x484f4c444f555431ull /* "HOLDOUT1" */
 
 /* ---- window layout ------------------------------------------------------
  * Every record gives each split one region: its training part, or its
@@ -50,8 +53,18 @@ typedef struct {
 /* Windows of seq_length + 1 tokens starting every stride tokens in a region
  * of len tokens, counting the padded window that covers the end. */
 uint64_t layout_window_count(uint64_t len, int seq_length, int stride);
-/* How many validation windows a record of len tokens gives up. */
+/* How many validation windows a record of len tokens gives up from its
+ * tail (records of at least two windows). */
 uint64_t layout_val_windows(uint64_t len, int seq_length, double val_fraction);
+/* Records too short for a tail are held out whole: record r with
+ * probability val_fraction (a hash of r under RNG_DOMAIN_HOLDOUT). When
+ * that holds out nothing and no record has a tail, a part of at least
+ * HOLDOUT_MIN_RECORDS records holds out the short record of the smallest
+ * hash, so every corpus of more than a handful of records validates. */
+#define HOLDOUT_MIN_RECORDS 8
+int layout_held_out_whole(const data_part *p, uint64_t r, uint64_t len);
+/* Choose the part's forced held-out record, if it needs one (above). */
+void layout_plan_holdout(data_part *p);
 /* The region record r gives split s (len 0: none). */
 void split_region(const data_split *s, uint64_t r, uint64_t *tok_start, uint64_t *len);
 /* Count the windows of every record of the part and keep the block starts. */
@@ -97,6 +110,7 @@ struct data_part {
     uint64_t n_files;
     int seq_length;
     double val_fraction, weight;
+    uint64_t forced_val;   /* the record held out whole when no other is (UINT64_MAX: none) */
     data_split train, val;
     data_order order;
     moe_store store;       /* when mapped */
@@ -139,6 +153,7 @@ struct moe_dataset {
     uint64_t train_windows, val_windows, train_tokens, val_tokens;
     double val_entropy;
     uint64_t fingerprint;
+    char no_val[320];      /* why there is no validation window ("" when there is) */
 
     moe_data_cursor cur;
     uint8_t *scratch;      /* one window */

@@ -90,6 +90,27 @@ static uint64_t fingerprint(const moe_dataset *ds)
     return h ? h : 1; /* 0 means "unchecked" in a cursor */
 }
 
+static void explain_no_val(moe_dataset *ds)
+{
+    uint64_t records = 0;
+    for (int d = 0; d < ds->n_parts; d++)
+        records += ds->parts[d].n_records;
+    if (ds->val_windows)
+        ds->no_val[0] = '\0';
+    else if (!(ds->val_fraction > 0))
+        snprintf(ds->no_val, sizeof ds->no_val, "data.val_fraction = 0");
+    else
+        snprintf(ds->no_val, sizeof ds->no_val, "%" PRIu64 " record(s): a record gives a held-out "
+                 "tail only from 2 x (train.seq_length + 1) = %d tokens, and shorter ones are held "
+                 "out whole only in a corpus of at least %d records", records, 2 * ds->window,
+                 HOLDOUT_MIN_RECORDS);
+}
+
+const char *dataset_no_val_reason(const moe_dataset *ds)
+{
+    return ds->no_val[0] ? ds->no_val : NULL;
+}
+
 static int check_settings(const moe_data_cfg *dc, int seq_length, int dp_rank, int dp_size,
                           moe_err *e)
 {
@@ -166,6 +187,7 @@ int dataset_open(moe_dataset **out, const moe_data_cfg *dc, int seq_length, uint
             blend_build(ds->blend, ds->parts, ds->n_parts, e) < 0)
             goto fail;
     }
+    explain_no_val(ds);
     ds->val_entropy = val_entropy(ds);
     if (dataset_failed(ds, e))
         goto fail;

@@ -46,6 +46,44 @@ void part_record(data_part *p, uint64_t r, uint64_t *offset, uint64_t *length)
     }
 }
 
+static double holdout_draw(uint64_t r)
+{
+    return rng_unit(rng_hash3(RNG_DOMAIN_HOLDOUT, r, 0));
+}
+
+static int too_short_for_tail(const data_part *p, uint64_t len)
+{
+    return len < 2 * ((uint64_t)p->seq_length + 1);
+}
+
+int layout_held_out_whole(const data_part *p, uint64_t r, uint64_t len)
+{
+    if (!(p->val_fraction > 0) || !too_short_for_tail(p, len))
+        return 0;
+    return r == p->forced_val || holdout_draw(r) < p->val_fraction;
+}
+
+void layout_plan_holdout(data_part *p)
+{
+    p->forced_val = UINT64_MAX;
+    if (!(p->val_fraction > 0) || p->n_records < HOLDOUT_MIN_RECORDS)
+        return;
+    uint64_t best = UINT64_MAX, start, len;
+    double best_draw = 2;
+    /* stops at the first record that validates: a full pass only for a
+     * corpus that would otherwise have no held-out data */
+    for (uint64_t r = 0; r < p->n_records && !p->failed; r++) {
+        part_record(p, r, &start, &len);
+        if (!too_short_for_tail(p, len) || holdout_draw(r) < p->val_fraction)
+            return;
+        if (holdout_draw(r) < best_draw) {
+            best_draw = holdout_draw(r);
+            best = r;
+        }
+    }
+    p->forced_val = best;
+}
+
 void split_region(const data_split *s, uint64_t r, uint64_t *tok_start, uint64_t *len)
 {
     data_part *p = s->part;
@@ -53,6 +91,8 @@ void split_region(const data_split *s, uint64_t r, uint64_t *tok_start, uint64_t
     part_record(p, r, &start, &n);
     uint64_t n_val = layout_val_windows(n, p->seq_length, p->val_fraction);
     uint64_t val_len = n_val ? n_val * (uint64_t)p->seq_length + 1 : 0;
+    if (layout_held_out_whole(p, r, n))
+        val_len = n;
     if (s->is_val) {
         *tok_start = start + n - val_len;
         *len = val_len;

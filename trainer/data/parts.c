@@ -110,6 +110,8 @@ int parts_open(moe_dataset *ds, const moe_data_cfg *dc, const char *data_dir, mo
         int rc = dc->n_blend   ? open_store(p, dc->blend[i].store, what, e)
                  : dc->store[0] ? open_store(p, dc->store, what, e)
                                 : open_files(p, dc, data_dir, e);
+        if (rc == 0)
+            layout_plan_holdout(p);
         if (rc < 0 || split_build(&p->train, p, 0, ds->stride, e) < 0 ||
             split_build(&p->val, p, 1, ds->seq_length, e) < 0) /* validation windows do not overlap */
             return -1;

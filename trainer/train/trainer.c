@@ -211,6 +211,9 @@ static void print_summary(moe_trainer *t, const char *backend_why)
            "of %d tokens\n",
            (unsigned long long)st.n_files, (unsigned long long)st.n_records, btok, (unsigned long long)st.train_windows,
            (unsigned long long)st.val_windows, c->train.seq_length);
+    if (dataset_no_val_reason(t->data))
+        printf("  held-out  none (%s): the run will not evaluate\n",
+               dataset_no_val_reason(t->data));
     char ranks[48] = "";
     if (t->world > 1)
         snprintf(ranks, sizeof ranks, " x %d ranks", t->world);
@@ -441,6 +444,13 @@ static int open_data(moe_trainer *t, moe_err *e)
     if (dataset_open(&t->data, &c->data, c->train.seq_length, c->train.seed, t->rank, t->world,
                      NULL, e))
         return -1;
+    /* no held-out data is said now, never found after training */
+    const char *no_val = dataset_no_val_reason(t->data);
+    if (no_val && c->train.eval_every_n_steps > 0)
+        return moe_errf(e, "train.eval_every_n_steps = %d asks for evaluation, but the data has no "
+                        "held-out windows (%s): set train.eval_every_n_steps = 0 to train "
+                        "without evaluating, or give data.val_fraction > 0 and more records",
+                        c->train.eval_every_n_steps, no_val);
     size_t staged = (size_t)c->train.grad_accum_steps * c->train.micro_batch_size *
                     c->train.seq_length;
     t->inputs = malloc(sizeof(int32_t) * staged);
@@ -608,18 +618,28 @@ int trainer_evaluate(moe_trainer *t, double *val_loss, moe_err *e)
     /* Rank r of W takes micro-batch it W + r in round `it`, so one round is
      * the validation batch of W B windows a single rank would take; ranks
      * past the end still run the forward (expert parallelism needs every
-     * rank in every layer) but do not count it. */
+     * rank in every layer) but do not count it. A rank whose batch cannot
+     * be read goes on with rows the loss ignores, so every rank still meets
+     * every collective, and all learn of the failure at the end. */
     int B = t->cfg.train.micro_batch_size, W = t->world, n = dataset_val_batches(t->data, B);
     if (n <= 0)
-        return moe_errf(e, "no held-out data: raise data.val_fraction or add sequence");
+        return moe_errf(e, "no held-out data (%s)", dataset_no_val_reason(t->data));
     int rounds = (n + W - 1) / W;
     if (t->cfg.train.eval_batches > 0 && t->cfg.train.eval_batches < rounds)
         rounds = t->cfg.train.eval_batches;
-    double acc[2] = {0, 0}; /* loss sum, counted targets */
+    double acc[3] = {0, 0, 0}; /* loss sum, counted targets, ranks whose data failed */
+    moe_err data_err = {{0}};
+    size_t mb = (size_t)B * t->cfg.train.seq_length;
     for (int it = 0; it < rounds; it++) {
         int i = it * W + t->rank;
-        if (dataset_val_batch(t->data, i < n ? i : 0, B, t->inputs, t->targets, e))
-            return -1;
+        if (!acc[2] && dataset_val_batch(t->data, i < n ? i : 0, B, t->inputs, t->targets,
+                                         &data_err))
+            acc[2] = 1;
+        if (acc[2])
+            for (size_t k = 0; k < mb; k++) {
+                t->inputs[k] = MOE_TOK_PAD;
+                t->targets[k] = -1;
+            }
         double ls;
         int64_t nv;
         if (model_forward(t->model, t->inputs, t->targets, &ls, &nv, NULL, e))
@@ -629,8 +649,15 @@ int trainer_evaluate(moe_trainer *t, double *val_loss, moe_err *e)
             acc[1] += (double)nv;
         }
     }
-    if (comm_allreduce_sum(step_par(t)->world, acc, 2, MOE_DT_DOUBLE, e))
+    if (comm_allreduce_sum(step_par(t)->world, acc, 3, MOE_DT_DOUBLE, e))
         return moe_err_prefix(e, "evaluation");
+    if (acc[2] > 0) {
+        if (data_err.msg[0])
+            *e = data_err;
+        else
+            moe_errf(e, "the held-out data of %g other rank(s) could not be read", acc[2]);
+        return moe_err_prefix(e, "evaluation");
+    }
     *val_loss = acc[1] > 0 ? acc[0] / acc[1] : NAN;
     return 0;
 }
@@ -820,6 +847,11 @@ int trainer_run(moe_trainer *t, moe_err *e)
                    "%d (raise train.steps to train further)\n", start, steps);
         return 2;
     }
+    /* an evaluation that fails still lets this step's checkpoint and the
+     * final model be written; the run then fails with its reason */
+    int eval_failed = 0;
+    moe_err eval_err = {{0}};
+    int evaluates = dataset_no_val_reason(t->data) == NULL;
     while (t->step < steps) {
         double lr = schedule_lr(c->optimizer.lr, c->scheduler.warmup_steps,
                                 c->scheduler.min_lr_ratio, t->step, steps);
@@ -869,19 +901,24 @@ int trainer_run(moe_trainer *t, moe_err *e)
             link_sum = 0;
         }
         int eval_every = c->train.eval_every_n_steps;
-        if ((eval_every > 0 && t->step % eval_every == 0) || t->step == steps) {
+        if (evaluates && ((eval_every > 0 && t->step % eval_every == 0) || t->step == steps)) {
             double val;
-            if (trainer_evaluate(t, &val, e))
-                return -1;
-            t->last_val_loss = val;
-            if (log_eval(t, val, now_s() - t0, e))
-                return -1;
+            if (trainer_evaluate(t, &val, &eval_err) == 0) {
+                t->last_val_loss = val;
+                if (log_eval(t, val, now_s() - t0, e))
+                    return -1;
+            } else {
+                eval_failed = 1;
+                moe_err_prefix(&eval_err, "step %d", t->step);
+                if (t->rank == 0)
+                    fprintf(stderr, "moe-train: %s\n", eval_err.msg);
+            }
         }
         /* a signal may reach some ranks only: all stop together or none */
         int64_t signalled = moe_stop_requested != 0;
         if (t->world > 1 && comm_allreduce_sum(step_par(t)->world, &signalled, 1, MOE_DT_INT64, e))
             return -1;
-        int stop = signalled != 0 ||
+        int stop = signalled != 0 || (eval_failed && t->step < steps) ||
                    (t->stop_after_steps > 0 && t->step - start >= t->stop_after_steps &&
                     t->step < steps);
         if ((save_every > 0 && t->step % save_every == 0) ||
@@ -889,6 +926,8 @@ int trainer_run(moe_trainer *t, moe_err *e)
             if (trainer_save_checkpoint(t, e))
                 return -1;
         }
+        if (stop && eval_failed)
+            break; /* the final model too, then the failure */
         if (stop) {
             redraw_plot(t);
             if (t->rank == 0)
@@ -901,6 +940,15 @@ int trainer_run(moe_trainer *t, moe_err *e)
     if (c->checkpoint.save_final_model && c->checkpoint.ckpt_dir[0] &&
         trainer_save_final_model(t, e))
         return -1;
+    if (eval_failed) {
+        redraw_plot(t);
+        if (!c->checkpoint.ckpt_dir[0])
+            *e = eval_err;
+        else
+            moe_errf(e, "%s (the checkpoint of step %d%s written)", eval_err.msg, t->step,
+                     c->checkpoint.save_final_model ? " and the final model were" : " was");
+        return -1;
+    }
     if (t->metrics.f) {
         redraw_plot(t);
         if (!t->quiet && t->rank == 0 && !t->metrics.plot_warned)
