@@ -460,24 +460,24 @@ static void attention_case(int B, int T, int NH, int NKV, int HD, float qscale)
     size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD;
     pair q = mk_rand(nq, 1, qscale), k = mk_rand(nk, 1, 1), v = mk_rand(nk, 1, 1);
     pair o = mk(nq, 1, NULL), lse = mk((size_t)B * NH * T, 0, NULL);
-    BOTH(cpu->rope_fwd(cpu, C(q), C(k), B, T, NH, NKV, HD, 10000.f), gpu->rope_fwd(gpu, G(q), G(k), B, T, NH, NKV, HD, 10000.f));
+    BOTH(cpu->rope_fwd(cpu, C(q), C(k), B, T, NH, NKV, HD, 10000.f, NULL), gpu->rope_fwd(gpu, G(q), G(k), B, T, NH, NKV, HD, 10000.f, NULL));
     cmp("rope_fwd q", &q, TB);
     poison(&o);
     poison(&lse);
-    BOTH(cpu->attention_fwd(cpu, C(o), C(lse), C(q), C(k), C(v), B, T, NH, NKV, HD),
-         gpu->attention_fwd(gpu, G(o), G(lse), G(q), G(k), G(v), B, T, NH, NKV, HD));
+    BOTH(cpu->attention_fwd(cpu, C(o), C(lse), C(q), C(k), C(v), B, T, NH, NKV, HD, NULL),
+         gpu->attention_fwd(gpu, G(o), G(lse), G(q), G(k), G(v), B, T, NH, NKV, HD, NULL));
     cmp("attention_fwd out", &o, TB);
     cmp("attention_fwd lse", &lse, 1e-3);
     pair d = mk_rand(nq, 1, 1), dq = mk(nq, 1, NULL), dk = mk(nk, 1, NULL), dv = mk(nk, 1, NULL);
     poison(&dq);
     poison(&dk);
     poison(&dv);
-    BOTH(cpu->attention_bwd(cpu, C(dq), C(dk), C(dv), C(d), C(q), C(k), C(v), C(o), C(lse), B, T, NH, NKV, HD),
-         gpu->attention_bwd(gpu, G(dq), G(dk), G(dv), G(d), G(q), G(k), G(v), G(o), G(lse), B, T, NH, NKV, HD));
+    BOTH(cpu->attention_bwd(cpu, C(dq), C(dk), C(dv), C(d), C(q), C(k), C(v), C(o), C(lse), B, T, NH, NKV, HD, NULL),
+         gpu->attention_bwd(gpu, G(dq), G(dk), G(dv), G(d), G(q), G(k), G(v), G(o), G(lse), B, T, NH, NKV, HD, NULL));
     cmp("attention_bwd dq", &dq, TB);
     cmp("attention_bwd dk", &dk, TB);
     cmp("attention_bwd dv", &dv, TB);
-    BOTH(cpu->rope_bwd(cpu, C(dq), C(dk), B, T, NH, NKV, HD, 10000.f), gpu->rope_bwd(gpu, G(dq), G(dk), B, T, NH, NKV, HD, 10000.f));
+    BOTH(cpu->rope_bwd(cpu, C(dq), C(dk), B, T, NH, NKV, HD, 10000.f, NULL), gpu->rope_bwd(gpu, G(dq), G(dk), B, T, NH, NKV, HD, 10000.f, NULL));
     cmp("rope_bwd dk", &dk, TB);
     rm(&q); rm(&k); rm(&v); rm(&o); rm(&lse); rm(&d); rm(&dq); rm(&dk); rm(&dv);
 }

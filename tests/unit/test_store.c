@@ -475,7 +475,12 @@ static void test_store_equals_files(void)
     CHECK_MSG(prepare(tmp_path("seq"), files, 2, NULL, &res, &e) == 0, "%s", e.msg);
     moe_data_cfg fc = cfg_files(files, 2), sc = fc;
     snprintf(sc.store, sizeof sc.store, "%s", tmp_path("seq"));
-    for (int dp = 0; dp < 2; dp++) {
+    /* padded (dp 0, 1), then packed (dp 2, 3: ranks 0, 1 of 2) */
+    for (int run = 0; run < 4; run++) {
+        int dp = run % 2;
+        const char *pack = run < 2 ? "padded" : "packed";
+        snprintf(fc.pack, sizeof fc.pack, "%s", pack);
+        snprintf(sc.pack, sizeof sc.pack, "%s", pack);
         moe_dataset *a = NULL, *b = NULL;
         CHECK_MSG(dataset_open(&a, &fc, 64, 7, dp, 2, NULL, &e) == 0, "%s", e.msg);
         CHECK_MSG(dataset_open(&b, &sc, 64, 7, dp, 2, NULL, &e) == 0, "%s", e.msg);
@@ -515,7 +520,7 @@ static void test_feistel_order(void)
     free(seen);
 }
 
-static void test_blend(void)
+static void blend_run(const char *pack)
 {
     const char *fa[] = {write_text("ba.fa", ">a\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\n")};
     const char *fc[] = {write_text("bc.fa", ">c\nCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCC\n")};
@@ -525,6 +530,7 @@ static void test_blend(void)
     CHECK(prepare(tmp_path("sbc"), fc, 1, NULL, &res, &e) == 0);
     moe_blend_entry bl[2] = {{tmp_path("sba"), 3.0}, {tmp_path("sbc"), 1.0}};
     moe_data_cfg dc = {.n_blend = 2, .blend = bl, .shuffle = 1};
+    snprintf(dc.pack, sizeof dc.pack, "%s", pack);
     moe_dataset *ds = NULL, *again = NULL;
     CHECK_MSG(dataset_open(&ds, &dc, 4, 1, 0, 1, NULL, &e) == 0, "%s", e.msg);
     CHECK_MSG(dataset_open(&again, &dc, 4, 1, 0, 1, NULL, &e) == 0, "%s", e.msg);
@@ -552,6 +558,20 @@ static void test_blend(void)
     snprintf(both.store, sizeof both.store, "x");
     CHECK(dataset_open(&ds, &both, 4, 1, 0, 1, NULL, &e) == -1);
     CHECK_MSG_HAS(e, "both set");
+}
+
+/* a blend draws its weights' shares and resumes exactly, padded or packed */
+static void test_blend(void)
+{
+    blend_run("padded");
+    blend_run("packed");
+    moe_dataset *ds = NULL;
+    moe_err e = {{0}};
+    moe_blend_entry bl[1] = {{tmp_path("sba"), 1.0}};
+    moe_data_cfg dc = {.n_blend = 1, .blend = bl};
+    snprintf(dc.pack, sizeof dc.pack, "auto");
+    CHECK(dataset_open(&ds, &dc, 4, 1, 0, 1, NULL, &e) == 0 && ds && dataset_packed(ds));
+    dataset_close(ds);
 }
 
 int main(void)

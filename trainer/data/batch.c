@@ -27,9 +27,11 @@ void reverse_complement_bases(uint8_t *w, size_t n)
         w[i] = (uint8_t)tok_complement(w[i]); /* the middle base of an odd run */
 }
 
-static int32_t target_id(const moe_dataset *ds, uint8_t tok)
+/* The target of an input tok_in followed by tok: -1 for what the loss
+ * ignores, a target across a sequence boundary among it. */
+static int32_t target_id(const moe_dataset *ds, uint8_t tok_in, uint8_t tok)
 {
-    if (tok == MOE_TOK_PAD)
+    if (tok == MOE_TOK_PAD || tok_sequence_starts(tok_in, tok))
         return -1;
     if (ds->mask_degenerate && tok >= MOE_TOK_N_SPECIAL && !tok_is_acgt(tok))
         return -1;
@@ -41,19 +43,27 @@ void dataset_write_window(moe_dataset *ds, const data_split *s, uint64_t id, int
 {
     uint64_t start, n_real;
     size_t W = (size_t)ds->window, T = (size_t)ds->seq_length;
-    split_window(s, id, ds->seq_length, &start, &n_real);
     uint8_t *w = ds->scratch;
-    if (!s->part->mapped)
-        memcpy(w, s->part->tokens + start, (size_t)n_real);
-    else if (!ds->io_failed &&
-             store_read_tokens(&s->part->store, start, (size_t)n_real, w, &ds->io_err) < 0)
-        ds->io_failed = 1; /* reported by the caller that asked for the batch */
+    if (s->packed) {
+        n_real = split_packed_read(s, id * (uint64_t)s->stride, W, w);
+    } else {
+        split_window(s, id, ds->seq_length, &start, &n_real);
+        if (!s->part->mapped)
+            memcpy(w, s->part->tokens + start, (size_t)n_real);
+        else if (!ds->io_failed &&
+                 store_read_tokens(&s->part->store, start, (size_t)n_real, w, &ds->io_err) < 0)
+            ds->io_failed = 1; /* reported by the caller that asked for the batch */
+    }
     memset(w + n_real, MOE_TOK_PAD, W - (size_t)n_real);
-    if (reverse_complement)
-        reverse_complement_bases(w, W);
+    if (reverse_complement) /* each sequence on its own */
+        for (size_t a = 0, z; a < W; a = z) {
+            for (z = a + 1; z < W && !tok_sequence_starts(w[z - 1], w[z]); z++)
+                ;
+            reverse_complement_bases(w + a, z - a);
+        }
     for (size_t t = 0; t < T; t++) {
         inputs[t] = w[t];
-        targets[t] = target_id(ds, w[t + 1]);
+        targets[t] = target_id(ds, w[t], w[t + 1]);
     }
 }
 
@@ -191,6 +201,11 @@ int dataset_val_batch(moe_dataset *ds, int i, int B, int32_t *inputs, int32_t *t
     if (dataset_failed(ds, e))
         return -1;
     return 0;
+}
+
+int dataset_packed(const moe_dataset *ds)
+{
+    return ds->pack;
 }
 
 moe_data_cursor dataset_cursor(const moe_dataset *ds)

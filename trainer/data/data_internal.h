@@ -45,9 +45,12 @@ typedef struct {
     data_part *part;
     int is_val;
     int stride;
-    uint64_t *block_first; /* first window id of records b * LAYOUT_BLOCK, for every block b */
+    int packed;            /* the regions are one stream cut into windows (data.pack) */
+    /* for every block b: the first window id of record b * LAYOUT_BLOCK, or
+     * packed, where its region starts in the stream */
+    uint64_t *block_first;
     size_t n_blocks;
-    uint64_t n_windows, n_tokens;
+    uint64_t n_windows, n_tokens; /* n_tokens: the regions' tokens (packed: the stream's) */
 } data_split;
 
 /* Windows of seq_length + 1 tokens starting every stride tokens in a region
@@ -67,8 +70,13 @@ int layout_held_out_whole(const data_part *p, uint64_t r, uint64_t len);
 void layout_plan_holdout(data_part *p);
 /* The region record r gives split s (len 0: none). */
 void split_region(const data_split *s, uint64_t r, uint64_t *tok_start, uint64_t *len);
-/* Count the windows of every record of the part and keep the block starts. */
-int split_build(data_split *s, data_part *part, int is_val, int stride, moe_err *e);
+/* Count the windows of every record of the part (packed: the stream's) and
+ * keep the block starts. */
+int split_build(data_split *s, data_part *part, int is_val, int stride, int packed, moe_err *e);
+/* Copy at most n tokens of a packed split's stream from offset on, region
+ * after region (a store's through pread); returns how many there were (the
+ * stream may end first). 0 with the part failed on a store error. */
+uint64_t split_packed_read(const data_split *s, uint64_t offset, uint64_t n, uint8_t *out);
 /* Where window id of the split starts in the part's tokens, and how many of
  * its seq_length + 1 tokens are real (the rest is PAD). */
 void split_window(const data_split *s, uint64_t id, int seq_length, uint64_t *tok_start,
@@ -145,6 +153,7 @@ struct moe_dataset {
     uint64_t seed;
     int dp_rank, dp_size;
     int shuffle, mask_degenerate;
+    int pack;              /* packed windows (data.pack resolved) */
     double rc_prob, val_fraction;
 
     data_part *parts;

@@ -5,6 +5,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <string.h>
 #include <stdlib.h>
 
 uint64_t layout_window_count(uint64_t len, int seq_length, int stride)
@@ -108,11 +109,12 @@ static uint64_t region_windows(const data_split *s, uint64_t r, uint64_t *tok_st
     return layout_window_count(*len, s->part->seq_length, s->stride);
 }
 
-int split_build(data_split *s, data_part *part, int is_val, int stride, moe_err *e)
+int split_build(data_split *s, data_part *part, int is_val, int stride, int packed, moe_err *e)
 {
     s->part = part;
     s->is_val = is_val;
     s->stride = stride;
+    s->packed = packed;
     s->n_windows = s->n_tokens = 0;
     s->n_blocks = (size_t)((part->n_records + LAYOUT_BLOCK - 1) / LAYOUT_BLOCK);
     s->block_first = malloc((s->n_blocks ? s->n_blocks : 1) * sizeof *s->block_first);
@@ -122,10 +124,15 @@ int split_build(data_split *s, data_part *part, int is_val, int stride, moe_err 
     for (uint64_t r = 0; r < part->n_records; r++) {
         uint64_t start, len;
         if (r % LAYOUT_BLOCK == 0)
-            s->block_first[r / LAYOUT_BLOCK] = s->n_windows;
-        s->n_windows += region_windows(s, r, &start, &len);
+            s->block_first[r / LAYOUT_BLOCK] = packed ? s->n_tokens : s->n_windows;
+        if (packed)
+            split_region(s, r, &start, &len);
+        else
+            s->n_windows += region_windows(s, r, &start, &len);
         s->n_tokens += len;
     }
+    if (packed) /* the stream is one region: windows every stride, the last one padded */
+        s->n_windows = layout_window_count(s->n_tokens, part->seq_length, stride);
     if (part->failed) {
         *e = part->err;
         return -1;
@@ -162,6 +169,50 @@ void split_window(const data_split *s, uint64_t id, int seq_length, uint64_t *to
     uint64_t rest = len - offset, W = (uint64_t)seq_length + 1;
     *tok_start = start + offset;
     *n_real = rest < W ? rest : W;
+}
+
+/* The last block whose first entry is <= key. */
+static size_t find_block(const data_split *s, uint64_t key)
+{
+    size_t lo = 0, hi = s->n_blocks;
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->block_first[mid] <= key)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+uint64_t split_packed_read(const data_split *s, uint64_t offset, uint64_t n, uint8_t *out)
+{
+    data_part *p = s->part;
+    if (offset >= s->n_tokens || s->n_blocks == 0)
+        return 0;
+    size_t b = find_block(s, offset);
+    uint64_t at = s->block_first[b], got = 0, start, len;
+    for (uint64_t r = (uint64_t)b * LAYOUT_BLOCK; r < p->n_records && got < n; r++) {
+        split_region(s, r, &start, &len);
+        if (p->failed)
+            return 0;
+        if (at + len <= offset) { /* still before the window */
+            at += len;
+            continue;
+        }
+        uint64_t skip = offset > at ? offset - at : 0, take = len - skip;
+        if (take > n - got)
+            take = n - got;
+        if (!p->mapped)
+            memcpy(out + got, p->tokens + start + skip, (size_t)take);
+        else if (store_read_tokens(&p->store, start + skip, (size_t)take, out + got, &p->err) < 0) {
+            p->failed = 1;
+            return 0;
+        }
+        got += take;
+        at += len;
+    }
+    return got;
 }
 
 void split_free(data_split *s)

@@ -112,8 +112,9 @@ int parts_open(moe_dataset *ds, const moe_data_cfg *dc, const char *data_dir, mo
                                 : open_files(p, dc, data_dir, e);
         if (rc == 0)
             layout_plan_holdout(p);
-        if (rc < 0 || split_build(&p->train, p, 0, ds->stride, e) < 0 ||
-            split_build(&p->val, p, 1, ds->seq_length, e) < 0) /* validation windows do not overlap */
+        if (rc < 0 || split_build(&p->train, p, 0, ds->stride, ds->pack, e) < 0 ||
+            /* validation windows do not overlap */
+            split_build(&p->val, p, 1, ds->seq_length, ds->pack, e) < 0)
             return -1;
         if (p->mapped)
             store_release_index(&p->store);

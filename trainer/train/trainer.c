@@ -211,6 +211,11 @@ static void print_summary(moe_trainer *t, const char *backend_why)
            "of %d tokens\n",
            (unsigned long long)st.n_files, (unsigned long long)st.n_records, btok, (unsigned long long)st.train_windows,
            (unsigned long long)st.val_windows, c->train.seq_length);
+    if (dataset_packed(t->data))
+        printf("  windows   packed: records end to end, attention and positions within each\n");
+    else if ((c->data.store[0] || c->data.n_blend) && !strcmp(c->data.pack, "auto"))
+        printf("  windows   padded: one record a window (the %s backend does not pack yet)\n",
+               t->be->name);
     if (dataset_no_val_reason(t->data))
         printf("  held-out  none (%s): the run will not evaluate\n",
                dataset_no_val_reason(t->data));
@@ -440,8 +445,17 @@ static int build_model(moe_trainer *t, moe_err *e)
 static int open_data(moe_trainer *t, moe_err *e)
 {
     const moe_config *c = &t->cfg;
+    /* auto packs stores and blends only where the backend's attention
+     * takes sequence boundaries */
+    moe_data_cfg dc = c->data;
+    int collection = dc.store[0] || dc.n_blend;
+    if (!strcmp(dc.pack, "packed") && !t->be->segments)
+        return moe_errf(e, "data.pack = packed: the %s backend's attention does not take sequence "
+                        "boundaries yet; use data.pack = padded (or auto)", t->be->name);
+    if (!strcmp(dc.pack, "auto") && collection && !t->be->segments)
+        snprintf(dc.pack, sizeof dc.pack, "padded");
     /* every rank reads its own windows: shard = world rank, shards = world */
-    if (dataset_open(&t->data, &c->data, c->train.seq_length, c->train.seed, t->rank, t->world,
+    if (dataset_open(&t->data, &dc, c->train.seq_length, c->train.seed, t->rank, t->world,
                      NULL, e))
         return -1;
     /* no held-out data is said now, never found after training */
@@ -455,7 +469,10 @@ static int open_data(moe_trainer *t, moe_err *e)
                     c->train.seq_length;
     t->inputs = malloc(sizeof(int32_t) * staged);
     t->targets = malloc(sizeof(int32_t) * staged);
-    if (!t->inputs || !t->targets)
+    size_t mb = (size_t)c->train.micro_batch_size * c->train.seq_length;
+    t->seg_pos = malloc(sizeof(int32_t) * mb);
+    t->seg_cu = malloc(sizeof(int32_t) * (mb + 1));
+    if (!t->inputs || !t->targets || !t->seg_pos || !t->seg_cu)
         return moe_errf(e, "out of memory staging a batch of %zu tokens", staged);
     return 0;
 }
@@ -606,11 +623,25 @@ void trainer_destroy(moe_trainer *t)
     t->have_par = 0;
     free(t->inputs);
     free(t->targets);
+    free(t->seg_pos);
+    free(t->seg_cu);
+    t->seg_pos = t->seg_cu = NULL;
     t->model = NULL;
     t->data = NULL;
     t->disp = NULL;
     t->be = NULL;
     t->inputs = t->targets = NULL;
+}
+
+/* The model's sequences for a micro-batch of packed windows (one per row
+ * otherwise). */
+static int set_segments(moe_trainer *t, const int32_t *inputs, moe_err *e)
+{
+    if (!dataset_packed(t->data))
+        return model_set_segments(t->model, NULL, NULL, 0, 0, e);
+    int max_len, n = tok_segments(inputs, t->cfg.train.micro_batch_size, t->cfg.train.seq_length,
+                                  t->seg_pos, t->seg_cu, &max_len);
+    return model_set_segments(t->model, t->seg_pos, t->seg_cu, n, max_len, e);
 }
 
 int trainer_evaluate(moe_trainer *t, double *val_loss, moe_err *e)
@@ -642,7 +673,8 @@ int trainer_evaluate(moe_trainer *t, double *val_loss, moe_err *e)
             }
         double ls;
         int64_t nv;
-        if (model_forward(t->model, t->inputs, t->targets, &ls, &nv, NULL, e))
+        if (set_segments(t, t->inputs, e) ||
+            model_forward(t->model, t->inputs, t->targets, &ls, &nv, NULL, e))
             return -1;
         if (i < n) {
             acc[0] += ls;
@@ -689,6 +721,8 @@ static int train_step(moe_trainer *t, double lr, double *loss, double *aux, doub
         int64_t nv;
         if (t->zero && a == A - 1) /* the last backward reduces its buckets as it goes */
             zero_arm(t->zero);
+        if (set_segments(t, t->inputs + a * mb, e))
+            return moe_err_prefix(e, "step %d", t->step + 1);
         if (model_forward_backward(t->model, t->inputs + a * mb, t->targets + a * mb,
                                    1.0 / valid, c->model.router_aux_loss_coef / A, &ls, &nv, e))
             return moe_err_prefix(e, "step %d", t->step + 1);

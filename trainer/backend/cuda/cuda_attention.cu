@@ -132,8 +132,13 @@ __global__ void attn_fwd_kernel(bf16 *out, float *lse, const bf16 *q, const bf16
 }
 
 static void attention_fwd(moe_backend *be, act *out, real *lse, const act *q, const act *k,
-                          const act *v, int B, int T, int NH, int NKV, int HD)
+                          const act *v, int B, int T, int NH, int NKV, int HD,
+                          const moe_segments *seg)
 {
+    if (seg) { /* be->segments is 0: the trainer packs no window for this backend */
+        cuda_note(be, "attention_fwd", "packed windows (segments) are not supported here yet");
+        return;
+    }
     if (HD > 32 * MAXR) {
         cuda_note(be, "attention_fwd", "head_dim above 256 is not supported");
         return;
@@ -341,8 +346,13 @@ __global__ void attn_dkv_kernel(bf16 *dk, bf16 *dv, const bf16 *q, const bf16 *k
 
 static void attention_bwd(moe_backend *be, act *dq, act *dk, act *dv, const act *dout,
                           const act *q, const act *k, const act *v, const act *out,
-                          const real *lse, int B, int T, int NH, int NKV, int HD)
+                          const real *lse, int B, int T, int NH, int NKV, int HD,
+                          const moe_segments *seg)
 {
+    if (seg) {
+        cuda_note(be, "attention_bwd", "packed windows (segments) are not supported here yet");
+        return;
+    }
     if (HD > 32 * MAXR) {
         cuda_note(be, "attention_bwd", "head_dim above 256 is not supported");
         return;
