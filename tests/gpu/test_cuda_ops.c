@@ -482,6 +482,41 @@ static void attention_case(int B, int T, int NH, int NKV, int HD, float qscale)
     rm(&q); rm(&k); rm(&v); rm(&o); rm(&lse); rm(&d); rm(&dq); rm(&dk); rm(&dv);
 }
 
+/* Packed rows (data.pack): RoPE at the positions of each sequence, which
+ * restart inside a row, against the CPU reference, forward and backward
+ * (the cuda backend's attention does not take segments yet; this is its
+ * RoPE half). */
+static void rope_positions_case(int B, int T, int NH, int NKV, int HD)
+{
+    fprintf(stderr, "  rope at packed positions B=%d T=%d heads %d/%d dim %d\n", B, T, NH, NKV,
+            HD);
+    size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD;
+    int32_t *pos = malloc(sizeof(int32_t) * (size_t)B * T);
+    for (int b = 0; b < B; b++) /* sequences of 1, 7, 13, ... tokens, the last cut at T */
+        for (int t = 0, start = 0, len = 1; t < T; t++) {
+            if (t - start == len)
+                start = t, len += 6;
+            pos[b * T + t] = t - start;
+        }
+    pair q = mk_rand(nq, 1, 1), k = mk_rand(nk, 1, 1), ps = mk_i32((size_t)B * T, pos);
+    BOTH(cpu->rope_fwd(cpu, C(q), C(k), B, T, NH, NKV, HD, 10000.f, C(ps)),
+         gpu->rope_fwd(gpu, G(q), G(k), B, T, NH, NKV, HD, 10000.f, G(ps)));
+    cmp("rope_fwd q (packed positions)", &q, TB);
+    cmp("rope_fwd k (packed positions)", &k, TB);
+    BOTH(cpu->rope_bwd(cpu, C(q), C(k), B, T, NH, NKV, HD, 10000.f, C(ps)),
+         gpu->rope_bwd(gpu, G(q), G(k), B, T, NH, NKV, HD, 10000.f, G(ps)));
+    cmp("rope_bwd q (packed positions)", &q, TB);
+    rm(&q); rm(&k); rm(&ps);
+    free(pos);
+}
+
+static void test_rope_positions(void)
+{
+    rope_positions_case(2, 100, 4, 2, 32);
+    rope_positions_case(1, 300, 8, 2, 128); /* Mixtral's head dim: the two-frequency path */
+    rope_positions_case(1, 64, 4, 4, 12);   /* the scalar path */
+}
+
 static void test_attention(void)
 {
     /* the default (cuDNN where it loads and takes the shape, else moekit's kernels) */
@@ -821,6 +856,7 @@ int main(int argc, char **argv)
     RUN(test_split_masters);
     RUN(test_masters_init);
     RUN(test_attention);
+    RUN(test_rope_positions);
     RUN(test_moe);
     RUN(test_moe_fp8);
     RUN(test_moe_mxfp8_emulated);
