@@ -247,12 +247,13 @@ static int run_eval(const char *dir, const char *tokfile, const char *fasta, int
         goto out;
     /* --fasta packs as training packs a collection (auto: where the backend
      * can); token lines are sequences as transformers reads them */
-    if (fasta && !strcmp(pack, "packed") && !c.be->segments) {
+    if (fasta && !strcmp(pack, "packed") && c.be->segments == MOE_SEGMENTS_NONE) {
         moe_errf(e, "--pack packed: the %s backend's attention does not take sequence boundaries "
-                 "yet (--pack padded, or auto)", c.be->name);
+                 "(--pack padded, or auto)", c.be->name);
         goto out;
     }
-    c.packed = fasta && c.be->segments && strcmp(pack, "padded");
+    c.packed = fasta && (!strcmp(pack, "packed") ||
+                         (!strcmp(pack, "auto") && c.be->segments == MOE_SEGMENTS_FAST));
     if (fasta ? eval_read_fasta(fasta, T, c.packed, &in, &tg, &rows, e)
               : eval_token_rows(tokfile, mc.vocab_size, &in, &tg, &rows, &T, e))
         goto out;

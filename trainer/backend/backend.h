@@ -157,6 +157,12 @@ typedef enum {
     MOE_MEM_KINDS
 } moe_mem_kind;
 
+/* moe_backend.segments: packed windows not taken (one sequence per row
+ * only), taken by slower kernels than the backend's best (data.pack =
+ * packed asks for them, auto does not), or at the backend's full rate
+ * (auto packs stores and blends). */
+enum { MOE_SEGMENTS_NONE = 0, MOE_SEGMENTS_SLOW = 1, MOE_SEGMENTS_FAST = 2 };
+
 typedef struct moe_backend moe_backend;
 /* A queue of device work and an event between queues, both made by the
  * backend (on cuda a cudaStream_t and a cudaEvent_t, which the NCCL
@@ -178,8 +184,8 @@ struct moe_backend {
     /* 1 where the buffers are device memory across a host link (cuda), 0
      * where they are host memory (cpu) */
     int device_memory;
-    /* 1 where rope and attention honour moe_segments (packed windows,
-     * data.pack); a backend without it is given one sequence per row */
+    /* how rope and attention take moe_segments (packed windows, data.pack):
+     * MOE_SEGMENTS_* */
     int segments;
     /* bytes the backend's copies moved over the host link since creation:
      * [0] host to device, [1] device to host (0 on host-memory backends) */

@@ -132,7 +132,8 @@ const config_key config_keys[] = {
     BOOL_KEY("data.shuffle", data.shuffle, "true", "shuffle training windows every epoch"),
     CHOICE_KEY("data.pack", data.pack, pack_choices, "auto",
                "records end to end in every window (packed) or one record a window, padded; "
-               "auto packs data.store and data.blend where the backend can"),
+               "auto packs data.store and data.blend where the backend's attention takes sequence "
+               "boundaries at its full rate"),
 
     STRING_KEY("checkpoint.ckpt_dir", checkpoint.ckpt_dir, "",
                "directory of checkpoints; empty = no checkpoints"),

@@ -678,7 +678,7 @@ int model_set_segments(moe_model *m, const int32_t *pos, const int32_t *cu_seqle
     m->seg_active = 0;
     if (!pos)
         return 0;
-    if (!be->segments)
+    if (be->segments == MOE_SEGMENTS_NONE)
         return moe_errf(e, "the %s backend cannot take packed windows (data.pack = packed): its "
                         "attention has no sequence boundaries; use data.pack = padded", be->name);
     if (n_seg < 1 || n_seg > N || cu_seqlens[0] != 0 || cu_seqlens[n_seg] != N)

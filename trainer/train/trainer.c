@@ -214,8 +214,8 @@ static void print_summary(moe_trainer *t, const char *backend_why)
     if (dataset_packed(t->data))
         printf("  windows   packed: records end to end, attention and positions within each\n");
     else if ((c->data.store[0] || c->data.n_blend) && !strcmp(c->data.pack, "auto"))
-        printf("  windows   padded: one record a window (the %s backend does not pack yet)\n",
-               t->be->name);
+        printf("  windows   padded: one record a window (the %s backend packs on request only, "
+               "data.pack = packed: its attention then runs slower kernels)\n", t->be->name);
     if (dataset_no_val_reason(t->data))
         printf("  held-out  none (%s): the run will not evaluate\n",
                dataset_no_val_reason(t->data));
@@ -446,13 +446,13 @@ static int open_data(moe_trainer *t, moe_err *e)
 {
     const moe_config *c = &t->cfg;
     /* auto packs stores and blends only where the backend's attention
-     * takes sequence boundaries */
+     * takes sequence boundaries at its full rate */
     moe_data_cfg dc = c->data;
     int collection = dc.store[0] || dc.n_blend;
-    if (!strcmp(dc.pack, "packed") && !t->be->segments)
+    if (!strcmp(dc.pack, "packed") && t->be->segments == MOE_SEGMENTS_NONE)
         return moe_errf(e, "data.pack = packed: the %s backend's attention does not take sequence "
-                        "boundaries yet; use data.pack = padded (or auto)", t->be->name);
-    if (!strcmp(dc.pack, "auto") && collection && !t->be->segments)
+                        "boundaries; use data.pack = padded (or auto)", t->be->name);
+    if (!strcmp(dc.pack, "auto") && collection && t->be->segments != MOE_SEGMENTS_FAST)
         snprintf(dc.pack, sizeof dc.pack, "padded");
     /* every rank reads its own windows: shard = world rank, shards = world */
     if (dataset_open(&t->data, &dc, c->train.seq_length, c->train.seed, t->rank, t->world,
