@@ -2,6 +2,7 @@
  * limits, bad inputs), the index checks, and training from a store giving
  * the very windows, batches and cursor behaviour that data.files gives. */
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -490,7 +491,11 @@ static void test_store_equals_files(void)
         dataset_stats(a, &x);
         dataset_stats(b, &y);
         CHECK(memcmp(&x, &y, sizeof x) == 0);
-        CHECK(dataset_val_unigram_entropy(a) == dataset_val_unigram_entropy(b));
+        /* a packed store samples 64 held-out windows for it, the FASTA all of them */
+        if (run < 2)
+            CHECK(dataset_val_unigram_entropy(a) == dataset_val_unigram_entropy(b));
+        else
+            CHECK(fabs(dataset_val_unigram_entropy(a) - dataset_val_unigram_entropy(b)) < 0.05);
         compare_streams(a, b, 4, 100); /* past one epoch: 760 windows / 8 per step */
         dataset_close(a);
         dataset_close(b);

@@ -25,8 +25,10 @@ static const data_split *val_window(const moe_dataset *ds, uint64_t *id)
 
 /* Over every validation window; from a token store, over at most
  * VAL_ENTROPY_WINDOWS of them spread evenly (start-up must not read a large
- * corpus). */
+ * corpus), VAL_ENTROPY_PACKED packed ones (each walks the record entries
+ * between its held-out records: 1 / val_fraction entries a record). */
 #define VAL_ENTROPY_WINDOWS 1024
+#define VAL_ENTROPY_PACKED 64
 
 static double val_entropy(moe_dataset *ds)
 {
@@ -34,7 +36,8 @@ static double val_entropy(moe_dataset *ds)
     for (int d = 0; d < ds->n_parts; d++)
         mapped |= ds->parts[d].mapped;
     uint64_t counts[MOE_TOK_VOCAB] = {0}, total = 0, n = ds->val_windows;
-    uint64_t take = !mapped || n < VAL_ENTROPY_WINDOWS ? n : VAL_ENTROPY_WINDOWS;
+    uint64_t most = ds->pack ? VAL_ENTROPY_PACKED : VAL_ENTROPY_WINDOWS;
+    uint64_t take = !mapped || n < most ? n : most;
     size_t T = (size_t)ds->seq_length;
     int32_t *in = malloc(T * sizeof *in), *tg = malloc(T * sizeof *tg);
     double h = NAN;
@@ -198,6 +201,9 @@ int dataset_open(moe_dataset **out, const moe_data_cfg *dc, int seq_length, uint
     }
     explain_no_val(ds);
     ds->val_entropy = val_entropy(ds);
+    for (int d = 0; d < ds->n_parts; d++) /* what the sample read stays out of the RSS too */
+        if (ds->parts[d].mapped)
+            store_release_index(&ds->parts[d].store);
     if (dataset_failed(ds, e))
         goto fail;
     ds->fingerprint = fingerprint(ds);

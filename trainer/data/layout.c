@@ -193,6 +193,14 @@ uint64_t split_packed_read(const data_split *s, uint64_t offset, uint64_t n, uin
     size_t b = find_block(s, offset);
     uint64_t at = s->block_first[b], got = 0, start, len;
     for (uint64_t r = (uint64_t)b * LAYOUT_BLOCK; r < p->n_records && got < n; r++) {
+        /* a block with none of this split's tokens (a sparse held-out split) is
+         * stepped over whole */
+        size_t rb = (size_t)(r / LAYOUT_BLOCK);
+        if (r % LAYOUT_BLOCK == 0 && rb + 1 < s->n_blocks &&
+            s->block_first[rb + 1] == s->block_first[rb]) {
+            r += LAYOUT_BLOCK - 1;
+            continue;
+        }
         split_region(s, r, &start, &len);
         if (p->failed)
             return 0;
