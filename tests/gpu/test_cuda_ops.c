@@ -567,11 +567,21 @@ static void segment_attention_case(int B, int T, int NH, int NKV, int HD, int le
     free(cu);
 }
 
+/* cuDNN with the score bias (where it takes the graph; it says so on stderr
+ * when not, and the SIMT kernels run), then the SIMT kernels themselves */
 static void test_segment_attention(void)
 {
-    segment_attention_case(2, 100, 4, 2, 32, 1, 6);   /* one-token sequences, GQA 2:1 */
-    segment_attention_case(1, 300, 8, 2, 128, 40, 13); /* sequences across key tiles */
-    segment_attention_case(2, 64, 4, 4, 16, 64, 0);   /* one sequence a row: plain causal */
+    const moe_attn_kernels families[] = {MOE_ATTN_CUDNN, MOE_ATTN_SIMT};
+    for (int f = 0; f < 2; f++) {
+        run_opts.attention = families[f];
+        apply_run_opts();
+        fprintf(stderr, "  packed sequences, kernels: %s\n", f ? "simt" : "cudnn (bias)");
+        segment_attention_case(2, 100, 4, 2, 32, 1, 6);    /* one-token sequences, GQA 2:1 */
+        segment_attention_case(1, 300, 8, 2, 128, 40, 13); /* sequences across key tiles */
+        segment_attention_case(2, 64, 4, 4, 16, 64, 0);    /* one sequence a row: plain causal */
+    }
+    run_opts.attention = MOE_ATTN_CUDNN;
+    apply_run_opts();
 }
 
 static void test_attention(void)

@@ -5,8 +5,10 @@
  * shared memory. Layouts as the CPU reference: q, out [B, T, NH, HD];
  * k, v [B, T, NKV, HD]; lse [B, NH, T]. HD <= 256.
  * Packed rows (moe_segments): with pos, query t sees keys t - pos[t] .. t,
- * its own sequence's (positions restart at 0 where a sequence starts); only
- * these kernels take them yet, not cuDNN's or the tensor-core ones. */
+ * its own sequence's (positions restart at 0 where a sequence starts). cuDNN
+ * takes them as a [B, 1, T, T] score bias of 0 / -inf (segment_bias) while
+ * that fits SEGMENT_BIAS_MAX_BYTES; else, or where cuDNN refuses the graph,
+ * these SIMT kernels do (the tensor-core kernels do not take them). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +60,38 @@ void cuda_attention_tc_fwd(moe_backend *be, bf16 *out, float *lse, const bf16 *q
 void cuda_attention_tc_bwd(moe_backend *be, bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
                            const bf16 *q, const bf16 *k, const bf16 *v, const float *lse,
                            const float *D, int B, int T, int NH, int NKV, int HD);
+
+/* the largest score bias cuDNN is given for packed rows: 256 MiB is B x T^2
+ * = 2^27 bf16 values (one row of 11,585 tokens, or two of 8,192) */
+#define SEGMENT_BIAS_MAX_BYTES ((size_t)256 << 20)
+
+/* bias[b, 0, i, j] = 0 where key j is in query i's sequence or after i (the
+ * causal mask takes those), -inf before its sequence's first token */
+__global__ void segment_bias_kernel(bf16 *bias, const int32_t *pos, int T, size_t n)
+{
+    for (size_t x = blockIdx.x * (size_t)blockDim.x + threadIdx.x; x < n;
+         x += (size_t)gridDim.x * blockDim.x) {
+        size_t j = x % T, bi = x / T, i = bi % T, b = bi / T;
+        int first = (int)i - pos[b * T + i];
+        bias[x] = __float2bfloat16((int)j < first ? -INFINITY : 0.f);
+    }
+}
+
+/* the score bias of these packed rows in its scratch, or NULL (too large, or
+ * the scratch could not be had: the SIMT kernels then take the rows) */
+static const bf16 *segment_bias(moe_backend *be, const moe_segments *seg, int B, int T)
+{
+    size_t n = (size_t)B * T * T;
+    if (n * sizeof(bf16) > SEGMENT_BIAS_MAX_BYTES)
+        return NULL;
+    bf16 *bias = (bf16 *)cuda_scratch(be, CUDA_SCRATCH_SEGMENT_BIAS, n * sizeof(bf16));
+    if (!bias)
+        return NULL;
+    segment_bias_kernel<<<cuda_blocks(n, 256) < 65536 ? cuda_blocks(n, 256) : 65536, 256, 0,
+                          CTX(be)->stream>>>(bias, seg->pos, T, n);
+    LAUNCHED(be, "segment_bias");
+    return bias;
+}
 
 static size_t attn_smem(int HD) { return sizeof(float) * ((size_t)WARPS * HD * 2 + (size_t)TILE * (HD + 1) * 2); }
 
@@ -149,12 +183,13 @@ static void attention_fwd(moe_backend *be, act *out, real *lse, const act *q, co
         cuda_note(be, "attention_fwd", "head_dim above 256 is not supported");
         return;
     }
-    /* packed rows: only the SIMT kernels take sequence boundaries yet */
-    moe_attn_kernels want = seg ? MOE_ATTN_SIMT : CTX(be)->attention;
+    /* packed rows: cuDNN with a score bias, else the SIMT kernels */
+    moe_attn_kernels want = CTX(be)->attention;
     moe_attn_kernels fam = seg ? MOE_ATTN_SIMT : attention_family(be, HD);
-    if (want == MOE_ATTN_CUDNN && !cuda_attention_cudnn_fwd(be, (bf16 *)out, lse, (const bf16 *)q,
-                                                           (const bf16 *)k, (const bf16 *)v, B,
-                                                           T, NH, NKV, HD))
+    const bf16 *bias = seg && want == MOE_ATTN_CUDNN ? segment_bias(be, seg, B, T) : NULL;
+    if (want == MOE_ATTN_CUDNN && (!seg || bias) &&
+        !cuda_attention_cudnn_fwd(be, (bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
+                                  (const bf16 *)v, B, T, NH, NKV, HD, bias))
         return;
     if (fam == MOE_ATTN_MMA) {
         cuda_attention_mma_fwd(be, (bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
@@ -362,12 +397,14 @@ static void attention_bwd(moe_backend *be, act *dq, act *dk, act *dv, const act 
         cuda_note(be, "attention_bwd", "head_dim above 256 is not supported");
         return;
     }
-    moe_attn_kernels want = seg ? MOE_ATTN_SIMT : CTX(be)->attention;
+    moe_attn_kernels want = CTX(be)->attention;
     moe_attn_kernels fam = seg ? MOE_ATTN_SIMT : attention_family(be, HD);
-    if (want == MOE_ATTN_CUDNN &&
+    /* the forward's bias again (its scratch may have been taken since) */
+    const bf16 *bias = seg && want == MOE_ATTN_CUDNN ? segment_bias(be, seg, B, T) : NULL;
+    if (want == MOE_ATTN_CUDNN && (!seg || bias) &&
         !cuda_attention_cudnn_bwd(be, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv, (const bf16 *)dout,
                                   (const bf16 *)q, (const bf16 *)k, (const bf16 *)v,
-                                  (const bf16 *)out, lse, B, T, NH, NKV, HD))
+                                  (const bf16 *)out, lse, B, T, NH, NKV, HD, bias))
         return;
     cudaStream_t st = CTX(be)->stream;
     size_t rows = (size_t)B * T * NH;
