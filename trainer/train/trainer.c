@@ -214,8 +214,8 @@ static void print_summary(moe_trainer *t, const char *backend_why)
     if (dataset_packed(t->data))
         printf("  windows   packed: records end to end, attention and positions within each\n");
     else if ((c->data.store[0] || c->data.n_blend) && !strcmp(c->data.pack, "auto"))
-        printf("  windows   padded: one record a window (the %s backend packs on request only, "
-               "data.pack = packed: its attention then runs slower kernels)\n", t->be->name);
+        printf("  windows   padded: one record a window (the %s backend packs on request only: "
+               "data.pack = packed)\n", t->be->name);
     if (dataset_no_val_reason(t->data))
         printf("  held-out  none (%s): the run will not evaluate\n",
                dataset_no_val_reason(t->data));
