@@ -11,9 +11,9 @@
 # positions that are targets, seconds over the steps after the first, and useful tokens/s
 # (counted targets per second). Every key=value goes to both runs; the defaults are
 #   --config L0_sanity train.seq_length=2048 train.micro_batch_size=1 train.steps=12
-# and on a GPU, e.g. (packed needs a backend whose attention takes sequence boundaries):
+# (later keys win), and on a GPU, e.g. (data.pack=packed runs cuda's packed attention):
 #   bench/data/packed_vs_padded.sh /scratch/pvp 20000 --config bench_8x7B_2L_genomic \
-#       --backend cuda train.steps=20
+#       --backend cuda train.seq_length=8192 train.steps=20
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 W=${1:?usage: packed_vs_padded.sh WORKDIR [COUNT] [key=value ...]}; shift
