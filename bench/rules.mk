@@ -22,3 +22,15 @@ $(BENCH_CKPT_HASH): $(call obj,bench/ckpt_hash.c) $(CKPT_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
 everything: $(BENCH_CKPT_HASH)
+
+# What opening a token store costs at any record count (bench/data/store_open.c),
+# and the short-record corpus generator (bench/data/contigs.c).
+BENCH_STORE_OPEN := $(B)/tests/bench_store_open
+$(BENCH_STORE_OPEN): $(call obj,bench/data/store_open.c) $(DATA_LIB) $(COMMON_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
+BENCH_CONTIGS := $(B)/tests/contigs
+$(BENCH_CONTIGS): $(call obj,bench/data/contigs.c)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ -lz -lm
+everything: $(BENCH_STORE_OPEN) $(BENCH_CONTIGS)

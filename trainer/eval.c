@@ -92,18 +92,20 @@ int eval_read_tokens(const char *path, int vocab, int32_t **tokens, int *rows, i
 }
 
 /* FASTA tokenized exactly as training reads it (data.h): records become BOS,
- * bases, EOS, cut into windows of T + 1 tokens every T tokens (the last one
- * padded), targets -1 on PAD and on bases other than ACGT
+ * bases, EOS, laid end to end in windows of T + 1 tokens every T tokens
+ * (packed), or cut into windows of their own (padded; the last one padded),
+ * targets -1 on PAD, across records and on bases other than ACGT
  * (data.mask_degenerate_bases, on by default). Every window is evaluated:
  * no validation split, no shuffle. */
-static int eval_read_fasta(const char *path, int T, int32_t **in, int32_t **tg, int *rows,
-                           moe_err *e)
+static int eval_read_fasta(const char *path, int T, int packed, int32_t **in, int32_t **tg,
+                           int *rows, moe_err *e)
 {
     struct stat sb;
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
         return moe_errf(e, "--fasta %s: is a directory, not a FASTA file", path);
     const char *files[1] = {path};
     moe_data_cfg dc = {.n_files = 1, .files = files, .mask_degenerate_bases = 1};
+    snprintf(dc.pack, sizeof dc.pack, "%s", packed ? "packed" : "padded");
     moe_dataset *ds = NULL;
     moe_data_stats st;
     if (dataset_open(&ds, &dc, T, 0, 0, 1, ".", e))
@@ -164,6 +166,8 @@ typedef struct {
     int m_rows;
     real *host; /* the checkpoint's weights */
     moe_dims d;
+    int packed;             /* windows of several records: the model is told their sequences */
+    int32_t *seg_pos, *seg_cu;
 } eval_ctx;
 
 /* rows windows through the model, batch rows at a time; the model is
@@ -185,7 +189,11 @@ static int eval_batches(eval_ctx *c, const int32_t *in, const int32_t *tg, int r
         c->m_rows = n;
         double ls;
         int64_t nv;
-        if (model_forward(c->m, in + (size_t)r0 * T, tg + (size_t)r0 * T, &ls, &nv, NULL, e))
+        int max_len, n_seg = c->packed ? tok_segments(in + (size_t)r0 * T, n, T, c->seg_pos,
+                                                      c->seg_cu, &max_len)
+                                       : 0;
+        if (model_set_segments(c->m, c->packed ? c->seg_pos : NULL, c->seg_cu, n_seg, max_len, e) ||
+            model_forward(c->m, in + (size_t)r0 * T, tg + (size_t)r0 * T, &ls, &nv, NULL, e))
             return -1;
         *loss += ls;
         *tokens += nv;
@@ -224,7 +232,7 @@ out:
 }
 
 static int run_eval(const char *dir, const char *tokfile, const char *fasta, int seq_length,
-                    const char *backend, moe_err *e)
+                    const char *backend, const char *pack, moe_err *e)
 {
     moe_model_cfg mc;
     /* config.json and the weights agree before anything is sized by them */
@@ -235,22 +243,41 @@ static int run_eval(const char *dir, const char *tokfile, const char *fasta, int
     eval_ctx c = {.d = trainer_model_dims(&mc)};
     char why[128];
     int rc = -1;
-    if (fasta ? eval_read_fasta(fasta, T, &in, &tg, &rows, e)
+    if (backend_open(backend, 0, 0, &c.be, why, sizeof why, e))
+        goto out;
+    /* --fasta packs as training packs a collection (auto: where the backend
+     * can); token lines are sequences as transformers reads them */
+    if (fasta && !strcmp(pack, "packed") && c.be->segments == MOE_SEGMENTS_NONE) {
+        moe_errf(e, "--pack packed: the %s backend's attention does not take sequence boundaries "
+                 "(--pack padded, or auto)", c.be->name);
+        goto out;
+    }
+    c.packed = fasta && (!strcmp(pack, "packed") ||
+                         (!strcmp(pack, "auto") && c.be->segments == MOE_SEGMENTS_FAST));
+    if (fasta ? eval_read_fasta(fasta, T, c.packed, &in, &tg, &rows, e)
               : eval_token_rows(tokfile, mc.vocab_size, &in, &tg, &rows, &T, e))
         goto out;
     batch = fasta ? 64 : rows; /* token lines: one forward over all, as before */
+    c.seg_pos = malloc(sizeof(int32_t) * (size_t)batch * T);
+    c.seg_cu = malloc(sizeof(int32_t) * ((size_t)batch * T + 1));
+    if (!c.seg_pos || !c.seg_cu) {
+        moe_errf(e, "out of memory");
+        goto out;
+    }
     double loss, aux;
     int64_t nv;
-    if (backend_open(backend, 0, 0, &c.be, why, sizeof why, e) ||
-        dispatcher_local_create(&c.disp, e) || load_weights(&c, dir, T, e) ||
+    if (dispatcher_local_create(&c.disp, e) || load_weights(&c, dir, T, e) ||
         eval_batches(&c, in, tg, rows, T, batch, &loss, &nv, &aux, e))
         goto out;
     printf("{\"lm_loss\": %.9g, \"aux_loss\": %.9g, \"tokens\": %lld, \"sequences\": %d, "
-           "\"backend\": \"%s\"}\n",
-           loss / nv, aux, (long long)nv, rows, c.be->name);
+           "\"backend\": \"%s\"%s}\n",
+           loss / nv, aux, (long long)nv, rows, c.be->name,
+           !fasta ? "" : c.packed ? ", \"windows\": \"packed\"" : ", \"windows\": \"padded\"");
     rc = 0;
 out:
     free(c.host);
+    free(c.seg_pos);
+    free(c.seg_cu);
     if (c.m)
         model_destroy(c.m);
     if (c.disp)
@@ -263,12 +290,13 @@ out:
 }
 
 typedef struct {
-    const char *checkpoint, *tokens, *fasta, *backend;
+    const char *checkpoint, *tokens, *fasta, *backend, *pack;
     int seq_length, help;
 } eval_opts;
 
 #define EVAL_USAGE                                                                                 \
-    "moe-train eval --checkpoint DIR (--tokens FILE | --fasta FILE [--seq-length T]) [--backend B]"
+    "moe-train eval --checkpoint DIR (--tokens FILE | --fasta FILE [--seq-length T] [--pack P]) "   \
+    "[--backend B]"
 
 #define OPT(name, kind, field, max, choices, metavar, help)                                         \
     CLI_OPT(name, kind, eval_opts, field, max, choices, metavar, help)
@@ -281,6 +309,9 @@ static const cli_option eval_options[] = {
         "a FASTA file (or .gz), tokenized and windowed as training does"),
     OPT("seq-length", CLI_COUNT, seq_length, 1 << 20, NULL, "T",
         "--fasta: window length in tokens (default 128)"),
+    OPT("pack", CLI_CHOICE, pack, 0, "auto|packed|padded", NULL,
+        "--fasta: records end to end in every window, or one record a window (data.pack; "
+        "auto packs where the backend can)"),
     OPT("backend", CLI_CHOICE, backend, 0, "auto|cpu|cuda", NULL, "as for training"),
     OPT("help", CLI_FLAG, help, 0, NULL, NULL, "this text (also -h)"),
 };
@@ -294,7 +325,7 @@ void eval_print_options(FILE *f)
 
 int eval_main(int argc, char **argv)
 {
-    eval_opts o = {.backend = "auto", .seq_length = 128};
+    eval_opts o = {.backend = "auto", .pack = "auto", .seq_length = 128};
     int first;
     int rc = cli_parse("moe-train eval", eval_options, N_EVAL_OPTIONS, &o, argc, argv, &first);
     if (rc)
@@ -324,7 +355,7 @@ int eval_main(int argc, char **argv)
         return MOE_EXIT_USAGE;
     }
     moe_err e = {{0}};
-    if (run_eval(o.checkpoint, o.tokens, o.fasta, o.seq_length, o.backend, &e)) {
+    if (run_eval(o.checkpoint, o.tokens, o.fasta, o.seq_length, o.backend, o.pack, &e)) {
         fprintf(stderr, "moe-train eval: %s\n", e.msg);
         return MOE_EXIT_FAILURE;
     }

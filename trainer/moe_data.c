@@ -36,7 +36,9 @@ static void usage(FILE *f)
             "N takes a suffix k, M, G or T (powers of 1000).\n"
             "\n"
             "info prints what a store holds; --files lists its files, --verify checks\n"
-            "the tokens against their checksums.\n");
+            "the whole index (every chunk and entry) and the tokens against their\n"
+            "checksums (opening reads only the header: training checks a chunk of the\n"
+            "index the first time it reads it).\n");
 }
 
 static int parse_count(const char *opt, const char *s, uint64_t *out)
@@ -150,15 +152,15 @@ static int info_main(int argc, char **argv)
     }
     moe_store s;
     moe_err e = {{0}};
-    if (store_open(&s, argv[optind], &e) < 0 || store_print_info(&s, files, &e) < 0 ||
-        (verify && store_verify_tokens(&s, &e) < 0)) {
+    if (store_open(&s, argv[optind], &e) < 0 || (verify && store_verify_index(&s, &e) < 0) ||
+        store_print_info(&s, files, verify, &e) < 0 || (verify && store_verify_tokens(&s, &e) < 0)) {
         fprintf(stderr, "moe-data info: %s\n", e.msg);
         if (s.hdr)
             store_close(&s);
         return 1;
     }
     if (verify)
-        printf("verified   every file's tokens match their checksums\n");
+        printf("verified   every chunk of the index, every entry, and every file's tokens match\n");
     store_close(&s);
     return 0;
 }

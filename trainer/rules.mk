@@ -44,6 +44,14 @@ $(B)/tests/test_lazy_grads: $(call obj,tests/unit/test_lazy_grads.c) $(MODEL_LIB
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
 
+# Packed windows: a row of records gives each the logits and gradients it
+# gets alone (the CPU reference's segments).
+UNIT_TESTS += $(B)/tests/test_packed
+$(B)/tests/test_packed: $(call obj,tests/unit/test_packed.c) $(MODEL_LIB) $(CPU_LIB) $(DATA_LIB) \
+		$(COMMON_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
+
 UNIT_TESTS += $(B)/tests/test_recompute
 $(B)/tests/test_recompute: $(call obj,tests/unit/test_recompute.c) $(MODEL_LIB) $(CPU_LIB) \
 		$(COMMON_LIB)
@@ -92,6 +100,14 @@ $(B)/tests/test_hf_agreement: $(call obj,tests/unit/test_hf_agreement.c) $(TRAIN
 
 UNIT_TESTS += $(B)/tests/test_training
 $(B)/tests/test_training: $(call obj,tests/unit/test_training.c) $(TRAINER_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LIBCONFIG) $(LIBPROTOBUF_C) $(NCCL_LDLIBS) $(CUDA_LDLIBS) $(LDLIBS_BASE)
+
+# Genome collections in the trainer: no held-out data said at start-up, a failed
+# evaluation still saves, packed stores resume exactly.
+UNIT_TESTS += $(B)/tests/test_collections
+$(call obj,tests/unit/test_collections.c): CFLAGS += -DMOE_GENOME_DIR='"$(abspath data)"'
+$(B)/tests/test_collections: $(call obj,tests/unit/test_collections.c) $(TRAINER_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LIBCONFIG) $(LIBPROTOBUF_C) $(NCCL_LDLIBS) $(CUDA_LDLIBS) $(LDLIBS_BASE)
 

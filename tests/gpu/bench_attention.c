@@ -53,9 +53,9 @@ static int time_family(int T, double ms[3])
         cudaEventCreate(&ev[i]);
     for (int r = -1; r < REPS && !rc; r++) { /* r = -1: warm-up (plans, scratch) */
         cudaEventRecord(ev[0], (cudaStream_t)cuda_backend_stream(be));
-        be->attention_fwd(be, o, lse, q, k, v, 1, T, NH, NKV, HD);
+        be->attention_fwd(be, o, lse, q, k, v, 1, T, NH, NKV, HD, NULL);
         cudaEventRecord(ev[1], (cudaStream_t)cuda_backend_stream(be));
-        be->attention_bwd(be, dq, dk, dv, d, q, k, v, o, lse, 1, T, NH, NKV, HD);
+        be->attention_bwd(be, dq, dk, dv, d, q, k, v, o, lse, 1, T, NH, NKV, HD, NULL);
         cudaEventRecord(ev[2], (cudaStream_t)cuda_backend_stream(be));
         rc = be->sync(be, &err) != 0;
         if (r >= 0 && !rc) {

@@ -67,8 +67,8 @@ static real *master, *grad, *mm, *vv;
 static act *wc;
 static moe_param_span span;
 
-static void f_attn_fwd(void *c) { be->attention_fwd(be, o, lse, q, k, v, B, T, NH, NKV, HD); }
-static void f_attn_bwd(void *c) { be->attention_bwd(be, dq, dk, dv, dout, q, k, v, o, lse, B, T, NH, NKV, HD); }
+static void f_attn_fwd(void *c) { be->attention_fwd(be, o, lse, q, k, v, B, T, NH, NKV, HD, NULL); }
+static void f_attn_bwd(void *c) { be->attention_bwd(be, dq, dk, dv, dout, q, k, v, o, lse, B, T, NH, NKV, HD, NULL); }
 static void f_qproj(void *c) { be->matmul_fwd(be, y, x, wq, N, C, NH * HD); }
 static void f_qproj_bwd(void *c) { be->matmul_bwd(be, dx, dwq, y, x, wq, N, C, NH * HD, 0); }
 static void f_exp_fwd(void *c) { be->experts_fwd(be, yp, h1, h3, aa, xp, pp, w1, w3, w2, &plan, C, I); }

@@ -21,7 +21,10 @@
 #      EP=2 x DP=2, capacity passes, against one rank, and the same with the stream order off
 #      must fail (tests/unit/test_local_ranks.c, run with "cuda");
 #   7. a GPU run stopped at a checkpoint and resumed: every logged number equal to the straight
-#      bf16 run's.
+#      bf16 run's;
+#   8. packed windows: moe-train eval --pack packed (the CPU reference) on contigs against
+#      transformers with position_ids and a block-diagonal mask, and each record alone
+#      (tests/hf/check_packed.py); the cuda backend's RoPE at packed positions is in step 1.
 # Usage: tests/gpu/run.sh [BUILD_DIR]; last line "gpu: N passed, N failed".
 # MOE_GPU_LOG_DIR=DIR keeps the logs and the per-op error table there.
 set -u
@@ -40,6 +43,20 @@ else
     bad cuda_ops "$(grep -E 'FAIL|cuda' "$T/ops.log" | head -5)"
 fi
 grep -E "rel " "$T/ops.log" > "$T/ops_table.txt"
+
+# packed windows against transformers (needs python3 with torch and transformers)
+fx=$ROOT/tests/fixtures/hf/genomic_top2of8
+"$ROOT/$B/tests/contigs" "$T/contigs.fa" 12 --median 90 --sigma 0.6 --min 10 --max 400 \
+    --from "$ROOT/data/lambda_virus.fa.gz" --seed 3 >/dev/null
+if "$BIN" eval --backend cpu --checkpoint "$fx" --fasta "$T/contigs.fa" --seq-length 64 \
+        --pack packed >"$T/packed.json" 2>&1 &&
+   python3 "$ROOT/tests/hf/check_packed.py" "$fx" "$T/contigs.fa" 64 "$T/packed.json" \
+        >"$T/packed_hf.json" 2>&1; then
+    ok packed_windows_match_hf
+else
+    bad packed_windows_match_hf "$(cat "$T/packed.json" "$T/packed_hf.json" | tail -5)"
+fi
+cat "$T/packed_hf.json" 2>/dev/null
 
 for fix in gqa_top2 genomic_top2of8; do
     d=$ROOT/tests/fixtures/hf/$fix

@@ -460,26 +460,128 @@ static void attention_case(int B, int T, int NH, int NKV, int HD, float qscale)
     size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD;
     pair q = mk_rand(nq, 1, qscale), k = mk_rand(nk, 1, 1), v = mk_rand(nk, 1, 1);
     pair o = mk(nq, 1, NULL), lse = mk((size_t)B * NH * T, 0, NULL);
-    BOTH(cpu->rope_fwd(cpu, C(q), C(k), B, T, NH, NKV, HD, 10000.f), gpu->rope_fwd(gpu, G(q), G(k), B, T, NH, NKV, HD, 10000.f));
+    BOTH(cpu->rope_fwd(cpu, C(q), C(k), B, T, NH, NKV, HD, 10000.f, NULL), gpu->rope_fwd(gpu, G(q), G(k), B, T, NH, NKV, HD, 10000.f, NULL));
     cmp("rope_fwd q", &q, TB);
     poison(&o);
     poison(&lse);
-    BOTH(cpu->attention_fwd(cpu, C(o), C(lse), C(q), C(k), C(v), B, T, NH, NKV, HD),
-         gpu->attention_fwd(gpu, G(o), G(lse), G(q), G(k), G(v), B, T, NH, NKV, HD));
+    BOTH(cpu->attention_fwd(cpu, C(o), C(lse), C(q), C(k), C(v), B, T, NH, NKV, HD, NULL),
+         gpu->attention_fwd(gpu, G(o), G(lse), G(q), G(k), G(v), B, T, NH, NKV, HD, NULL));
     cmp("attention_fwd out", &o, TB);
     cmp("attention_fwd lse", &lse, 1e-3);
     pair d = mk_rand(nq, 1, 1), dq = mk(nq, 1, NULL), dk = mk(nk, 1, NULL), dv = mk(nk, 1, NULL);
     poison(&dq);
     poison(&dk);
     poison(&dv);
-    BOTH(cpu->attention_bwd(cpu, C(dq), C(dk), C(dv), C(d), C(q), C(k), C(v), C(o), C(lse), B, T, NH, NKV, HD),
-         gpu->attention_bwd(gpu, G(dq), G(dk), G(dv), G(d), G(q), G(k), G(v), G(o), G(lse), B, T, NH, NKV, HD));
+    BOTH(cpu->attention_bwd(cpu, C(dq), C(dk), C(dv), C(d), C(q), C(k), C(v), C(o), C(lse), B, T, NH, NKV, HD, NULL),
+         gpu->attention_bwd(gpu, G(dq), G(dk), G(dv), G(d), G(q), G(k), G(v), G(o), G(lse), B, T, NH, NKV, HD, NULL));
     cmp("attention_bwd dq", &dq, TB);
     cmp("attention_bwd dk", &dk, TB);
     cmp("attention_bwd dv", &dv, TB);
-    BOTH(cpu->rope_bwd(cpu, C(dq), C(dk), B, T, NH, NKV, HD, 10000.f), gpu->rope_bwd(gpu, G(dq), G(dk), B, T, NH, NKV, HD, 10000.f));
+    BOTH(cpu->rope_bwd(cpu, C(dq), C(dk), B, T, NH, NKV, HD, 10000.f, NULL), gpu->rope_bwd(gpu, G(dq), G(dk), B, T, NH, NKV, HD, 10000.f, NULL));
     cmp("rope_bwd dk", &dk, TB);
     rm(&q); rm(&k); rm(&v); rm(&o); rm(&lse); rm(&d); rm(&dq); rm(&dk); rm(&dv);
+}
+
+/* Packed rows (data.pack): RoPE at the positions of each sequence, which
+ * restart inside a row, against the CPU reference, forward and backward
+ * (the cuda backend's attention does not take segments yet; this is its
+ * RoPE half). */
+static void rope_positions_case(int B, int T, int NH, int NKV, int HD)
+{
+    fprintf(stderr, "  rope at packed positions B=%d T=%d heads %d/%d dim %d\n", B, T, NH, NKV,
+            HD);
+    size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD;
+    int32_t *pos = malloc(sizeof(int32_t) * (size_t)B * T);
+    for (int b = 0; b < B; b++) /* sequences of 1, 7, 13, ... tokens, the last cut at T */
+        for (int t = 0, start = 0, len = 1; t < T; t++) {
+            if (t - start == len)
+                start = t, len += 6;
+            pos[b * T + t] = t - start;
+        }
+    pair q = mk_rand(nq, 1, 1), k = mk_rand(nk, 1, 1), ps = mk_i32((size_t)B * T, pos);
+    BOTH(cpu->rope_fwd(cpu, C(q), C(k), B, T, NH, NKV, HD, 10000.f, C(ps)),
+         gpu->rope_fwd(gpu, G(q), G(k), B, T, NH, NKV, HD, 10000.f, G(ps)));
+    cmp("rope_fwd q (packed positions)", &q, TB);
+    cmp("rope_fwd k (packed positions)", &k, TB);
+    BOTH(cpu->rope_bwd(cpu, C(q), C(k), B, T, NH, NKV, HD, 10000.f, C(ps)),
+         gpu->rope_bwd(gpu, G(q), G(k), B, T, NH, NKV, HD, 10000.f, G(ps)));
+    cmp("rope_bwd q (packed positions)", &q, TB);
+    rm(&q); rm(&k); rm(&ps);
+    free(pos);
+}
+
+static void test_rope_positions(void)
+{
+    rope_positions_case(2, 100, 4, 2, 32);
+    rope_positions_case(1, 300, 8, 2, 128); /* Mixtral's head dim: the two-frequency path */
+    rope_positions_case(1, 64, 4, 4, 12);   /* the scalar path */
+}
+
+/* Packed rows through the cuda attention (its SIMT kernels) against the CPU
+ * reference: sequences of seq_len0, seq_len0 + step, ... tokens, the last
+ * cut at the row's end; forward out and lse, backward dq, dk, dv. */
+static void segment_attention_case(int B, int T, int NH, int NKV, int HD, int len0, int step)
+{
+    fprintf(stderr, "  attention over packed sequences B=%d T=%d heads %d/%d dim %d (%d, +%d)\n",
+            B, T, NH, NKV, HD, len0, step);
+    size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD;
+    int32_t *pos = malloc(sizeof(int32_t) * (size_t)B * T);
+    int32_t *cu = malloc(sizeof(int32_t) * ((size_t)B * T + 1));
+    int n_seg = 0, max_len = 0;
+    for (int b = 0; b < B; b++)
+        for (int t = 0, start = 0, len = len0; t < T; t++) {
+            if (t == 0 || t - start == len) {
+                if (t)
+                    len += step;
+                start = t;
+                cu[n_seg++] = b * T + t;
+            }
+            pos[b * T + t] = t - start;
+            max_len = pos[b * T + t] + 1 > max_len ? pos[b * T + t] + 1 : max_len;
+        }
+    cu[n_seg] = B * T;
+    pair ps = mk_i32((size_t)B * T, pos), cs = mk_i32((size_t)n_seg + 1, cu);
+    moe_segments sc = {C(ps), C(cs), n_seg, max_len}, sg = {G(ps), G(cs), n_seg, max_len};
+    pair q = mk_rand(nq, 1, 1), k = mk_rand(nk, 1, 1), v = mk_rand(nk, 1, 1);
+    pair o = mk(nq, 1, NULL), lse = mk((size_t)B * NH * T, 0, NULL);
+    poison(&o);
+    poison(&lse);
+    BOTH(cpu->attention_fwd(cpu, C(o), C(lse), C(q), C(k), C(v), B, T, NH, NKV, HD, &sc),
+         gpu->attention_fwd(gpu, G(o), G(lse), G(q), G(k), G(v), B, T, NH, NKV, HD, &sg));
+    cmp("attention_fwd out (packed)", &o, TB);
+    cmp("attention_fwd lse (packed)", &lse, 1e-3);
+    pair d = mk_rand(nq, 1, 1), dq = mk(nq, 1, NULL), dk = mk(nk, 1, NULL), dv = mk(nk, 1, NULL);
+    poison(&dq);
+    poison(&dk);
+    poison(&dv);
+    BOTH(cpu->attention_bwd(cpu, C(dq), C(dk), C(dv), C(d), C(q), C(k), C(v), C(o), C(lse), B, T,
+                            NH, NKV, HD, &sc),
+         gpu->attention_bwd(gpu, G(dq), G(dk), G(dv), G(d), G(q), G(k), G(v), G(o), G(lse), B, T,
+                            NH, NKV, HD, &sg));
+    cmp("attention_bwd dq (packed)", &dq, TB);
+    cmp("attention_bwd dk (packed)", &dk, TB);
+    cmp("attention_bwd dv (packed)", &dv, TB);
+    rm(&q); rm(&k); rm(&v); rm(&o); rm(&lse); rm(&d); rm(&dq); rm(&dk); rm(&dv);
+    rm(&ps); rm(&cs);
+    free(pos);
+    free(cu);
+}
+
+/* cuDNN with the score bias (where it takes the graph; it says so on stderr
+ * when not, and the SIMT kernels run), then the SIMT kernels themselves */
+static void test_segment_attention(void)
+{
+    const moe_attn_kernels families[] = {MOE_ATTN_CUDNN, MOE_ATTN_SIMT};
+    for (int f = 0; f < 2; f++) {
+        run_opts.attention = families[f];
+        apply_run_opts();
+        fprintf(stderr, "  packed sequences, kernels: %s\n", f ? "simt" : "cudnn (bias)");
+        segment_attention_case(2, 100, 4, 2, 32, 1, 6);    /* one-token sequences, GQA 2:1 */
+        segment_attention_case(1, 300, 8, 2, 128, 40, 13); /* sequences across key tiles */
+        segment_attention_case(2, 64, 4, 4, 16, 64, 0);    /* one sequence a row: plain causal */
+    }
+    run_opts.attention = MOE_ATTN_CUDNN;
+    apply_run_opts();
 }
 
 static void test_attention(void)
@@ -821,6 +923,8 @@ int main(int argc, char **argv)
     RUN(test_split_masters);
     RUN(test_masters_init);
     RUN(test_attention);
+    RUN(test_rope_positions);
+    RUN(test_segment_attention);
     RUN(test_moe);
     RUN(test_moe_fp8);
     RUN(test_moe_mxfp8_emulated);

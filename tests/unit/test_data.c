@@ -499,13 +499,184 @@ static void test_split_tiny_records(void)
     moe_data_stats st;
     dataset_stats(ds, &st);
     CHECK(st.n_records == 2);
-    CHECK(st.val_windows == 1);     /* from "big" only */
-    CHECK(st.val_tokens == 9);
-    CHECK(st.train_tokens == 17 + 9);
+    /* "big" gives a tail; "small" is held out whole or trains whole, by its draw */
+    int small_out = layout_held_out_whole(&ds->parts[0], 0, 17);
+    uint64_t small_windows = small_out ? layout_window_count(17, 8, 8) : 0; /* 2 */
+    CHECK(st.val_windows == 1 + small_windows);
+    CHECK(st.val_tokens == 9 + (small_out ? 17u : 0u));
+    CHECK(st.train_tokens == (small_out ? 0u : 17u) + 9);
     uint64_t start, n_real;
-    split_window(&ds->parts[0].val, 0, 8, &start, &n_real);
+    split_window(&ds->parts[0].val, small_windows, 8, &start, &n_real);
     CHECK(start == 17 + 9);
     dataset_close(ds);
+}
+
+/* Records too short for a held-out tail: whole records held out, the same
+ * ones whatever train.seed, each wholly in one split; a corpus of a handful
+ * holds out one; fewer have none and say why. */
+static void test_short_records_hold_out(void)
+{
+    int lens[200];
+    for (int r = 0; r < 200; r++)
+        lens[r] = 5 + r % 7; /* all shorter than 2 x 17 tokens at T = 16 */
+    const char *p = write_random_fasta("short.fa", lens, 200, 3);
+    moe_data_cfg dc = data_cfg(p);
+    dc.val_fraction = 0.1;
+    moe_dataset *ds, *other;
+    OPEN(ds, &dc, 16, 1, 0, 1, NULL);
+    OPEN(other, &dc, 16, 99, 0, 1, NULL);
+    moe_data_stats st, st2;
+    dataset_stats(ds, &st);
+    dataset_stats(other, &st2);
+    CHECK_MSG(st.val_windows >= 8 && st.val_windows <= 36, "%llu of 200 records held out",
+              (unsigned long long)st.val_windows);
+    CHECK(st.val_windows + st.train_windows == 200 && st.val_windows == st2.val_windows &&
+          st.val_tokens == st2.val_tokens);
+    CHECK(dataset_no_val_reason(ds) == NULL);
+    for (uint64_t r = 0; r < 200; r++) { /* each record wholly in one split */
+        uint64_t ts, tl, vs, vl;
+        split_region(&ds->parts[0].train, r, &ts, &tl);
+        split_region(&ds->parts[0].val, r, &vs, &vl);
+        CHECK((tl == 0) != (vl == 0) && tl + vl == (uint64_t)lens[r] + 2);
+    }
+    dataset_close(ds);
+    dataset_close(other);
+
+    /* a handful: one record held out even at a tiny fraction */
+    const char *hand = write_random_fasta("hand.fa", lens, HOLDOUT_MIN_RECORDS, 4);
+    dc = data_cfg(hand);
+    dc.val_fraction = 1e-6;
+    OPEN(ds, &dc, 16, 1, 0, 1, NULL);
+    dataset_stats(ds, &st);
+    CHECK(st.val_windows == 1 && st.train_windows == HOLDOUT_MIN_RECORDS - 1);
+    int32_t in[16], tg[16];
+    moe_err e;
+    CHECK(dataset_val_batch(ds, 0, 1, in, tg, &e) == 0 && in[0] == MOE_TOK_BOS);
+    dataset_close(ds);
+
+    /* fewer: no held-out data, and the reason says what would give some */
+    const char *few = write_random_fasta("few.fa", lens, HOLDOUT_MIN_RECORDS - 1, 4);
+    dc = data_cfg(few);
+    dc.val_fraction = 1e-6;
+    OPEN(ds, &dc, 16, 1, 0, 1, NULL);
+    dataset_stats(ds, &st);
+    CHECK(st.val_windows == 0 && dataset_no_val_reason(ds) != NULL);
+    CHECK(dataset_val_batch(ds, 0, 1, in, tg, &e) == -1);
+    CHECK_MSG(strstr(e.msg, "7 record(s)") && strstr(e.msg, "34 tokens"), "%s", e.msg);
+    dataset_close(ds);
+}
+
+/* ---- packed windows ----------------------------------------------------- */
+
+/* The tokens of a FASTA of random records, end to end (BOS, bases, EOS). */
+static size_t stream_of(const int *lens, int n, uint64_t seed, uint8_t *out)
+{
+    moe_xoshiro rng;
+    xoshiro_seed(&rng, seed);
+    size_t k = 0;
+    for (int r = 0; r < n; r++) {
+        out[k++] = MOE_TOK_BOS;
+        for (int i = 0; i < lens[r]; i++)
+            out[k++] = (uint8_t)"ACGT"[xoshiro_below(&rng, 4)];
+        out[k++] = MOE_TOK_EOS;
+    }
+    return k;
+}
+
+/* Records laid end to end: window k is the stream's tokens [k T, k T + T],
+ * no PAD but after the stream's end, a record going on into the next
+ * window; targets -1 exactly where they would cross into the next record;
+ * each sequence reverse-complemented on its own; tok_segments' positions
+ * restart at every record and at the window start. */
+static void test_packed_windows(void)
+{
+    enum { N = 20, T = 16 };
+    int lens[N];
+    for (int r = 0; r < N; r++)
+        lens[r] = 3 + (r * 7) % 23;
+    const char *p = write_random_fasta("packed.fa", lens, N, 21);
+    static uint8_t want[N * 30];
+    size_t total = stream_of(lens, N, 21, want);
+    moe_data_cfg dc = data_cfg(p);
+    snprintf(dc.pack, sizeof dc.pack, "packed");
+    moe_dataset *ds;
+    moe_err e;
+    OPEN(ds, &dc, T, 1, 0, 1, NULL);
+    moe_data_stats st;
+    dataset_stats(ds, &st);
+    uint64_t nw = layout_window_count(total, T, T);
+    CHECK(dataset_packed(ds) && st.train_windows == nw && st.val_windows == 0);
+    int32_t in[T], tg[T], pos[T], cu[T + 1];
+    int boundaries = 0;
+    for (uint64_t k = 0; k < nw; k++) {
+        CHECK(dataset_next_train(ds, 1, in, tg, &e) == 0);
+        for (int t = 0; t < T; t++) {
+            size_t at = k * T + (size_t)t;
+            int want_in = at < total ? want[at] : MOE_TOK_PAD;
+            int nx = at + 1 < total ? want[at + 1] : MOE_TOK_PAD;
+            int cross = want_in == MOE_TOK_EOS && nx == MOE_TOK_BOS;
+            boundaries += cross;
+            CHECK(in[t] == want_in);
+            CHECK(tg[t] == (nx == MOE_TOK_PAD || cross ? -1 : nx));
+        }
+        int max_len, n = tok_segments(in, 1, T, pos, cu, &max_len);
+        /* every sequence but the window's first starts with BOS (or is the
+         * PAD after the stream's end) */
+        for (int s = 0; s < n; s++)
+            CHECK(cu[s] < cu[s + 1] && pos[cu[s]] == 0 &&
+                  (s == 0 || in[cu[s]] == MOE_TOK_BOS || in[cu[s]] == MOE_TOK_PAD));
+    }
+    CHECK(boundaries == N - 1);
+    dataset_close(ds);
+
+    /* reverse complement: each record's bases on their own */
+    dc.reverse_complement = 1.0;
+    OPEN(ds, &dc, T, 1, 0, 1, NULL);
+    uint8_t w[T + 1];
+    for (uint64_t k = 0; k < nw; k++) {
+        CHECK(dataset_next_train(ds, 1, in, tg, &e) == 0);
+        size_t have = total - k * T < T + 1 ? total - k * T : T + 1;
+        memcpy(w, want + k * T, have);
+        memset(w + have, MOE_TOK_PAD, T + 1 - have);
+        for (size_t a = 0, z; a < T + 1; a = z) {
+            for (z = a + 1; z < T + 1 && !tok_sequence_starts(w[z - 1], w[z]); z++)
+                ;
+            reverse_complement_bases(w + a, z - a);
+        }
+        int same = 1;
+        for (int t = 0; t < T; t++)
+            same &= in[t] == w[t];
+        CHECK_MSG(same, "window %llu is not reverse-complemented record by record",
+                  (unsigned long long)k);
+    }
+    dataset_close(ds);
+
+    /* held out whole records, packed apart; the same cursor resumes the
+     * same windows in a fresh dataset */
+    dc.reverse_complement = 0.5;
+    dc.val_fraction = 0.3;
+    dc.shuffle = 1;
+    moe_dataset *again;
+    OPEN(ds, &dc, T, 5, 0, 1, NULL);
+    OPEN(again, &dc, T, 5, 0, 1, NULL);
+    dataset_stats(ds, &st);
+    CHECK(st.val_tokens > 0 && st.train_tokens + st.val_tokens == total &&
+          st.val_windows == layout_window_count(st.val_tokens, T, T));
+    int32_t in2[2 * T], tg2[2 * T], in3[2 * T], tg3[2 * T];
+    for (int i = 0; i < 3; i++)
+        CHECK(dataset_next_train(ds, 2, in2, tg2, &e) == 0);
+    CHECK(dataset_seek(again, dataset_cursor(ds), &e) == 0);
+    CHECK(dataset_next_train(ds, 2, in2, tg2, &e) == 0 && dataset_next_train(again, 2, in3, tg3, &e) == 0);
+    CHECK(!memcmp(in2, in3, sizeof in2) && !memcmp(tg2, tg3, sizeof tg2));
+    CHECK(dataset_val_batch(ds, 0, 2, in2, tg2, &e) == 0 && in2[0] == MOE_TOK_BOS);
+    /* a padded layout's cursor does not resume a packed one */
+    snprintf(dc.pack, sizeof dc.pack, "padded");
+    moe_dataset *padded;
+    OPEN(padded, &dc, T, 5, 0, 1, NULL);
+    CHECK(dataset_seek(padded, dataset_cursor(ds), &e) == -1);
+    dataset_close(padded);
+    dataset_close(ds);
+    dataset_close(again);
 }
 
 /* ---- validation batches ------------------------------------------------- */
@@ -994,6 +1165,8 @@ int main(void)
     RUN(test_degenerate_mask);
     RUN(test_split);
     RUN(test_split_tiny_records);
+    RUN(test_short_records_hold_out);
+    RUN(test_packed_windows);
     RUN(test_val_batches);
     RUN(test_shuffle);
     RUN(test_sharding);

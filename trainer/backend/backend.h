@@ -131,6 +131,18 @@ static inline moe_backend_opts backend_opts_default(void)
     return o;
 }
 
+/* Several sequences packed into one row (the THD layout of flash attention's
+ * cu_seqlens and Hugging Face's position_ids): segments tile the batch's
+ * B x T tokens in order, none crosses a row, and a token attends only to
+ * the tokens of its own segment up to itself. NULL where an op takes one:
+ * every row is one causal sequence, positions 0..T-1. Device memory. */
+typedef struct {
+    const int32_t *pos;         /* [B*T] each token's position in its segment (0 at its start) */
+    const int32_t *cu_seqlens;  /* [n_seg + 1] the flat index of each segment's first token,
+                                   then B*T */
+    int n_seg, max_seqlen;
+} moe_segments;
+
 /* What an allocation is for: the memory plan (`moe-train --plan`) and the
  * start-up summary count bytes by kind. */
 typedef enum {
@@ -144,6 +156,12 @@ typedef enum {
     MOE_MEM_COMM,        /* communication buffers (the EP all-to-all's send and receive) */
     MOE_MEM_KINDS
 } moe_mem_kind;
+
+/* moe_backend.segments: packed windows not taken (one sequence per row
+ * only), taken by slower kernels than the backend's best (data.pack =
+ * packed asks for them, auto does not), or at the backend's full rate
+ * (auto packs stores and blends). */
+enum { MOE_SEGMENTS_NONE = 0, MOE_SEGMENTS_SLOW = 1, MOE_SEGMENTS_FAST = 2 };
 
 typedef struct moe_backend moe_backend;
 /* A queue of device work and an event between queues, both made by the
@@ -166,6 +184,9 @@ struct moe_backend {
     /* 1 where the buffers are device memory across a host link (cuda), 0
      * where they are host memory (cpu) */
     int device_memory;
+    /* how rope and attention take moe_segments (packed windows, data.pack):
+     * MOE_SEGMENTS_* */
+    int segments;
     /* bytes the backend's copies moved over the host link since creation:
      * [0] host to device, [1] device to host (0 on host-memory backends) */
     uint64_t host_bytes[2];
@@ -255,12 +276,15 @@ struct moe_backend {
     /* out[N,OC] = in[N,IC] W[OC,IC]^T */
     void (*matmul_fwd)(moe_backend *be, act *out, const act *in, const act *w, int N, int IC,
                        int OC);
-    /* rotary embedding in place on q[B,T,NH,HD] and k[B,T,NKV,HD] (HF rotate-half layout) */
+    /* rotary embedding in place on q[B,T,NH,HD] and k[B,T,NKV,HD] (HF rotate-half layout)
+     * at positions pos[B*T] (NULL: t in every row) */
     void (*rope_fwd)(moe_backend *be, act *q, act *k, int B, int T, int NH, int NKV, int HD,
-                     real theta);
-    /* causal GQA attention: out[B,T,NH,HD]; lse[B,NH,T] saved for backward */
+                     real theta, const int32_t *pos);
+    /* causal GQA attention within each segment (seg NULL: each row one sequence):
+     * out[B,T,NH,HD]; lse[B,NH,T] saved for backward */
     void (*attention_fwd)(moe_backend *be, act *out, real *lse, const act *q, const act *k,
-                          const act *v, int B, int T, int NH, int NKV, int HD);
+                          const act *v, int B, int T, int NH, int NKV, int HD,
+                          const moe_segments *seg);
     /* router: logits = x Wg^T (fp32 softmax over E) -> probs[N,E]; top-k experts
      * topk_idx[N,K] and renormalised weights topk_w[N,K]; prob_sum[E] = sum over
      * tokens of probs (for the aux loss) */
@@ -307,10 +331,11 @@ struct moe_backend {
                        const act *w, int N, int IC, int OC, int accumulate);
     /* inverse rotation in place on dq, dk */
     void (*rope_bwd)(moe_backend *be, act *dq, act *dk, int B, int T, int NH, int NKV, int HD,
-                     real theta);
+                     real theta, const int32_t *pos);
     void (*attention_bwd)(moe_backend *be, act *dq, act *dk, act *dv, const act *dout,
                           const act *q, const act *k, const act *v, const act *out,
-                          const real *lse, int B, int T, int NH, int NKV, int HD);
+                          const real *lse, int B, int T, int NH, int NKV, int HD,
+                          const moe_segments *seg);
     /* dy_perm[row] = dout[row_token[row]] */
     void (*combine_bwd)(moe_backend *be, act *dy_perm, const act *dout, const moe_route_plan *plan,
                         int C);

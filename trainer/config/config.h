@@ -82,6 +82,7 @@ typedef struct {
     double reverse_complement; /* data.reverse_complement: probability per window */
     int mask_degenerate_bases; /* data.mask_degenerate_bases (bool): no loss on non-ACGT targets */
     int shuffle;              /* data.shuffle (bool) */
+    char pack[8];             /* data.pack: auto|packed|padded (data.h: windows) */
 } moe_data_cfg;
 
 typedef struct {

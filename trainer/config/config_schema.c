@@ -18,6 +18,7 @@ static const char *const gemm_choices[] = {"cublaslt", "cublas", NULL};
 static const char *const attention_choices[] = {"cudnn", "mma", "wmma", "simt", NULL};
 static const char *const init_on_choices[] = {"device", "host", NULL};
 static const char *const moments_choices[] = {"fp32", "bf16", NULL};
+static const char *const pack_choices[] = {"auto", "packed", "padded", NULL};
 
 #define AT(field) offsetof(moe_config, field)
 
@@ -129,6 +130,10 @@ const config_key config_keys[] = {
     BOOL_KEY("data.mask_degenerate_bases", data.mask_degenerate_bases, "true",
              "no loss on targets that are not A, C, G or T"),
     BOOL_KEY("data.shuffle", data.shuffle, "true", "shuffle training windows every epoch"),
+    CHOICE_KEY("data.pack", data.pack, pack_choices, "auto",
+               "records end to end in every window (packed) or one record a window, padded; "
+               "auto packs data.store and data.blend where the backend's attention takes sequence "
+               "boundaries at its full rate"),
 
     STRING_KEY("checkpoint.ckpt_dir", checkpoint.ckpt_dir, "",
                "directory of checkpoints; empty = no checkpoints"),

@@ -27,9 +27,11 @@ void reverse_complement_bases(uint8_t *w, size_t n)
         w[i] = (uint8_t)tok_complement(w[i]); /* the middle base of an odd run */
 }
 
-static int32_t target_id(const moe_dataset *ds, uint8_t tok)
+/* The target of an input tok_in followed by tok: -1 for what the loss
+ * ignores, a target across a sequence boundary among it. */
+static int32_t target_id(const moe_dataset *ds, uint8_t tok_in, uint8_t tok)
 {
-    if (tok == MOE_TOK_PAD)
+    if (tok == MOE_TOK_PAD || tok_sequence_starts(tok_in, tok))
         return -1;
     if (ds->mask_degenerate && tok >= MOE_TOK_N_SPECIAL && !tok_is_acgt(tok))
         return -1;
@@ -41,20 +43,42 @@ void dataset_write_window(moe_dataset *ds, const data_split *s, uint64_t id, int
 {
     uint64_t start, n_real;
     size_t W = (size_t)ds->window, T = (size_t)ds->seq_length;
-    split_window(s, id, ds->seq_length, &start, &n_real);
     uint8_t *w = ds->scratch;
-    if (!s->part->mapped)
-        memcpy(w, s->part->tokens + start, (size_t)n_real);
-    else if (!ds->io_failed &&
-             store_read_tokens(&s->part->store, start, (size_t)n_real, w, &ds->io_err) < 0)
-        ds->io_failed = 1; /* reported by the caller that asked for the batch */
+    if (s->packed) {
+        n_real = split_packed_read(s, id * (uint64_t)s->stride, W, w);
+    } else {
+        split_window(s, id, ds->seq_length, &start, &n_real);
+        if (!s->part->mapped)
+            memcpy(w, s->part->tokens + start, (size_t)n_real);
+        else if (!ds->io_failed &&
+                 store_read_tokens(&s->part->store, start, (size_t)n_real, w, &ds->io_err) < 0)
+            ds->io_failed = 1; /* reported by the caller that asked for the batch */
+    }
     memset(w + n_real, MOE_TOK_PAD, W - (size_t)n_real);
-    if (reverse_complement)
-        reverse_complement_bases(w, W);
+    if (reverse_complement) /* each sequence on its own */
+        for (size_t a = 0, z; a < W; a = z) {
+            for (z = a + 1; z < W && !tok_sequence_starts(w[z - 1], w[z]); z++)
+                ;
+            reverse_complement_bases(w + a, z - a);
+        }
     for (size_t t = 0; t < T; t++) {
         inputs[t] = w[t];
-        targets[t] = target_id(ds, w[t + 1]);
+        targets[t] = target_id(ds, w[t], w[t + 1]);
     }
+}
+
+int dataset_failed(const moe_dataset *ds, moe_err *e)
+{
+    if (ds->io_failed) {
+        *e = ds->io_err;
+        return 1;
+    }
+    for (int d = 0; d < ds->n_parts; d++)
+        if (ds->parts[d].failed) {
+            *e = ds->parts[d].err;
+            return 1;
+        }
+    return 0;
 }
 
 uint64_t dataset_order(moe_dataset *ds, data_part *p, uint64_t epoch, uint64_t i, moe_err *e)
@@ -135,10 +159,8 @@ int dataset_next_train(moe_dataset *ds, int B, int32_t *inputs, int32_t *targets
         if (train_window(ds, first + (uint64_t)b, inputs + (size_t)b * T, targets + (size_t)b * T,
                          e) < 0)
             return -1;
-    if (ds->io_failed) {
-        *e = ds->io_err;
+    if (dataset_failed(ds, e))
         return -1;
-    }
     ds->cur.position += global;
     return 0;
 }
@@ -157,9 +179,7 @@ int dataset_val_batch(moe_dataset *ds, int i, int B, int32_t *inputs, int32_t *t
     if (i < 0)
         return moe_errf(e, "validation data: batch index %d: must be >= 0", i);
     if (ds->val_windows == 0)
-        return moe_errf(e, "validation data: none (data.val_fraction = %g; only records of at least "
-                        "2 x (train.seq_length + 1) = %d tokens give validation windows)",
-                        ds->val_fraction, 2 * ds->window);
+        return moe_errf(e, "validation data: none (%s)", dataset_no_val_reason(ds));
     uint64_t nb = (uint64_t)dataset_val_batches(ds, B);
     uint64_t first = ((uint64_t)i % nb) * (uint64_t)B;
     size_t T = (size_t)ds->seq_length;
@@ -178,11 +198,14 @@ int dataset_val_batch(moe_dataset *ds, int i, int B, int32_t *inputs, int32_t *t
             }
         }
     }
-    if (ds->io_failed) {
-        *e = ds->io_err;
+    if (dataset_failed(ds, e))
         return -1;
-    }
     return 0;
+}
+
+int dataset_packed(const moe_dataset *ds)
+{
+    return ds->pack;
 }
 
 moe_data_cursor dataset_cursor(const moe_dataset *ds)

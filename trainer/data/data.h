@@ -19,11 +19,21 @@
  *   BOS, its bases, EOS.
  *
  * Windows: seq_length + 1 tokens (T = seq_length): inputs are the first T,
- *   targets the last T. Starts every `stride` tokens (0 = T) inside a record;
- *   a window never spans two records. When the last full window does not
- *   reach the end of its region, one more window covers the rest, padded
- *   with PAD. Targets that must not count in the loss are -1: PAD, and with
- *   mask_degenerate_bases every base other than A/C/G/T (EOS stays a target).
+ *   targets the last T. Padded (data.pack = padded): starts every `stride`
+ *   tokens (0 = T) inside a record; a window never spans two records. When
+ *   the last full window does not reach the end of its region, one more
+ *   window covers the rest, padded with PAD. Packed (data.pack = packed; auto
+ *   packs stores and blends): a split's regions (below) laid end to end in
+ *   record order form one stream, cut into windows every `stride` tokens
+ *   the same way; a record longer than the rest of a window goes on in the
+ *   next, and only the stream's end is padded. A sequence starts at every
+ *   BOS and after every EOS (tok_sequence_starts): attention stays within
+ *   it and its positions restart at 0 (tok_segments), as each record run
+ *   alone, the part of a record that goes on in the next window counting
+ *   from 0 there as every padded window does. Targets that must not count
+ *   in the loss are -1: PAD, a target across a sequence boundary (never in
+ *   a padded window), and with mask_degenerate_bases every base other than
+ *   A/C/G/T (EOS stays a target).
  *
  * Split: a record of L tokens with L >= 2 (T + 1) keeps its last
  *   n_val = max(1, round(val_fraction (L - 1) / T)) windows of T targets for
@@ -31,8 +41,12 @@
  *   validation region is the last n_val T + 1 tokens; training windows are
  *   cut from the tokens before it, so no token position is in both. (The
  *   first token of the validation region is context only: no split predicts
- *   it.) Shorter records are training only. Validation windows start every
- *   T tokens whatever data.stride is, so every validation target counts once.
+ *   it.) Shorter records, too short to cut a tail from, are held out whole
+ *   by a record-level split: record r with probability val_fraction, from a
+ *   hash of r under a fixed key (the same records whatever train.seed); a
+ *   corpus of at least 8 records where that holds out nothing holds out the
+ *   one record of the smallest hash. Validation windows start every T
+ *   tokens whatever data.stride is, so every validation target counts once.
  *
  * Order: with data.shuffle, epoch e visits the training windows in a
  *   permutation seeded from (train.seed, e); otherwise in file order.
@@ -45,8 +59,9 @@
  * Reverse complement: with probability data.reverse_complement a training
  *   window is replaced by its reverse complement, decided by a hash of
  *   (seed, epoch, window id): the same window gets the same choice whatever
- *   the batch size, rank count or resume point. Only base positions are
- *   reversed; BOS, EOS and PAD stay where they are.
+ *   the batch size, rank count or resume point. Each sequence of the window
+ *   is reversed on its own, and only base positions: BOS, EOS and PAD stay
+ *   where they are.
  */
 #ifndef MOE_DATA_H
 #define MOE_DATA_H
@@ -82,6 +97,20 @@ const char *tok_special_name(int id);
 int tok_complement(int id);
 /* 1 for the tokens A, C, G, T. */
 int tok_is_acgt(int id);
+
+/* 1 when token cur, after prev in a row, starts a new sequence of a packed
+ * window: a record's BOS, or whatever follows an EOS (a held-out tail
+ * starts without BOS, but the record before it ended). */
+static inline int tok_sequence_starts(int prev, int cur)
+{
+    return cur == MOE_TOK_BOS || prev == MOE_TOK_EOS;
+}
+/* The sequences of B rows of T input tokens: every row starts one, and
+ * tok_sequence_starts another. pos[B*T] gets each token's position in its
+ * sequence, cu_seqlens[n + 1] (room for B*T + 1) the flat index of each
+ * sequence's first token, then B*T; *max_len the longest. Returns n. */
+int tok_segments(const int32_t *inputs, int B, int T, int32_t *pos, int32_t *cu_seqlens,
+                 int *max_len);
 
 /* ---- FASTA -------------------------------------------------------------- */
 
@@ -135,7 +164,7 @@ typedef struct {
 } moe_data_cursor;
 
 typedef struct {
-    int n_files, n_records;
+    uint64_t n_files, n_records;
     uint64_t bases;
     uint64_t train_windows, val_windows;
     uint64_t train_tokens, val_tokens; /* tokens in each split's regions (sum = bases + 2 records) */
@@ -162,10 +191,17 @@ int dataset_next_train(moe_dataset *ds, int B, int32_t *inputs, int32_t *targets
  * target once. The same on every rank: to split evaluation, give ranks
  * different i. Fails when there is no validation data. */
 int dataset_val_batch(moe_dataset *ds, int i, int B, int32_t *inputs, int32_t *targets, moe_err *e);
+/* Why the dataset has no validation window (for the start-up check), or
+ * NULL when it has some. */
+const char *dataset_no_val_reason(const moe_dataset *ds);
 /* Number of distinct validation batches of B windows (0 without validation). */
 int dataset_val_batches(const moe_dataset *ds, int B);
 /* Steps (global batches of dp_size*B windows) in one training epoch. */
 uint64_t dataset_train_batches_per_epoch(const moe_dataset *ds, int B);
+
+/* 1 when the windows are packed (data.pack): the batches then need
+ * tok_segments for the model. */
+int dataset_packed(const moe_dataset *ds);
 
 moe_data_cursor dataset_cursor(const moe_dataset *ds);
 int dataset_seek(moe_dataset *ds, moe_data_cursor c, moe_err *e);

@@ -24,6 +24,9 @@ uint64_t xoshiro_below(moe_xoshiro *x, uint64_t n); /* uniform in [0, n), n >= 1
  * numbers from the same train.seed. */
 #define RNG_DOMAIN_SHUFFLE 0x53485546464c4531ull /* "SHUFFLE1" */
 #define RNG_DOMAIN_REVCOMP 0x5245564341554731ull /* "REVCAUG1" */
+/* The record-level held-out split: a fixed key, not train.seed, so runs
+ * with different seeds are scored on the same held-out records. */
+#define RNG_DOMAIN_HOLDOUT 0x484f4c444f555431ull /* "HOLDOUT1" */
 
 /* ---- window layout ------------------------------------------------------
  * Every record gives each split one region: its training part, or its
@@ -39,23 +42,41 @@ uint64_t xoshiro_below(moe_xoshiro *x, uint64_t n); /* uniform in [0, n), n >= 1
 typedef struct data_part data_part;
 
 typedef struct {
-    const data_part *part;
+    data_part *part;
     int is_val;
     int stride;
-    uint64_t *block_first; /* first window id of records b * LAYOUT_BLOCK, for every block b */
+    int packed;            /* the regions are one stream cut into windows (data.pack) */
+    /* for every block b: the first window id of record b * LAYOUT_BLOCK, or
+     * packed, where its region starts in the stream */
+    uint64_t *block_first;
     size_t n_blocks;
-    uint64_t n_windows, n_tokens;
+    uint64_t n_windows, n_tokens; /* n_tokens: the regions' tokens (packed: the stream's) */
 } data_split;
 
 /* Windows of seq_length + 1 tokens starting every stride tokens in a region
  * of len tokens, counting the padded window that covers the end. */
 uint64_t layout_window_count(uint64_t len, int seq_length, int stride);
-/* How many validation windows a record of len tokens gives up. */
+/* How many validation windows a record of len tokens gives up from its
+ * tail (records of at least two windows). */
 uint64_t layout_val_windows(uint64_t len, int seq_length, double val_fraction);
+/* Records too short for a tail are held out whole: record r with
+ * probability val_fraction (a hash of r under RNG_DOMAIN_HOLDOUT). When
+ * that holds out nothing and no record has a tail, a part of at least
+ * HOLDOUT_MIN_RECORDS records holds out the short record of the smallest
+ * hash, so every corpus of more than a handful of records validates. */
+#define HOLDOUT_MIN_RECORDS 8
+int layout_held_out_whole(const data_part *p, uint64_t r, uint64_t len);
+/* Choose the part's forced held-out record, if it needs one (above). */
+void layout_plan_holdout(data_part *p);
 /* The region record r gives split s (len 0: none). */
 void split_region(const data_split *s, uint64_t r, uint64_t *tok_start, uint64_t *len);
-/* Count the windows of every record of the part and keep the block starts. */
-int split_build(data_split *s, const data_part *part, int is_val, int stride, moe_err *e);
+/* Count the windows of every record of the part (packed: the stream's) and
+ * keep the block starts. */
+int split_build(data_split *s, data_part *part, int is_val, int stride, int packed, moe_err *e);
+/* Copy at most n tokens of a packed split's stream from offset on, region
+ * after region (a store's through pread); returns how many there were (the
+ * stream may end first). 0 with the part failed on a store error. */
+uint64_t split_packed_read(const data_split *s, uint64_t offset, uint64_t n, uint8_t *out);
 /* Where window id of the split starts in the part's tokens, and how many of
  * its seq_length + 1 tokens are real (the rest is PAD). */
 void split_window(const data_split *s, uint64_t id, int seq_length, uint64_t *tok_start,
@@ -83,24 +104,36 @@ void order_free(data_order *o);
 
 /* ---- the dataset -------------------------------------------------------- */
 
+/* A record read from data.files: where its tokens are in the part's. */
+typedef struct {
+    uint64_t offset, length;
+} data_record;
+
 /* One source of windows: the records of data.files read into memory, or
  * one mapped token store (data.store, or one entry of data.blend). */
 struct data_part {
     const uint8_t *tokens;
     uint64_t n_tokens;
-    const store_record *records;
     uint64_t n_records, n_bases;
     uint64_t n_files;
     int seq_length;
     double val_fraction, weight;
+    uint64_t forced_val;   /* the record held out whole when no other is (UINT64_MAX: none) */
     data_split train, val;
     data_order order;
     moe_store store;       /* when mapped */
     int mapped;
     uint8_t *own_tokens;   /* when read from FASTA */
-    store_record *own_records;
+    data_record *own_records;
     uint64_t tokens_cap, records_cap;
+    int failed;            /* a damaged store entry: err says which; the dataset fails */
+    moe_err err;
 };
+
+/* Record r of the part: where its tokens start and how many. A store's
+ * entry is read on demand; a damaged one marks the part failed and gives
+ * an empty record (the caller that asked for a batch reports it). */
+void part_record(data_part *p, uint64_t r, uint64_t *offset, uint64_t *length);
 
 /* data.blend: a fixed pattern of BLEND_PERIOD draws that takes each part's
  * share (weights rounded to 1/BLEND_PERIOD, largest remainders first),
@@ -120,6 +153,7 @@ struct moe_dataset {
     uint64_t seed;
     int dp_rank, dp_size;
     int shuffle, mask_degenerate;
+    int pack;              /* packed windows (data.pack resolved) */
     double rc_prob, val_fraction;
 
     data_part *parts;
@@ -128,6 +162,7 @@ struct moe_dataset {
     uint64_t train_windows, val_windows, train_tokens, val_tokens;
     double val_entropy;
     uint64_t fingerprint;
+    char no_val[320];      /* why there is no validation window ("" when there is) */
 
     moe_data_cursor cur;
     uint8_t *scratch;      /* one window */
@@ -138,6 +173,8 @@ struct moe_dataset {
 /* Write window id of split s as one row: inputs[T], targets[T]. */
 void dataset_write_window(moe_dataset *ds, const data_split *s, uint64_t id, int reverse_complement,
                           int32_t *inputs, int32_t *targets);
+/* 1 (e filled) when a store read or a store entry failed since opening. */
+int dataset_failed(const moe_dataset *ds, moe_err *e);
 /* Reverse-complement the base tokens of w[0..n) in place; special tokens
  * keep their positions. */
 void reverse_complement_bases(uint8_t *w, size_t n);

@@ -25,8 +25,10 @@ static const data_split *val_window(const moe_dataset *ds, uint64_t *id)
 
 /* Over every validation window; from a token store, over at most
  * VAL_ENTROPY_WINDOWS of them spread evenly (start-up must not read a large
- * corpus). */
+ * corpus), VAL_ENTROPY_PACKED packed ones (each walks the record entries
+ * between its held-out records: 1 / val_fraction entries a record). */
 #define VAL_ENTROPY_WINDOWS 1024
+#define VAL_ENTROPY_PACKED 64
 
 static double val_entropy(moe_dataset *ds)
 {
@@ -34,7 +36,8 @@ static double val_entropy(moe_dataset *ds)
     for (int d = 0; d < ds->n_parts; d++)
         mapped |= ds->parts[d].mapped;
     uint64_t counts[MOE_TOK_VOCAB] = {0}, total = 0, n = ds->val_windows;
-    uint64_t take = !mapped || n < VAL_ENTROPY_WINDOWS ? n : VAL_ENTROPY_WINDOWS;
+    uint64_t most = ds->pack ? VAL_ENTROPY_PACKED : VAL_ENTROPY_WINDOWS;
+    uint64_t take = !mapped || n < most ? n : most;
     size_t T = (size_t)ds->seq_length;
     int32_t *in = malloc(T * sizeof *in), *tg = malloc(T * sizeof *tg);
     double h = NAN;
@@ -71,6 +74,8 @@ static uint64_t fingerprint(const moe_dataset *ds)
 {
     uint64_t h = rng_hash3((uint64_t)ds->seq_length, (uint64_t)ds->stride, ds->seed);
     h = rng_hash3(h, (uint64_t)ds->shuffle, ds->train_windows);
+    if (ds->pack) /* padded layouts keep the fingerprints they always had */
+        h = rng_hash3(h, 0x5041434b4544ull /* "PACKED" */, ds->train_tokens);
     h = rng_hash3(h, ds->val_windows, ds->parts[0].n_tokens);
     for (int d = 0; d < ds->n_parts; d++) {
         const data_part *p = &ds->parts[d];
@@ -90,6 +95,27 @@ static uint64_t fingerprint(const moe_dataset *ds)
     return h ? h : 1; /* 0 means "unchecked" in a cursor */
 }
 
+static void explain_no_val(moe_dataset *ds)
+{
+    uint64_t records = 0;
+    for (int d = 0; d < ds->n_parts; d++)
+        records += ds->parts[d].n_records;
+    if (ds->val_windows)
+        ds->no_val[0] = '\0';
+    else if (!(ds->val_fraction > 0))
+        snprintf(ds->no_val, sizeof ds->no_val, "data.val_fraction = 0");
+    else
+        snprintf(ds->no_val, sizeof ds->no_val, "%" PRIu64 " record(s): a record gives a held-out "
+                 "tail only from 2 x (train.seq_length + 1) = %d tokens, and shorter ones are held "
+                 "out whole only in a corpus of at least %d records", records, 2 * ds->window,
+                 HOLDOUT_MIN_RECORDS);
+}
+
+const char *dataset_no_val_reason(const moe_dataset *ds)
+{
+    return ds->no_val[0] ? ds->no_val : NULL;
+}
+
 static int check_settings(const moe_data_cfg *dc, int seq_length, int dp_rank, int dp_size,
                           moe_err *e)
 {
@@ -107,6 +133,9 @@ static int check_settings(const moe_data_cfg *dc, int seq_length, int dp_rank, i
                         dp_rank, dp_size);
     if (dc->store[0] && dc->n_blend)
         return moe_errf(e, "data.store and data.blend are both set: name one store, or a blend");
+    if (dc->pack[0] && strcmp(dc->pack, "auto") && strcmp(dc->pack, "packed") &&
+        strcmp(dc->pack, "padded"))
+        return moe_errf(e, "data.pack = \"%s\": must be auto, packed or padded", dc->pack);
     if (dc->n_files < 1 && !dc->store[0] && !dc->n_blend)
         return moe_errf(e, "data.files is empty: name at least one FASTA file (or set data.store)");
     for (int i = 0; i < dc->n_blend; i++)
@@ -143,6 +172,10 @@ int dataset_open(moe_dataset **out, const moe_data_cfg *dc, int seq_length, uint
     ds->mask_degenerate = dc->mask_degenerate_bases != 0;
     ds->rc_prob = dc->reverse_complement;
     ds->val_fraction = dc->val_fraction;
+    /* auto: genome collections (stores, blends) packed, data.files padded;
+     * unset ("", a caller's zeroed struct) is padded */
+    ds->pack = !strcmp(dc->pack, "packed") ||
+               (!strcmp(dc->pack, "auto") && (dc->store[0] || dc->n_blend));
     ds->scratch = malloc((size_t)ds->window);
     if (!ds->scratch) {
         moe_errf(e, "out of memory for a window of %d tokens", ds->window);
@@ -166,11 +199,13 @@ int dataset_open(moe_dataset **out, const moe_data_cfg *dc, int seq_length, uint
             blend_build(ds->blend, ds->parts, ds->n_parts, e) < 0)
             goto fail;
     }
+    explain_no_val(ds);
     ds->val_entropy = val_entropy(ds);
-    if (ds->io_failed) {
-        *e = ds->io_err;
+    for (int d = 0; d < ds->n_parts; d++) /* what the sample read stays out of the RSS too */
+        if (ds->parts[d].mapped)
+            store_release_index(&ds->parts[d].store);
+    if (dataset_failed(ds, e))
         goto fail;
-    }
     ds->fingerprint = fingerprint(ds);
     *out = ds;
     return 0;
@@ -193,8 +228,8 @@ void dataset_stats(const moe_dataset *ds, moe_data_stats *st)
 {
     memset(st, 0, sizeof *st);
     for (int d = 0; d < ds->n_parts; d++) {
-        st->n_files += (int)ds->parts[d].n_files;
-        st->n_records += (int)ds->parts[d].n_records;
+        st->n_files += ds->parts[d].n_files;
+        st->n_records += ds->parts[d].n_records;
         st->bases += ds->parts[d].n_bases;
     }
     st->train_windows = ds->train_windows;

@@ -3,7 +3,9 @@
  * window from its id without a table per window or per record. */
 #include "data_internal.h"
 
+#include <inttypes.h>
 #include <math.h>
+#include <string.h>
 #include <stdlib.h>
 
 uint64_t layout_window_count(uint64_t len, int seq_length, int stride)
@@ -34,12 +36,64 @@ uint64_t layout_val_windows(uint64_t len, int seq_length, double val_fraction)
     return n < most ? n : most;
 }
 
+void part_record(data_part *p, uint64_t r, uint64_t *offset, uint64_t *length)
+{
+    if (!p->mapped) {
+        *offset = p->own_records[r].offset;
+        *length = p->own_records[r].length;
+    } else if (p->failed || store_record_at(&p->store, r, offset, length, &p->err) < 0) {
+        p->failed = 1;
+        *offset = *length = 0;
+    }
+}
+
+static double holdout_draw(uint64_t r)
+{
+    return rng_unit(rng_hash3(RNG_DOMAIN_HOLDOUT, r, 0));
+}
+
+static int too_short_for_tail(const data_part *p, uint64_t len)
+{
+    return len < 2 * ((uint64_t)p->seq_length + 1);
+}
+
+int layout_held_out_whole(const data_part *p, uint64_t r, uint64_t len)
+{
+    if (!(p->val_fraction > 0) || !too_short_for_tail(p, len))
+        return 0;
+    return r == p->forced_val || holdout_draw(r) < p->val_fraction;
+}
+
+void layout_plan_holdout(data_part *p)
+{
+    p->forced_val = UINT64_MAX;
+    if (!(p->val_fraction > 0) || p->n_records < HOLDOUT_MIN_RECORDS)
+        return;
+    uint64_t best = UINT64_MAX, start, len;
+    double best_draw = 2;
+    /* stops at the first record that validates: a full pass only for a
+     * corpus that would otherwise have no held-out data */
+    for (uint64_t r = 0; r < p->n_records && !p->failed; r++) {
+        part_record(p, r, &start, &len);
+        if (!too_short_for_tail(p, len) || holdout_draw(r) < p->val_fraction)
+            return;
+        if (holdout_draw(r) < best_draw) {
+            best_draw = holdout_draw(r);
+            best = r;
+        }
+    }
+    p->forced_val = best;
+}
+
 void split_region(const data_split *s, uint64_t r, uint64_t *tok_start, uint64_t *len)
 {
-    const data_part *p = s->part;
-    uint64_t start = p->records[r].offset, n = p->records[r].length;
+    data_part *p = s->part;
+    uint64_t start, n;
+    part_record(p, r, &start, &n);
     uint64_t n_val = layout_val_windows(n, p->seq_length, p->val_fraction);
     uint64_t val_len = n_val ? n_val * (uint64_t)p->seq_length + 1 : 0;
+    if (layout_held_out_whole(p, r, n))
+        val_len = n;
     if (s->is_val) {
         *tok_start = start + n - val_len;
         *len = val_len;
@@ -55,11 +109,12 @@ static uint64_t region_windows(const data_split *s, uint64_t r, uint64_t *tok_st
     return layout_window_count(*len, s->part->seq_length, s->stride);
 }
 
-int split_build(data_split *s, const data_part *part, int is_val, int stride, moe_err *e)
+int split_build(data_split *s, data_part *part, int is_val, int stride, int packed, moe_err *e)
 {
     s->part = part;
     s->is_val = is_val;
     s->stride = stride;
+    s->packed = packed;
     s->n_windows = s->n_tokens = 0;
     s->n_blocks = (size_t)((part->n_records + LAYOUT_BLOCK - 1) / LAYOUT_BLOCK);
     s->block_first = malloc((s->n_blocks ? s->n_blocks : 1) * sizeof *s->block_first);
@@ -69,9 +124,18 @@ int split_build(data_split *s, const data_part *part, int is_val, int stride, mo
     for (uint64_t r = 0; r < part->n_records; r++) {
         uint64_t start, len;
         if (r % LAYOUT_BLOCK == 0)
-            s->block_first[r / LAYOUT_BLOCK] = s->n_windows;
-        s->n_windows += region_windows(s, r, &start, &len);
+            s->block_first[r / LAYOUT_BLOCK] = packed ? s->n_tokens : s->n_windows;
+        if (packed)
+            split_region(s, r, &start, &len);
+        else
+            s->n_windows += region_windows(s, r, &start, &len);
         s->n_tokens += len;
+    }
+    if (packed) /* the stream is one region: windows every stride, the last one padded */
+        s->n_windows = layout_window_count(s->n_tokens, part->seq_length, stride);
+    if (part->failed) {
+        *e = part->err;
+        return -1;
     }
     return 0;
 }
@@ -90,6 +154,12 @@ void split_window(const data_split *s, uint64_t id, int seq_length, uint64_t *to
     }
     uint64_t first = s->block_first[lo], r = (uint64_t)lo * LAYOUT_BLOCK, start = 0, len = 0, n;
     for (;; r++) {
+        if (r >= s->part->n_records) { /* only a store damaged since the layout was built */
+            s->part->failed = 1;
+            moe_errf(&s->part->err, "window %" PRIu64 " past the last record", id);
+            *tok_start = *n_real = 0;
+            return;
+        }
         n = region_windows(s, r, &start, &len);
         if (id < first + n)
             break;
@@ -99,6 +169,58 @@ void split_window(const data_split *s, uint64_t id, int seq_length, uint64_t *to
     uint64_t rest = len - offset, W = (uint64_t)seq_length + 1;
     *tok_start = start + offset;
     *n_real = rest < W ? rest : W;
+}
+
+/* The last block whose first entry is <= key. */
+static size_t find_block(const data_split *s, uint64_t key)
+{
+    size_t lo = 0, hi = s->n_blocks;
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->block_first[mid] <= key)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+uint64_t split_packed_read(const data_split *s, uint64_t offset, uint64_t n, uint8_t *out)
+{
+    data_part *p = s->part;
+    if (offset >= s->n_tokens || s->n_blocks == 0)
+        return 0;
+    size_t b = find_block(s, offset);
+    uint64_t at = s->block_first[b], got = 0, start, len;
+    for (uint64_t r = (uint64_t)b * LAYOUT_BLOCK; r < p->n_records && got < n; r++) {
+        /* a block with none of this split's tokens (a sparse held-out split) is
+         * stepped over whole */
+        size_t rb = (size_t)(r / LAYOUT_BLOCK);
+        if (r % LAYOUT_BLOCK == 0 && rb + 1 < s->n_blocks &&
+            s->block_first[rb + 1] == s->block_first[rb]) {
+            r += LAYOUT_BLOCK - 1;
+            continue;
+        }
+        split_region(s, r, &start, &len);
+        if (p->failed)
+            return 0;
+        if (at + len <= offset) { /* still before the window */
+            at += len;
+            continue;
+        }
+        uint64_t skip = offset > at ? offset - at : 0, take = len - skip;
+        if (take > n - got)
+            take = n - got;
+        if (!p->mapped)
+            memcpy(out + got, p->tokens + start + skip, (size_t)take);
+        else if (store_read_tokens(&p->store, start + skip, (size_t)take, out + got, &p->err) < 0) {
+            p->failed = 1;
+            return 0;
+        }
+        got += take;
+        at += len;
+    }
+    return got;
 }
 
 void split_free(data_split *s)

@@ -35,13 +35,13 @@ static int add_record(const moe_fasta_record *rec, void *ctx, moe_err *e)
     uint64_t start = p->n_tokens, len = (uint64_t)rec->len + MOE_TOK_RECORD_OVERHEAD;
     if (reserve((void **)&p->own_tokens, &p->tokens_cap, start + len, 1, rec->path, e) < 0 ||
         reserve((void **)&p->own_records, &p->records_cap, p->n_records + 1,
-                sizeof(store_record), rec->path, e) < 0)
+                sizeof(data_record), rec->path, e) < 0)
         return -1;
     uint8_t *t = p->own_tokens + start;
     t[0] = MOE_TOK_BOS;
     tok_encode(rec->seq, t + 1, rec->len);
     t[len - 1] = MOE_TOK_EOS;
-    p->own_records[p->n_records++] = (store_record){.offset = start, .length = len};
+    p->own_records[p->n_records++] = (data_record){.offset = start, .length = len};
     p->n_tokens += len;
     p->n_bases += rec->len;
     return 0;
@@ -71,7 +71,6 @@ static int open_files(data_part *p, const moe_data_cfg *dc, const char *data_dir
         }
     p->n_files = list.n;
     p->tokens = p->own_tokens;
-    p->records = p->own_records;
     rc = 0;
 out:
     path_list_free(&list);
@@ -85,7 +84,6 @@ static int open_store(data_part *p, const char *path, const char *what, moe_err 
     p->mapped = 1;
     p->tokens = p->store.tokens;
     p->n_tokens = p->store.hdr->n_tokens;
-    p->records = p->store.records;
     p->n_records = p->store.hdr->n_records;
     p->n_bases = p->store.hdr->n_bases;
     p->n_files = p->store.hdr->n_files;
@@ -112,9 +110,14 @@ int parts_open(moe_dataset *ds, const moe_data_cfg *dc, const char *data_dir, mo
         int rc = dc->n_blend   ? open_store(p, dc->blend[i].store, what, e)
                  : dc->store[0] ? open_store(p, dc->store, what, e)
                                 : open_files(p, dc, data_dir, e);
-        if (rc < 0 || split_build(&p->train, p, 0, ds->stride, e) < 0 ||
-            split_build(&p->val, p, 1, ds->seq_length, e) < 0) /* validation windows do not overlap */
+        if (rc == 0)
+            layout_plan_holdout(p);
+        if (rc < 0 || split_build(&p->train, p, 0, ds->stride, ds->pack, e) < 0 ||
+            /* validation windows do not overlap */
+            split_build(&p->val, p, 1, ds->seq_length, ds->pack, e) < 0)
             return -1;
+        if (p->mapped)
+            store_release_index(&p->store);
         p->order.n = p->train.n_windows;
     }
     return 0;

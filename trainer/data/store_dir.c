@@ -52,9 +52,12 @@ static int up_to_date(const prep *p, const char *dir)
     if (store_open(&s, dir, &ignored) < 0)
         return 0;
     int same = s.hdr->n_files == p->n;
-    for (size_t i = 0; same && i < p->n; i++)
-        same = s.files[i].size == p->files[i].size && s.files[i].mtime_ns == p->files[i].mtime_ns &&
-               !strcmp(store_file_path(&s, i), p->paths[i]);
+    for (size_t i = 0; same && i < p->n; i++) {
+        store_file f;
+        const char *path;
+        same = store_file_at(&s, i, &f, &path, &ignored) == 0 && f.size == p->files[i].size &&
+               f.mtime_ns == p->files[i].mtime_ns && !strcmp(path, p->paths[i]);
+    }
     store_close(&s);
     return same;
 }
@@ -152,8 +155,33 @@ static int make_tmp(prep *p, const char *out, moe_err *e)
     return 0;
 }
 
-/* Append the whole of src_fd to fd, folding it into crc. */
-static int copy_into(int fd, const char *path, int src_fd, const char *src, uint32_t *crc,
+/* The CRC-32 of every STORE_CHUNK_BYTES of the tables, as they are written. */
+typedef struct {
+    uint32_t *crc;
+    uint64_t n, pos;           /* chunks; bytes of the tables so far */
+} chunk_sums;
+
+static void chunk_feed(chunk_sums *c, const uint8_t *p, uint64_t n)
+{
+    while (n > 0) {
+        uint64_t room = STORE_CHUNK_BYTES - c->pos % STORE_CHUNK_BYTES, take = n < room ? n : room;
+        uint64_t k = c->pos / STORE_CHUNK_BYTES;
+        c->crc[k] = store_crc32(c->crc[k], p, take);
+        c->pos += take;
+        p += take;
+        n -= take;
+    }
+}
+
+static int write_table(int fd, const char *path, const void *data, size_t n, chunk_sums *c,
+                       moe_err *e)
+{
+    chunk_feed(c, data, n);
+    return write_all(fd, data, n, path, e);
+}
+
+/* Append the whole of src_fd to fd, through the chunk sums. */
+static int copy_into(int fd, const char *path, int src_fd, const char *src, chunk_sums *c,
                      moe_err *e)
 {
     static __thread uint8_t buf[1 << 20];
@@ -167,8 +195,7 @@ static int copy_into(int fd, const char *path, int src_fd, const char *src, uint
             return moe_err_errno(e, errno, "cannot read %s", src);
         if (r == 0)
             return 0;
-        *crc = store_crc32(*crc, buf, (uint64_t)r);
-        if (write_all(fd, buf, (size_t)r, path, e) < 0)
+        if (write_table(fd, path, buf, (size_t)r, c, e) < 0)
             return -1;
     }
 }
@@ -191,20 +218,29 @@ static int write_index(prep *p, moe_err *e)
     h.names_offset = h.records_offset + p->n_records * sizeof(store_record);
     h.names_size = p->paths_size + p->names_off;
     h.tokens_crc32 = p->crc_all;
-    uint32_t crc = store_crc32(0, p->files, p->n * sizeof(store_file));
+    uint64_t tables = h.names_offset + h.names_size - sizeof h;
+    chunk_sums c = {.n = (tables + STORE_CHUNK_BYTES - 1) / STORE_CHUNK_BYTES};
     int rc = -1;
-    if (lseek(fd, sizeof h, SEEK_SET) != (off_t)sizeof h ||
-        write_all(fd, p->files, p->n * sizeof(store_file), path, e) < 0 ||
-        copy_into(fd, path, p->rec_fd, p->rec_path, &crc, e) < 0)
+    if (!(c.crc = calloc(c.n ? c.n : 1, sizeof *c.crc))) {
+        moe_errf(e, "%s: out of memory for %" PRIu64 " chunk checksums", path, c.n);
         goto out;
-    for (size_t i = 0; i < p->n; i++) {
-        crc = store_crc32(crc, p->paths[i], p->files[i].path_len + 1);
-        if (write_all(fd, p->paths[i], p->files[i].path_len + 1, path, e) < 0)
-            goto out;
     }
-    if (copy_into(fd, path, p->names_fd, p->names_path, &crc, e) < 0)
+    if (lseek(fd, sizeof h, SEEK_SET) != (off_t)sizeof h ||
+        write_table(fd, path, p->files, p->n * sizeof(store_file), &c, e) < 0 ||
+        copy_into(fd, path, p->rec_fd, p->rec_path, &c, e) < 0)
         goto out;
-    h.body_crc32 = crc;
+    for (size_t i = 0; i < p->n; i++)
+        if (write_table(fd, path, p->paths[i], p->files[i].path_len + 1, &c, e) < 0)
+            goto out;
+    if (copy_into(fd, path, p->names_fd, p->names_path, &c, e) < 0)
+        goto out;
+    if (c.pos != tables) {
+        moe_errf(e, "%s: wrote %" PRIu64 " bytes of tables, expected %" PRIu64, path, c.pos, tables);
+        goto out;
+    }
+    if (write_all(fd, c.crc, c.n * sizeof *c.crc, path, e) < 0)
+        goto out;
+    h.chunks_crc32 = store_crc32(0, c.crc, c.n * sizeof *c.crc);
     h.header_crc32 = store_crc32(0, &h, sizeof h);
     if (pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || fsync(fd) != 0) {
         moe_err_errno(e, errno, "cannot write %s", path);
@@ -212,6 +248,7 @@ static int write_index(prep *p, moe_err *e)
     }
     rc = 0;
 out:
+    free(c.crc);
     close(fd);
     return rc;
 }

@@ -21,7 +21,7 @@
 #include <zlib.h>
 
 #define SINK_TOKENS (32u << 20)  /* per worker: tokens waiting for their turn */
-#define SINK_RECORDS (1u << 20)  /* 32,768 records */
+#define SINK_RECORDS (1u << 20)  /* 65,536 records */
 #define SINK_NAMES (1u << 20)
 #define ENCODE_PIECE (64u << 10)
 
@@ -126,10 +126,7 @@ static int on_record_end(const moe_fasta_record *rec, void *ctx, moe_err *e)
     if (emit_tokens(j, &eos, 1, e) < 0)
         return -1;
     size_t name_len = strlen(rec->header);
-    store_record r = {
-        .offset = j->rec_start, .length = j->n_tokens - j->rec_start,
-        .name_offset = j->names.total, .file = (uint32_t)j->file, .name_len = (uint32_t)name_len,
-    };
+    store_record r = {.offset = j->rec_start, .name_offset = j->names.total};
     j->rec_open = 0;
     j->n_records++;
     if (sink_append(&j->records, &r, sizeof r, e) < 0 ||

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -15,7 +16,7 @@
 
 _Static_assert(sizeof(store_header) == 128, "store_header is 128 bytes on disk");
 _Static_assert(sizeof(store_file) == 64, "store_file is 64 bytes on disk");
-_Static_assert(sizeof(store_record) == 32, "store_record is 32 bytes on disk");
+_Static_assert(sizeof(store_record) == 16, "store_record is 16 bytes on disk");
 
 uint32_t store_crc32(uint32_t crc, const void *data, uint64_t n)
 {
@@ -29,6 +30,20 @@ uint32_t store_crc32(uint32_t crc, const void *data, uint64_t n)
     return crc;
 }
 
+/* Where the chunk table starts and how many chunks cover the tables. */
+static uint64_t chunks_offset(const store_header *h)
+{
+    return h->names_offset + h->names_size;
+}
+
+static uint64_t chunk_count(const store_header *h)
+{
+    uint64_t tables = chunks_offset(h) - sizeof *h;
+    return (tables + STORE_CHUNK_BYTES - 1) / STORE_CHUNK_BYTES;
+}
+
+/* What opening checks: nothing here reads more than the header and the
+ * chunk table (4 bytes per MiB of tables). */
 static int check_header(const store_header *h, size_t size, uint64_t tokens_size, const char *what,
                         moe_err *e)
 {
@@ -36,7 +51,8 @@ static int check_header(const store_header *h, size_t size, uint64_t tokens_size
         return moe_errf(e, "%s: not a moekit token store index (no %s header)", what, STORE_MAGIC);
     if (h->version != STORE_VERSION || h->header_size != sizeof *h)
         return moe_errf(e, "%s: store format version %" PRIu32 " (header %" PRIu32 " bytes); this "
-                        "moekit reads version %d: prepare the store again with this moe-data",
+                        "moekit reads version %d (16-byte records, checksummed in chunks): prepare "
+                        "the store again with this moe-data (moe-data prepare --out STORE ...)",
                         what, h->version, h->header_size, STORE_VERSION);
     store_header copy = *h;
     copy.header_crc32 = 0;
@@ -45,70 +61,216 @@ static int check_header(const store_header *h, size_t size, uint64_t tokens_size
     if (strncmp(h->tokenizer, STORE_TOKENIZER, sizeof h->tokenizer) != 0)
         return moe_errf(e, "%s: tokenizer '%.32s', this moekit uses '%s'", what, h->tokenizer,
                         STORE_TOKENIZER);
-    uint64_t end_files = h->files_offset + h->n_files * sizeof(store_file);
-    uint64_t end_records = h->records_offset + h->n_records * sizeof(store_record);
-    if (h->n_files > size || h->n_records > size || h->files_offset != sizeof *h ||
-        h->records_offset != end_files || h->names_offset != end_records ||
-        h->names_size > size || h->names_offset + h->names_size != size)
+    /* the counts first, so the products below cannot wrap */
+    if (h->n_files > size / sizeof(store_file) || h->n_records > size / sizeof(store_record) ||
+        h->names_size > size || h->files_offset != sizeof *h ||
+        h->records_offset != h->files_offset + h->n_files * sizeof(store_file) ||
+        h->names_offset != h->records_offset + h->n_records * sizeof(store_record) ||
+        h->names_offset > size || chunks_offset(h) > size ||
+        size - chunks_offset(h) != chunk_count(h) * sizeof(uint32_t))
         return moe_errf(e, "%s: tables do not fit the file (%zu bytes): damaged or truncated", what,
                         size);
     if (h->n_tokens != tokens_size)
         return moe_errf(e, "%s: index says %" PRIu64 " tokens but %s holds %" PRIu64 " bytes: the "
                         "two files do not belong together", what, h->n_tokens, STORE_TOKENS_FILE,
                         tokens_size);
-    if (h->n_bases + 2 * h->n_records != h->n_tokens || h->n_records < h->n_files ||
-        (h->names_size && ((const char *)h)[size - 1] != '\0'))
+    if (h->n_records > h->n_tokens / 3 || h->n_bases + 2 * h->n_records != h->n_tokens ||
+        h->n_records < h->n_files || (h->n_files == 0) != (h->n_records == 0))
         return moe_errf(e, "%s: inconsistent counts in the header", what);
-    if (store_crc32(0, (const uint8_t *)h + sizeof *h, size - sizeof *h) != h->body_crc32)
-        return moe_errf(e, "%s: index checksum mismatch (damaged file)", what);
+    const uint8_t *table = (const uint8_t *)h + chunks_offset(h);
+    if (store_crc32(0, table, chunk_count(h) * sizeof(uint32_t)) != h->chunks_crc32)
+        return moe_errf(e, "%s: chunk table checksum mismatch (damaged file)", what);
     return 0;
 }
 
-/* A string of exactly len bytes then a NUL, inside the names table. */
-static int check_name(const char *names, uint64_t offset, uint32_t len, uint64_t names_size)
+/* Attach s to an index in memory (mapped or not): the open checks. */
+static int attach(moe_store *s, const uint8_t *index, size_t size, uint64_t tokens_size,
+                  moe_err *e)
 {
-    return offset < names_size && len < names_size - offset && names[offset + len] == '\0' &&
-           !memchr(names + offset, '\0', len);
+    const store_header *h = (const void *)index;
+    if (check_header(h, size, tokens_size, s->what, e) < 0)
+        return -1;
+    s->hdr = h;
+    s->index = index;
+    s->index_size = size;
+    s->chunk_crc = index + chunks_offset(h);
+    s->n_chunks = chunk_count(h);
+    s->chunk_ok = calloc(s->n_chunks ? s->n_chunks : 1, 1);
+    if (!s->chunk_ok)
+        return moe_errf(e, "%s: out of memory for %" PRIu64 " chunk marks", s->what, s->n_chunks);
+    return 0;
 }
 
-static int check_files(const uint8_t *index, const store_header *h, const char *what, moe_err *e)
+/* Index bytes [off, off + n) of the tables, checked against their chunks'
+ * CRCs the first time. */
+static int need(moe_store *s, uint64_t off, uint64_t n, moe_err *e)
 {
-    const store_file *f = (const void *)(index + h->files_offset);
-    const char *names = (const char *)index + h->names_offset;
-    uint64_t next_record = 0, next_token = 0;
-    for (uint64_t i = 0; i < h->n_files; i++) {
-        if (!check_name(names, f[i].path_offset, f[i].path_len, h->names_size))
-            return moe_errf(e, "%s: file %" PRIu64 ": path outside the names table", what, i);
-        if (f[i].first_record != next_record || f[i].n_records == 0 ||
-            f[i].n_records > h->n_records - next_record || f[i].tokens_offset != next_token ||
-            f[i].n_tokens > h->n_tokens - next_token)
-            return moe_errf(e, "%s: file %" PRIu64 " (%s): records or tokens out of order", what, i,
-                            names + f[i].path_offset);
-        next_record += f[i].n_records;
-        next_token += f[i].n_tokens;
+    uint64_t end = chunks_offset(s->hdr);
+    if (off < sizeof(store_header) || off > end || n > end - off)
+        return moe_errf(e, "%s: entry at byte %" PRIu64 " outside the tables (damaged file)",
+                        s->what, off);
+    if (n == 0)
+        return 0;
+    uint64_t first = (off - sizeof(store_header)) / STORE_CHUNK_BYTES;
+    uint64_t last = (off + n - 1 - sizeof(store_header)) / STORE_CHUNK_BYTES;
+    for (uint64_t c = first; c <= last; c++) {
+        if (s->chunk_ok[c])
+            continue;
+        uint64_t start = sizeof(store_header) + c * STORE_CHUNK_BYTES;
+        uint64_t len = end - start < STORE_CHUNK_BYTES ? end - start : STORE_CHUNK_BYTES;
+        uint32_t want;
+        memcpy(&want, s->chunk_crc + 4 * c, 4); /* the table follows the names: unaligned */
+        if (store_crc32(0, s->index + start, len) != want)
+            return moe_errf(e, "%s: chunk %" PRIu64 " (bytes %" PRIu64 "-%" PRIu64 " of the "
+                            "index) fails its checksum (damaged file)", s->what, c, start,
+                            start + len);
+        s->chunk_ok[c] = 1;
+    }
+    return 0;
+}
+
+static int read_entry(moe_store *s, uint64_t off, void *out, size_t n, moe_err *e)
+{
+    if (need(s, off, n, e) < 0)
+        return -1;
+    memcpy(out, s->index + off, n); /* entries need not be aligned in memory */
+    return 0;
+}
+
+static int record_entry(moe_store *s, uint64_t i, store_record *r, moe_err *e)
+{
+    return read_entry(s, s->hdr->records_offset + i * sizeof *r, r, sizeof *r, e);
+}
+
+int store_record_at(moe_store *s, uint64_t i, uint64_t *offset, uint64_t *length, moe_err *e)
+{
+    const store_header *h = s->hdr;
+    if (i >= h->n_records)
+        return moe_errf(e, "%s: record %" PRIu64 " of %" PRIu64 ": no such record", s->what, i,
+                        h->n_records);
+    store_record r, next = {.offset = h->n_tokens};
+    if (record_entry(s, i, &r, e) < 0 || (i + 1 < h->n_records && record_entry(s, i + 1, &next, e) < 0))
+        return -1;
+    /* records are back to back from 0, each BOS, at least one base, EOS */
+    if ((i == 0 && r.offset != 0) || next.offset > h->n_tokens || r.offset > next.offset ||
+        next.offset - r.offset < 3)
+        return moe_errf(e, "%s: record %" PRIu64 " out of place (offset %" PRIu64 ", next %" PRIu64
+                        ", %" PRIu64 " tokens)", s->what, i, r.offset, next.offset, h->n_tokens);
+    *offset = r.offset;
+    *length = next.offset - r.offset;
+    return 0;
+}
+
+/* A string that starts at offset, ends with its only NUL at end - 1, inside
+ * the names table. */
+static int name_at(moe_store *s, uint64_t offset, uint64_t end, const char **name, moe_err *e)
+{
+    const store_header *h = s->hdr;
+    if (offset >= end || end > h->names_size)
+        return moe_errf(e, "%s: a name outside the names table (damaged file)", s->what);
+    if (need(s, h->names_offset + offset, end - offset, e) < 0)
+        return -1;
+    const char *p = (const char *)s->index + h->names_offset + offset;
+    if (p[end - offset - 1] != '\0' || memchr(p, '\0', end - offset - 1))
+        return moe_errf(e, "%s: a name not terminated where the table says (damaged file)",
+                        s->what);
+    *name = p;
+    return 0;
+}
+
+int store_record_name(moe_store *s, uint64_t i, const char **name, moe_err *e)
+{
+    const store_header *h = s->hdr;
+    if (i >= h->n_records)
+        return moe_errf(e, "%s: record %" PRIu64 ": no such record", s->what, i);
+    store_record r, next = {.name_offset = h->names_size};
+    if (record_entry(s, i, &r, e) < 0 || (i + 1 < h->n_records && record_entry(s, i + 1, &next, e) < 0))
+        return -1;
+    if (name_at(s, r.name_offset, next.name_offset, name, e) < 0)
+        return moe_err_prefix(e, "record %" PRIu64, i);
+    return 0;
+}
+
+int store_file_at(moe_store *s, uint64_t f, store_file *out, const char **path, moe_err *e)
+{
+    const store_header *h = s->hdr;
+    if (f >= h->n_files)
+        return moe_errf(e, "%s: file %" PRIu64 ": no such file", s->what, f);
+    if (read_entry(s, h->files_offset + f * sizeof *out, out, sizeof *out, e) < 0)
+        return -1;
+    if (out->n_records == 0 || out->first_record >= h->n_records ||
+        out->n_records > h->n_records - out->first_record || out->tokens_offset > h->n_tokens ||
+        out->n_tokens > h->n_tokens - out->tokens_offset || out->path_len >= h->names_size)
+        return moe_errf(e, "%s: file %" PRIu64 ": records or tokens out of place", s->what, f);
+    const char *p;
+    if (path && name_at(s, out->path_offset, out->path_offset + out->path_len + 1, &p, e) < 0)
+        return moe_err_prefix(e, "file %" PRIu64, f);
+    if (path)
+        *path = p;
+    return 0;
+}
+
+int store_record_file(moe_store *s, uint64_t i, uint64_t *file, moe_err *e)
+{
+    /* the last file whose first record is <= i */
+    uint64_t lo = 0, hi = s->hdr->n_files;
+    store_file f;
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (store_file_at(s, mid, &f, NULL, e) < 0)
+            return -1;
+        if (f.first_record <= i)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    if (store_file_at(s, lo, &f, NULL, e) < 0)
+        return -1;
+    if (i < f.first_record || i - f.first_record >= f.n_records)
+        return moe_errf(e, "%s: record %" PRIu64 " belongs to no file (damaged file)", s->what, i);
+    *file = lo;
+    return 0;
+}
+
+int store_verify_index(moe_store *s, moe_err *e)
+{
+    const store_header *h = s->hdr;
+    uint64_t tables = chunks_offset(h) - sizeof *h;
+    if (need(s, sizeof *h, tables, e) < 0)
+        return -1;
+    uint64_t next_record = 0, next_token = 0, names_end = 0;
+    for (uint64_t f = 0; f < h->n_files; f++) {
+        store_file fe;
+        const char *path;
+        if (store_file_at(s, f, &fe, &path, e) < 0)
+            return -1;
+        if (fe.first_record != next_record || fe.tokens_offset != next_token ||
+            fe.path_offset != names_end)
+            return moe_errf(e, "%s: file %" PRIu64 " (%s): records, tokens or path out of order",
+                            s->what, f, path);
+        uint64_t first_off, len, last_off;
+        if (store_record_at(s, fe.first_record, &first_off, &len, e) < 0 ||
+            store_record_at(s, fe.first_record + fe.n_records - 1, &last_off, &len, e) < 0)
+            return -1;
+        if (first_off != fe.tokens_offset || last_off + len != fe.tokens_offset + fe.n_tokens)
+            return moe_errf(e, "%s: file %" PRIu64 " (%s): its tokens are not its records' tokens",
+                            s->what, f, path);
+        next_record += fe.n_records;
+        next_token += fe.n_tokens;
+        names_end += fe.path_len + 1;
     }
     if (next_record != h->n_records || next_token != h->n_tokens)
-        return moe_errf(e, "%s: the files cover %" PRIu64 " of %" PRIu64 " records", what,
+        return moe_errf(e, "%s: the files cover %" PRIu64 " of %" PRIu64 " records", s->what,
                         next_record, h->n_records);
-    return 0;
-}
-
-static int check_records(const uint8_t *index, const store_header *h, const char *what, moe_err *e)
-{
-    const store_file *f = (const void *)(index + h->files_offset);
-    const store_record *r = (const void *)(index + h->records_offset);
-    const char *names = (const char *)index + h->names_offset;
-    uint64_t next = 0, file = 0;
     for (uint64_t i = 0; i < h->n_records; i++) {
-        while (file < h->n_files && i >= f[file].first_record + f[file].n_records)
-            file++;
-        if (r[i].offset != next || r[i].length < 3 || r[i].length > h->n_tokens - next ||
-            r[i].file != file)
-            return moe_errf(e, "%s: record %" PRIu64 " out of place (offset %" PRIu64 ", length %"
-                            PRIu64 ")", what, i, r[i].offset, r[i].length);
-        if (!check_name(names, r[i].name_offset, r[i].name_len, h->names_size))
-            return moe_errf(e, "%s: record %" PRIu64 ": name outside the names table", what, i);
-        next += r[i].length;
+        uint64_t off, len;
+        const char *name;
+        store_record r;
+        if (store_record_at(s, i, &off, &len, e) < 0 || store_record_name(s, i, &name, e) < 0 ||
+            record_entry(s, i, &r, e) < 0)
+            return -1;
+        if (i == 0 && r.name_offset != names_end)
+            return moe_errf(e, "%s: record names do not follow the file paths", s->what);
     }
     return 0;
 }
@@ -116,11 +278,12 @@ static int check_records(const uint8_t *index, const store_header *h, const char
 int store_check_index(const uint8_t *index, size_t size, uint64_t tokens_size, const char *what,
                       moe_err *e)
 {
-    const store_header *h = (const void *)index;
-    if (check_header(h, size, tokens_size, what, e) < 0 || check_files(index, h, what, e) < 0 ||
-        check_records(index, h, what, e) < 0)
-        return -1;
-    return 0;
+    moe_store s;
+    memset(&s, 0, sizeof s);
+    snprintf(s.what, sizeof s.what, "%s", what);
+    int rc = attach(&s, index, size, tokens_size, e) < 0 || store_verify_index(&s, e) < 0 ? -1 : 0;
+    free(s.chunk_ok);
+    return rc;
 }
 
 /* Map a whole file read-only and shared. An empty file maps to NULL. The
@@ -169,19 +332,15 @@ int store_open(moe_store *s, const char *dir, moe_err *e)
     if (map_file(dir, STORE_INDEX_FILE, &s->index_map, &s->index_size, NULL, e) < 0 ||
         map_file(dir, STORE_TOKENS_FILE, &s->tokens_map, &s->tokens_size, &s->tokens_fd, e) < 0)
         goto fail;
-    char what[4200];
-    snprintf(what, sizeof what, "%s/%s", dir, STORE_INDEX_FILE);
+    snprintf(s->what, sizeof s->what, "%s/%s", dir, STORE_INDEX_FILE);
     if (!s->index_map) {
-        moe_errf(e, "%s: empty file", what);
+        moe_errf(e, "%s: empty file", s->what);
         goto fail;
     }
-    if (store_check_index(s->index_map, s->index_size, s->tokens_size, what, e) < 0)
+    if (attach(s, s->index_map, s->index_size, s->tokens_size, e) < 0)
         goto fail;
-    const uint8_t *ix = s->index_map;
-    s->hdr = (const void *)ix;
-    s->files = (const void *)(ix + s->hdr->files_offset);
-    s->records = (const void *)(ix + s->hdr->records_offset);
-    s->names = (const char *)ix + s->hdr->names_offset;
+    /* the tables are read on demand, in no particular order */
+    posix_madvise(s->index_map, s->index_size, POSIX_MADV_RANDOM);
     s->tokens = s->tokens_map;
     /* windows are read in shuffled order: no read-ahead of neighbours */
     posix_fadvise(s->tokens_fd, 0, 0, POSIX_FADV_RANDOM);
@@ -195,12 +354,19 @@ void store_close(moe_store *s)
 {
     if (s->index_map)
         munmap(s->index_map, s->index_size);
+    free(s->chunk_ok);
     if (s->tokens_map)
         munmap(s->tokens_map, s->tokens_size);
     if (s->tokens_fd >= 0)
         close(s->tokens_fd);
     memset(s, 0, sizeof *s);
     s->tokens_fd = -1;
+}
+
+void store_release_index(moe_store *s)
+{
+    if (s->index_map)
+        madvise(s->index_map, s->index_size, MADV_DONTNEED);
 }
 
 int store_read_tokens(const moe_store *s, uint64_t offset, size_t n, uint8_t *out, moe_err *e)
@@ -219,26 +385,19 @@ int store_read_tokens(const moe_store *s, uint64_t offset, size_t n, uint8_t *ou
     return 0;
 }
 
-const char *store_file_path(const moe_store *s, uint64_t file)
-{
-    return s->names + s->files[file].path_offset;
-}
-
-const char *store_record_name(const moe_store *s, uint64_t record)
-{
-    return s->names + s->records[record].name_offset;
-}
-
-int store_verify_tokens(const moe_store *s, moe_err *e)
+int store_verify_tokens(moe_store *s, moe_err *e)
 {
     uint32_t whole = 0;
     for (uint64_t i = 0; i < s->hdr->n_files; i++) {
-        const store_file *f = &s->files[i];
-        uint32_t crc = store_crc32(0, s->tokens + f->tokens_offset, f->n_tokens);
-        if (crc != f->tokens_crc32)
+        store_file f;
+        const char *path;
+        if (store_file_at(s, i, &f, &path, e) < 0)
+            return -1;
+        uint32_t crc = store_crc32(0, s->tokens + f.tokens_offset, f.n_tokens);
+        if (crc != f.tokens_crc32)
             return moe_errf(e, "token store %s: tokens of %s fail their checksum (damaged %s)",
-                            s->path, store_file_path(s, i), STORE_TOKENS_FILE);
-        whole = (uint32_t)crc32_combine(whole, crc, (z_off_t)f->n_tokens);
+                            s->path, path, STORE_TOKENS_FILE);
+        whole = (uint32_t)crc32_combine(whole, crc, (z_off_t)f.n_tokens);
     }
     if (whole != s->hdr->tokens_crc32)
         return moe_errf(e, "token store %s: %s fails its checksum", s->path, STORE_TOKENS_FILE);

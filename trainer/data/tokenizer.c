@@ -59,3 +59,27 @@ int tok_is_acgt(int id)
 {
     return id == 'A' || id == 'C' || id == 'G' || id == 'T';
 }
+
+int tok_segments(const int32_t *inputs, int B, int T, int32_t *pos, int32_t *cu_seqlens,
+                 int *max_len)
+{
+    int n = 0, longest = 0;
+    for (int b = 0; b < B; b++) {
+        const int32_t *row = inputs + (size_t)b * T;
+        int start = 0;
+        for (int t = 0; t < T; t++) {
+            if (t == 0 || tok_sequence_starts(row[t - 1], row[t])) {
+                if (t - start > longest)
+                    longest = t - start;
+                start = t;
+                cu_seqlens[n++] = b * T + t;
+            }
+            pos[(size_t)b * T + t] = t - start;
+        }
+        if (T - start > longest)
+            longest = T - start;
+    }
+    cu_seqlens[n] = B * T;
+    *max_len = longest;
+    return n;
+}

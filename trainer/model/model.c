@@ -188,6 +188,9 @@ int model_create_parallel(moe_model **out, const moe_dims *d, moe_backend *be,
     plan_kind(&pl, MOE_MEM_WORKSPACE);
     m->tokens = plan_i32(&pl, N);
     m->targets = plan_i32(&pl, N);
+    /* packed sequences (8 bytes a token), on every backend so the plan counts them too */
+    m->seg_pos = plan_i32(&pl, N);
+    m->seg_cu = plan_i32(&pl, N + 1);
     plan_kind(&pl, MOE_MEM_ACTIVATIONS);
     m->embed_out = plan_act(&pl, N * C);
     m->layers = host_calloc(&pl, (size_t)d->L, sizeof *m->layers);
@@ -277,7 +280,7 @@ void model_destroy(moe_model *m)
     FREE(m->prob_sum_scratch);
     free(m->route_count_scratch);
     FREE(m->master); FREE(m->grad); FREE(m->m); FREE(m->v); FREE(m->wc); FREE(m->tokens);
-    FREE(m->targets); FREE(m->embed_out); FREE(m->resid_final); FREE(m->lnf); FREE(m->rstdf);
+    FREE(m->targets); FREE(m->seg_pos); FREE(m->seg_cu); FREE(m->embed_out); FREE(m->resid_final); FREE(m->lnf); FREE(m->rstdf);
     FREE(m->d_resid); FREE(m->d_a); FREE(m->d_b); FREE(m->d_q); FREE(m->d_k); FREE(m->d_v);
     FREE(m->d_rows_a); FREE(m->d_rows_b); FREE(m->d_prows); FREE(m->d_topk);
     FREE(m->aux_dprob_dev); FREE(m->tmp_c);
@@ -637,8 +640,9 @@ static int layer_forward(moe_model *m, int l, int recomputing, moe_err *e)
     be->matmul_fwd(be, a->q, a->ln1, W(m, MOE_P_Q, l), N, C, QD);
     be->matmul_fwd(be, a->k, a->ln1, W(m, MOE_P_K, l), N, C, KVD);
     be->matmul_fwd(be, a->v, a->ln1, W(m, MOE_P_V, l), N, C, KVD);
-    be->rope_fwd(be, a->q, a->k, B, T, d->NH, d->NKV, d->HD, d->theta);
-    be->attention_fwd(be, a->att, a->lse, a->q, a->k, a->v, B, T, d->NH, d->NKV, d->HD);
+    const moe_segments *seg = m->seg_active ? &m->seg : NULL;
+    be->rope_fwd(be, a->q, a->k, B, T, d->NH, d->NKV, d->HD, d->theta, seg ? seg->pos : NULL);
+    be->attention_fwd(be, a->att, a->lse, a->q, a->k, a->v, B, T, d->NH, d->NKV, d->HD, seg);
     be->matmul_fwd(be, m->tmp_c, a->att, W(m, MOE_P_O, l), N, QD, C);
     be->add_rmsnorm_fwd(be, a->resid_mid, a->ln2, a->rstd2, a->resid_in, m->tmp_c,
                         W(m, MOE_P_LN2, l), N, C, d->eps);
@@ -663,6 +667,28 @@ static int layer_forward(moe_model *m, int l, int recomputing, moe_err *e)
         if (!recomputing && m->disp->combine(m->disp, be, a->moe_out, a->y_perm, &a->plan, C, e))
             return moe_err_prefix(e, "layer %d combine", l);
     }
+    return 0;
+}
+
+int model_set_segments(moe_model *m, const int32_t *pos, const int32_t *cu_seqlens, int n_seg,
+                       int max_seqlen, moe_err *e)
+{
+    moe_backend *be = m->be;
+    int N = m->B * m->T;
+    m->seg_active = 0;
+    if (!pos)
+        return 0;
+    if (be->segments == MOE_SEGMENTS_NONE)
+        return moe_errf(e, "the %s backend cannot take packed windows (data.pack = packed): its "
+                        "attention has no sequence boundaries; use data.pack = padded", be->name);
+    if (n_seg < 1 || n_seg > N || cu_seqlens[0] != 0 || cu_seqlens[n_seg] != N)
+        return moe_errf(e, "packed batch: %d sequences do not tile its %d tokens", n_seg, N);
+    if (be->upload(be, m->seg_pos, pos, sizeof(int32_t) * N, e) ||
+        be->upload(be, m->seg_cu, cu_seqlens, sizeof(int32_t) * (size_t)(n_seg + 1), e))
+        return -1;
+    m->seg = (moe_segments){.pos = m->seg_pos, .cu_seqlens = m->seg_cu, .n_seg = n_seg,
+                            .max_seqlen = max_seqlen};
+    m->seg_active = 1;
     return 0;
 }
 
@@ -868,9 +894,11 @@ int model_forward_backward(moe_model *m, const int32_t *tokens, const int32_t *t
         /* attention branch */
         be->matmul_bwd(be, m->d_b, G(m, MOE_P_O, l), m->d_resid, a->att, W(m, MOE_P_O, l), N, QD,
                        C, 0);
+        const moe_segments *seg = m->seg_active ? &m->seg : NULL;
         be->attention_bwd(be, m->d_q, m->d_k, m->d_v, m->d_b, a->q, a->k, a->v, a->att, a->lse, B,
-                          T, d->NH, d->NKV, d->HD);
-        be->rope_bwd(be, m->d_q, m->d_k, B, T, d->NH, d->NKV, d->HD, d->theta);
+                          T, d->NH, d->NKV, d->HD, seg);
+        be->rope_bwd(be, m->d_q, m->d_k, B, T, d->NH, d->NKV, d->HD, d->theta,
+                     seg ? seg->pos : NULL);
         be->matmul_bwd(be, m->d_a, G(m, MOE_P_Q, l), m->d_q, a->ln1, W(m, MOE_P_Q, l), N, C, QD, 0);
         be->matmul_bwd(be, m->d_a, G(m, MOE_P_K, l), m->d_k, a->ln1, W(m, MOE_P_K, l), N, C, KVD,
                        1);

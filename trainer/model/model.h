@@ -97,6 +97,12 @@ typedef struct {
 
     /* activations */
     int32_t *tokens, *targets; /* [B*T] backend memory */
+    /* the next batch's packed sequences (model_set_segments): positions
+     * [B*T] and cu_seqlens [B*T + 1] in backend memory; seg_active 0 means
+     * one sequence per row */
+    int32_t *seg_pos, *seg_cu;
+    moe_segments seg;
+    int seg_active;
     act *embed_out;
     moe_layer_acts *layers;
     act *resid_final, *lnf;
@@ -186,6 +192,15 @@ int model_init_random(moe_model *m, uint64_t seed, double std, moe_err *e);
 
 /* Full name of parameter p (for expert tensors, of local expert x). */
 void model_param_name(const moe_model *m, const moe_param *p, int x, char *out, size_t n);
+
+/* The sequences of the next batch (forward, forward_backward) and of every
+ * one after it until set again: pos[B*T] each token's position in its
+ * sequence, cu_seqlens[n_seg + 1] the flat index of each sequence's first
+ * token then B*T (host arrays, as data.h's tok_segments makes them). pos
+ * NULL: one sequence per row, positions 0..T-1. Refused on a backend
+ * without segments. */
+int model_set_segments(moe_model *m, const int32_t *pos, const int32_t *cu_seqlens, int n_seg,
+                       int max_seqlen, moe_err *e);
 
 /* Forward only (evaluation, tests). tokens/targets: host arrays of B*T
  * (targets < 0 ignored). Returns the sum of token losses and the number of

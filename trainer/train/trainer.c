@@ -207,10 +207,18 @@ static void print_summary(moe_trainer *t, const char *backend_why)
            d.L, d.C, d.NH, d.NKV, d.HD, d.E, d.K, d.I, d.V);
     printf("  params    %s total, %s active per token (%lld / %lld)\n", tot, act_s,
            (long long)total, (long long)active);
-    printf("  data      %d file(s), %d record(s), %s bases; %llu train / %llu held-out windows "
+    printf("  data      %llu file(s), %llu record(s), %s bases; %llu train / %llu held-out windows "
            "of %d tokens\n",
-           st.n_files, st.n_records, btok, (unsigned long long)st.train_windows,
+           (unsigned long long)st.n_files, (unsigned long long)st.n_records, btok, (unsigned long long)st.train_windows,
            (unsigned long long)st.val_windows, c->train.seq_length);
+    if (dataset_packed(t->data))
+        printf("  windows   packed: records end to end, attention and positions within each\n");
+    else if ((c->data.store[0] || c->data.n_blend) && !strcmp(c->data.pack, "auto"))
+        printf("  windows   padded: one record a window (the %s backend packs on request only: "
+               "data.pack = packed)\n", t->be->name);
+    if (dataset_no_val_reason(t->data))
+        printf("  held-out  none (%s): the run will not evaluate\n",
+               dataset_no_val_reason(t->data));
     char ranks[48] = "";
     if (t->world > 1)
         snprintf(ranks, sizeof ranks, " x %d ranks", t->world);
@@ -437,15 +445,34 @@ static int build_model(moe_trainer *t, moe_err *e)
 static int open_data(moe_trainer *t, moe_err *e)
 {
     const moe_config *c = &t->cfg;
+    /* auto packs stores and blends only where the backend's attention
+     * takes sequence boundaries at its full rate */
+    moe_data_cfg dc = c->data;
+    int collection = dc.store[0] || dc.n_blend;
+    if (!strcmp(dc.pack, "packed") && t->be->segments == MOE_SEGMENTS_NONE)
+        return moe_errf(e, "data.pack = packed: the %s backend's attention does not take sequence "
+                        "boundaries; use data.pack = padded (or auto)", t->be->name);
+    if (!strcmp(dc.pack, "auto") && collection && t->be->segments != MOE_SEGMENTS_FAST)
+        snprintf(dc.pack, sizeof dc.pack, "padded");
     /* every rank reads its own windows: shard = world rank, shards = world */
-    if (dataset_open(&t->data, &c->data, c->train.seq_length, c->train.seed, t->rank, t->world,
+    if (dataset_open(&t->data, &dc, c->train.seq_length, c->train.seed, t->rank, t->world,
                      NULL, e))
         return -1;
+    /* no held-out data is said now, never found after training */
+    const char *no_val = dataset_no_val_reason(t->data);
+    if (no_val && c->train.eval_every_n_steps > 0)
+        return moe_errf(e, "train.eval_every_n_steps = %d asks for evaluation, but the data has no "
+                        "held-out windows (%s): set train.eval_every_n_steps = 0 to train "
+                        "without evaluating, or give data.val_fraction > 0 and more records",
+                        c->train.eval_every_n_steps, no_val);
     size_t staged = (size_t)c->train.grad_accum_steps * c->train.micro_batch_size *
                     c->train.seq_length;
     t->inputs = malloc(sizeof(int32_t) * staged);
     t->targets = malloc(sizeof(int32_t) * staged);
-    if (!t->inputs || !t->targets)
+    size_t mb = (size_t)c->train.micro_batch_size * c->train.seq_length;
+    t->seg_pos = malloc(sizeof(int32_t) * mb);
+    t->seg_cu = malloc(sizeof(int32_t) * (mb + 1));
+    if (!t->inputs || !t->targets || !t->seg_pos || !t->seg_cu)
         return moe_errf(e, "out of memory staging a batch of %zu tokens", staged);
     return 0;
 }
@@ -596,6 +623,9 @@ void trainer_destroy(moe_trainer *t)
     t->have_par = 0;
     free(t->inputs);
     free(t->targets);
+    free(t->seg_pos);
+    free(t->seg_cu);
+    t->seg_pos = t->seg_cu = NULL;
     t->model = NULL;
     t->data = NULL;
     t->disp = NULL;
@@ -603,34 +633,63 @@ void trainer_destroy(moe_trainer *t)
     t->inputs = t->targets = NULL;
 }
 
+/* The model's sequences for a micro-batch of packed windows (one per row
+ * otherwise). */
+static int set_segments(moe_trainer *t, const int32_t *inputs, moe_err *e)
+{
+    if (!dataset_packed(t->data))
+        return model_set_segments(t->model, NULL, NULL, 0, 0, e);
+    int max_len, n = tok_segments(inputs, t->cfg.train.micro_batch_size, t->cfg.train.seq_length,
+                                  t->seg_pos, t->seg_cu, &max_len);
+    return model_set_segments(t->model, t->seg_pos, t->seg_cu, n, max_len, e);
+}
+
 int trainer_evaluate(moe_trainer *t, double *val_loss, moe_err *e)
 {
     /* Rank r of W takes micro-batch it W + r in round `it`, so one round is
      * the validation batch of W B windows a single rank would take; ranks
      * past the end still run the forward (expert parallelism needs every
-     * rank in every layer) but do not count it. */
+     * rank in every layer) but do not count it. A rank whose batch cannot
+     * be read goes on with rows the loss ignores, so every rank still meets
+     * every collective, and all learn of the failure at the end. */
     int B = t->cfg.train.micro_batch_size, W = t->world, n = dataset_val_batches(t->data, B);
     if (n <= 0)
-        return moe_errf(e, "no held-out data: raise data.val_fraction or add sequence");
+        return moe_errf(e, "no held-out data (%s)", dataset_no_val_reason(t->data));
     int rounds = (n + W - 1) / W;
     if (t->cfg.train.eval_batches > 0 && t->cfg.train.eval_batches < rounds)
         rounds = t->cfg.train.eval_batches;
-    double acc[2] = {0, 0}; /* loss sum, counted targets */
+    double acc[3] = {0, 0, 0}; /* loss sum, counted targets, ranks whose data failed */
+    moe_err data_err = {{0}};
+    size_t mb = (size_t)B * t->cfg.train.seq_length;
     for (int it = 0; it < rounds; it++) {
         int i = it * W + t->rank;
-        if (dataset_val_batch(t->data, i < n ? i : 0, B, t->inputs, t->targets, e))
-            return -1;
+        if (!acc[2] && dataset_val_batch(t->data, i < n ? i : 0, B, t->inputs, t->targets,
+                                         &data_err))
+            acc[2] = 1;
+        if (acc[2])
+            for (size_t k = 0; k < mb; k++) {
+                t->inputs[k] = MOE_TOK_PAD;
+                t->targets[k] = -1;
+            }
         double ls;
         int64_t nv;
-        if (model_forward(t->model, t->inputs, t->targets, &ls, &nv, NULL, e))
+        if (set_segments(t, t->inputs, e) ||
+            model_forward(t->model, t->inputs, t->targets, &ls, &nv, NULL, e))
             return -1;
         if (i < n) {
             acc[0] += ls;
             acc[1] += (double)nv;
         }
     }
-    if (comm_allreduce_sum(step_par(t)->world, acc, 2, MOE_DT_DOUBLE, e))
+    if (comm_allreduce_sum(step_par(t)->world, acc, 3, MOE_DT_DOUBLE, e))
         return moe_err_prefix(e, "evaluation");
+    if (acc[2] > 0) {
+        if (data_err.msg[0])
+            *e = data_err;
+        else
+            moe_errf(e, "the held-out data of %g other rank(s) could not be read", acc[2]);
+        return moe_err_prefix(e, "evaluation");
+    }
     *val_loss = acc[1] > 0 ? acc[0] / acc[1] : NAN;
     return 0;
 }
@@ -662,6 +721,8 @@ static int train_step(moe_trainer *t, double lr, double *loss, double *aux, doub
         int64_t nv;
         if (t->zero && a == A - 1) /* the last backward reduces its buckets as it goes */
             zero_arm(t->zero);
+        if (set_segments(t, t->inputs + a * mb, e))
+            return moe_err_prefix(e, "step %d", t->step + 1);
         if (model_forward_backward(t->model, t->inputs + a * mb, t->targets + a * mb,
                                    1.0 / valid, c->model.router_aux_loss_coef / A, &ls, &nv, e))
             return moe_err_prefix(e, "step %d", t->step + 1);
@@ -820,6 +881,11 @@ int trainer_run(moe_trainer *t, moe_err *e)
                    "%d (raise train.steps to train further)\n", start, steps);
         return 2;
     }
+    /* an evaluation that fails still lets this step's checkpoint and the
+     * final model be written; the run then fails with its reason */
+    int eval_failed = 0;
+    moe_err eval_err = {{0}};
+    int evaluates = dataset_no_val_reason(t->data) == NULL;
     while (t->step < steps) {
         double lr = schedule_lr(c->optimizer.lr, c->scheduler.warmup_steps,
                                 c->scheduler.min_lr_ratio, t->step, steps);
@@ -869,19 +935,24 @@ int trainer_run(moe_trainer *t, moe_err *e)
             link_sum = 0;
         }
         int eval_every = c->train.eval_every_n_steps;
-        if ((eval_every > 0 && t->step % eval_every == 0) || t->step == steps) {
+        if (evaluates && ((eval_every > 0 && t->step % eval_every == 0) || t->step == steps)) {
             double val;
-            if (trainer_evaluate(t, &val, e))
-                return -1;
-            t->last_val_loss = val;
-            if (log_eval(t, val, now_s() - t0, e))
-                return -1;
+            if (trainer_evaluate(t, &val, &eval_err) == 0) {
+                t->last_val_loss = val;
+                if (log_eval(t, val, now_s() - t0, e))
+                    return -1;
+            } else {
+                eval_failed = 1;
+                moe_err_prefix(&eval_err, "step %d", t->step);
+                if (t->rank == 0)
+                    fprintf(stderr, "moe-train: %s\n", eval_err.msg);
+            }
         }
         /* a signal may reach some ranks only: all stop together or none */
         int64_t signalled = moe_stop_requested != 0;
         if (t->world > 1 && comm_allreduce_sum(step_par(t)->world, &signalled, 1, MOE_DT_INT64, e))
             return -1;
-        int stop = signalled != 0 ||
+        int stop = signalled != 0 || (eval_failed && t->step < steps) ||
                    (t->stop_after_steps > 0 && t->step - start >= t->stop_after_steps &&
                     t->step < steps);
         if ((save_every > 0 && t->step % save_every == 0) ||
@@ -889,6 +960,8 @@ int trainer_run(moe_trainer *t, moe_err *e)
             if (trainer_save_checkpoint(t, e))
                 return -1;
         }
+        if (stop && eval_failed)
+            break; /* the final model too, then the failure */
         if (stop) {
             redraw_plot(t);
             if (t->rank == 0)
@@ -901,6 +974,15 @@ int trainer_run(moe_trainer *t, moe_err *e)
     if (c->checkpoint.save_final_model && c->checkpoint.ckpt_dir[0] &&
         trainer_save_final_model(t, e))
         return -1;
+    if (eval_failed) {
+        redraw_plot(t);
+        if (!c->checkpoint.ckpt_dir[0])
+            *e = eval_err;
+        else
+            moe_errf(e, "%s (the checkpoint of step %d%s written)", eval_err.msg, t->step,
+                     c->checkpoint.save_final_model ? " and the final model were" : " was");
+        return -1;
+    }
     if (t->metrics.f) {
         redraw_plot(t);
         if (!t->quiet && t->rank == 0 && !t->metrics.plot_warned)

@@ -34,6 +34,8 @@ typedef struct {
     char precision_label[80]; /* its text when composed ("mxfp8 (experts) + bf16") */
     /* host staging of one global batch */
     int32_t *inputs, *targets;
+    /* a packed micro-batch's sequences (tok_segments), for the model */
+    int32_t *seg_pos, *seg_cu;
     int quiet;
     /* seconds spent opening it: ranks and backend, model buffers, data, weights */
     double startup_s[4];

@@ -1,19 +1,41 @@
 /* CPU reference: causal grouped-query attention, forward and backward.
  * Layouts: q, out [B, T, NH, HD]; k, v [B, T, NKV, HD]; lse [B, NH, T].
  * Query head h reads kv head h / (NH / NKV), as Hugging Face repeats kv heads.
+ * With segments (packed rows), token t attends to keys first[t]..t, first[t]
+ * being its segment's first token: what each record run alone would see.
  * One row of scores at a time: no T x T matrix is stored. */
 #include <math.h>
 #include <stdlib.h>
 
 #include "cpu_internal.h"
 
+/* The row-local index of each token's first key: its segment's start, or
+ * 0 without segments. NULL when out of memory (the caller aborts: a few
+ * bytes a token). */
+static int *first_keys(int B, int T, const moe_segments *seg)
+{
+    int *first = malloc(sizeof(int) * (size_t)B * (size_t)T);
+    if (!first)
+        abort();
+    for (int i = 0; i < B * T; i++)
+        first[i] = 0;
+    for (int s = 0; seg && s < seg->n_seg; s++) {
+        int a = seg->cu_seqlens[s], z = seg->cu_seqlens[s + 1];
+        for (int i = a; i < z; i++)
+            first[i] = a % T;
+    }
+    return first;
+}
+
 #define R(p) ((real *)(p))
 #define CR(p) ((const real *)(p))
 
 static void attention_fwd(moe_backend *be, act *out, real *lse, const act *q_, const act *k_,
-                          const act *v_, int B, int T, int NH, int NKV, int HD)
+                          const act *v_, int B, int T, int NH, int NKV, int HD,
+                          const moe_segments *seg)
 {
     const real *q = CR(q_), *k = CR(k_), *v = CR(v_);
+    int *first = first_keys(B, T, seg);
     int group = NH / NKV;
     real scale = (real)(1.0 / sqrt((double)HD));
 #pragma omp parallel
@@ -25,8 +47,9 @@ static void attention_fwd(moe_backend *be, act *out, real *lse, const act *q_, c
                 int kh = h / group;
                 for (int t = 0; t < T; t++) {
                     const real *qt = q + (((size_t)b * T + t) * NH + h) * HD;
+                    int s0 = first[b * T + t];
                     real mx = -INFINITY;
-                    for (int s = 0; s <= t; s++) {
+                    for (int s = s0; s <= t; s++) {
                         const real *ks = k + (((size_t)b * T + s) * NKV + kh) * HD;
                         real d = 0;
                         for (int i = 0; i < HD; i++)
@@ -35,7 +58,7 @@ static void attention_fwd(moe_backend *be, act *out, real *lse, const act *q_, c
                         mx = p[s] > mx ? p[s] : mx;
                     }
                     double sum = 0;
-                    for (int s = 0; s <= t; s++) {
+                    for (int s = s0; s <= t; s++) {
                         p[s] = (real)exp((double)(p[s] - mx));
                         sum += p[s];
                     }
@@ -43,7 +66,7 @@ static void attention_fwd(moe_backend *be, act *out, real *lse, const act *q_, c
                     real *o = R(out) + (((size_t)b * T + t) * NH + h) * HD;
                     for (int i = 0; i < HD; i++)
                         o[i] = 0;
-                    for (int s = 0; s <= t; s++) {
+                    for (int s = s0; s <= t; s++) {
                         const real *vs = v + (((size_t)b * T + s) * NKV + kh) * HD;
                         real w = p[s] * inv;
                         for (int i = 0; i < HD; i++)
@@ -54,13 +77,16 @@ static void attention_fwd(moe_backend *be, act *out, real *lse, const act *q_, c
             }
         free(p);
     }
+    free(first);
 }
 
 static void attention_bwd(moe_backend *be, act *dq_, act *dk_, act *dv_, const act *dout_,
                           const act *q_, const act *k_, const act *v_, const act *out_,
-                          const real *lse, int B, int T, int NH, int NKV, int HD)
+                          const real *lse, int B, int T, int NH, int NKV, int HD,
+                          const moe_segments *seg)
 {
     const real *q = CR(q_), *k = CR(k_), *v = CR(v_), *dout = CR(dout_), *out = CR(out_);
+    int *first = first_keys(B, T, seg);
     real *dq = R(dq_), *dk = R(dk_), *dv = R(dv_);
     int group = NH / NKV;
     real scale = (real)(1.0 / sqrt((double)HD));
@@ -88,7 +114,8 @@ static void attention_bwd(moe_backend *be, act *dq_, act *dk_, act *dv_, const a
                             D += dot_[i] * ot[i];
                         for (int i = 0; i < HD; i++)
                             dqt[i] = 0;
-                        for (int s = 0; s <= t; s++) {
+                        int s0 = first[b * T + t];
+                        for (int s = s0; s <= t; s++) {
                             size_t ki = (((size_t)b * T + s) * NKV + kh) * HD;
                             real sc = 0, dp = 0;
                             for (int i = 0; i < HD; i++) {
@@ -100,7 +127,7 @@ static void attention_bwd(moe_backend *be, act *dq_, act *dk_, act *dv_, const a
                             for (int i = 0; i < HD; i++)
                                 dv[ki + i] += p * dot_[i];
                         }
-                        for (int s = 0; s <= t; s++) {
+                        for (int s = s0; s <= t; s++) {
                             size_t ki = (((size_t)b * T + s) * NKV + kh) * HD;
                             for (int i = 0; i < HD; i++) {
                                 dqt[i] += ds[s] * k[ki + i];
@@ -111,6 +138,7 @@ static void attention_bwd(moe_backend *be, act *dq_, act *dk_, act *dv_, const a
             }
         free(ds);
     }
+    free(first);
 }
 
 void cpu_fill_attention_ops(moe_backend *be)

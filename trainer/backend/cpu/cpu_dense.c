@@ -116,15 +116,17 @@ static void rope_table(float *cosv, float *sinv, int T, int HD, real theta)
     }
 }
 
-/* sign = +1 rotates forward, -1 applies the transpose (the backward) */
+/* sign = +1 rotates forward, -1 applies the transpose (the backward); token
+ * bt at position pos[bt] (a packed row's positions restart at each
+ * segment), or bt % T without pos */
 static void rope_apply(act *x_, int B, int T, int H, int HD, const float *cosv, const float *sinv,
-                       int sign)
+                       int sign, const int32_t *pos)
 {
     real *x = R(x_);
     int half = HD / 2;
 #pragma omp parallel for schedule(static)
     for (int bt = 0; bt < B * T; bt++) {
-        int t = bt % T;
+        int t = pos ? pos[bt] : bt % T;
         for (int h = 0; h < H; h++) {
             real *v = x + ((size_t)bt * H + h) * HD;
             for (int j = 0; j < half; j++) {
@@ -137,7 +139,8 @@ static void rope_apply(act *x_, int B, int T, int H, int HD, const float *cosv, 
     }
 }
 
-static void rope_both(act *q, act *k, int B, int T, int NH, int NKV, int HD, real theta, int sign)
+static void rope_both(act *q, act *k, int B, int T, int NH, int NKV, int HD, real theta, int sign,
+                      const int32_t *pos)
 {
     size_t n = (size_t)T * (HD / 2);
     float *cosv = malloc(n * sizeof *cosv), *sinv = malloc(n * sizeof *sinv);
@@ -146,22 +149,22 @@ static void rope_both(act *q, act *k, int B, int T, int NH, int NKV, int HD, rea
         abort();
     }
     rope_table(cosv, sinv, T, HD, theta);
-    rope_apply(q, B, T, NH, HD, cosv, sinv, sign);
-    rope_apply(k, B, T, NKV, HD, cosv, sinv, sign);
+    rope_apply(q, B, T, NH, HD, cosv, sinv, sign, pos);
+    rope_apply(k, B, T, NKV, HD, cosv, sinv, sign, pos);
     free(cosv);
     free(sinv);
 }
 
 static void rope_fwd(moe_backend *be, act *q, act *k, int B, int T, int NH, int NKV, int HD,
-                     real theta)
+                     real theta, const int32_t *pos)
 {
-    rope_both(q, k, B, T, NH, NKV, HD, theta, +1);
+    rope_both(q, k, B, T, NH, NKV, HD, theta, +1, pos);
 }
 
 static void rope_bwd(moe_backend *be, act *dq, act *dk, int B, int T, int NH, int NKV, int HD,
-                     real theta)
+                     real theta, const int32_t *pos)
 {
-    rope_both(dq, dk, B, T, NH, NKV, HD, theta, -1);
+    rope_both(dq, dk, B, T, NH, NKV, HD, theta, -1, pos);
 }
 
 static void lm_head_logits(moe_backend *be, real *logits, const act *x, const act *w, int N, int C,

@@ -3,7 +3,12 @@
  * online softmax; no T x T matrix exists. One warp owns one query row (or,
  * for dK/dV, one key row); a block's 8 warps share K/V (or Q/dO) tiles in
  * shared memory. Layouts as the CPU reference: q, out [B, T, NH, HD];
- * k, v [B, T, NKV, HD]; lse [B, NH, T]. HD <= 256. */
+ * k, v [B, T, NKV, HD]; lse [B, NH, T]. HD <= 256.
+ * Packed rows (moe_segments): with pos, query t sees keys t - pos[t] .. t,
+ * its own sequence's (positions restart at 0 where a sequence starts). cuDNN
+ * takes them as a [B, 1, T, T] score bias of 0 / -inf (segment_bias) while
+ * that fits SEGMENT_BIAS_MAX_BYTES; else, or where cuDNN refuses the graph,
+ * these SIMT kernels do (the tensor-core kernels do not take them). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,10 +61,48 @@ void cuda_attention_tc_bwd(moe_backend *be, bf16 *dq, bf16 *dk, bf16 *dv, const 
                            const bf16 *q, const bf16 *k, const bf16 *v, const float *lse,
                            const float *D, int B, int T, int NH, int NKV, int HD);
 
+/* the largest score bias cuDNN is given for packed rows: 256 MiB is B x T^2
+ * = 2^27 bf16 values (one row of 11,585 tokens, or two of 8,192) */
+#define SEGMENT_BIAS_MAX_BYTES ((size_t)256 << 20)
+
+/* bias[b, 0, i, j] = 0 where key j is in query i's sequence or after i (the
+ * causal mask takes those), -inf before its sequence's first token */
+__global__ void segment_bias_kernel(bf16 *bias, const int32_t *pos, int T, size_t n)
+{
+    for (size_t x = blockIdx.x * (size_t)blockDim.x + threadIdx.x; x < n;
+         x += (size_t)gridDim.x * blockDim.x) {
+        size_t j = x % T, bi = x / T, i = bi % T, b = bi / T;
+        int first = (int)i - pos[b * T + i];
+        bias[x] = __float2bfloat16((int)j < first ? -INFINITY : 0.f);
+    }
+}
+
+/* the score bias of these packed rows in its scratch, or NULL (too large, or
+ * the scratch could not be had: the SIMT kernels then take the rows) */
+static const bf16 *segment_bias(moe_backend *be, const moe_segments *seg, int B, int T)
+{
+    size_t n = (size_t)B * T * T;
+    if (n * sizeof(bf16) > SEGMENT_BIAS_MAX_BYTES)
+        return NULL;
+    bf16 *bias = (bf16 *)cuda_scratch(be, CUDA_SCRATCH_SEGMENT_BIAS, n * sizeof(bf16));
+    if (!bias)
+        return NULL;
+    segment_bias_kernel<<<cuda_blocks(n, 256) < 65536 ? cuda_blocks(n, 256) : 65536, 256, 0,
+                          CTX(be)->stream>>>(bias, seg->pos, T, n);
+    LAUNCHED(be, "segment_bias");
+    return bias;
+}
+
 static size_t attn_smem(int HD) { return sizeof(float) * ((size_t)WARPS * HD * 2 + (size_t)TILE * (HD + 1) * 2); }
 
+/* the first key query t of row b sees: its sequence's first token */
+__device__ __forceinline__ int first_key(const int32_t *pos, int b, int T, int t)
+{
+    return pos && t < T ? t - pos[(size_t)b * T + t] : 0;
+}
+
 __global__ void attn_fwd_kernel(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
-                                int T, int NH, int NKV, int HD, float scale)
+                                int T, int NH, int NKV, int HD, float scale, const int32_t *pos)
 {
     extern __shared__ float sm[];
     float *q_s = sm;                              /* [WARPS][HD] */
@@ -69,6 +112,7 @@ __global__ void attn_fwd_kernel(bf16 *out, float *lse, const bf16 *q, const bf16
     int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int t = blockIdx.x * WARPS + w;
     int t_last = min(T - 1, (int)blockIdx.x * WARPS + WARPS - 1);
+    int lo = first_key(pos, b, T, t);
     if (t < T)
         for (int d = lane; d < HD; d += 32)
             q_s[w * HD + d] = __bfloat162float(q[(((size_t)b * T + t) * NH + h) * HD + d]) * scale;
@@ -90,17 +134,17 @@ __global__ void attn_fwd_kernel(bf16 *out, float *lse, const bf16 *q, const bf16
             v_s[j * (HD + 1) + d] = vv;
         }
         __syncthreads();
-        if (t >= T || s0 > t)
+        if (t >= T || s0 > t || s0 + TILE <= lo)
             continue;
         int s = s0 + lane;
         float sc = -INFINITY;
-        if (s <= t) {
+        if (s >= lo && s <= t) {
             sc = 0;
             for (int d = 0; d < HD; d++)
                 sc += q_s[w * HD + d] * k_s[lane * (HD + 1) + d];
         }
         float m_new = fmaxf(m, wmax(sc));
-        float p = s <= t ? __expf(sc - m_new) : 0.f;
+        float p = s >= lo && s <= t ? __expf(sc - m_new) : 0.f;
         float corr = m == -INFINITY ? 0.f : __expf(m - m_new);
         l = l * corr + wsum(p);
         int n = min(TILE, t - s0 + 1);
@@ -132,16 +176,20 @@ __global__ void attn_fwd_kernel(bf16 *out, float *lse, const bf16 *q, const bf16
 }
 
 static void attention_fwd(moe_backend *be, act *out, real *lse, const act *q, const act *k,
-                          const act *v, int B, int T, int NH, int NKV, int HD)
+                          const act *v, int B, int T, int NH, int NKV, int HD,
+                          const moe_segments *seg)
 {
     if (HD > 32 * MAXR) {
         cuda_note(be, "attention_fwd", "head_dim above 256 is not supported");
         return;
     }
-    moe_attn_kernels want = CTX(be)->attention, fam = attention_family(be, HD);
-    if (want == MOE_ATTN_CUDNN && !cuda_attention_cudnn_fwd(be, (bf16 *)out, lse, (const bf16 *)q,
-                                                           (const bf16 *)k, (const bf16 *)v, B,
-                                                           T, NH, NKV, HD))
+    /* packed rows: cuDNN with a score bias, else the SIMT kernels */
+    moe_attn_kernels want = CTX(be)->attention;
+    moe_attn_kernels fam = seg ? MOE_ATTN_SIMT : attention_family(be, HD);
+    const bf16 *bias = seg && want == MOE_ATTN_CUDNN ? segment_bias(be, seg, B, T) : NULL;
+    if (want == MOE_ATTN_CUDNN && (!seg || bias) &&
+        !cuda_attention_cudnn_fwd(be, (bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
+                                  (const bf16 *)v, B, T, NH, NKV, HD, bias))
         return;
     if (fam == MOE_ATTN_MMA) {
         cuda_attention_mma_fwd(be, (bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
@@ -158,7 +206,7 @@ static void attention_fwd(moe_backend *be, act *out, real *lse, const act *q, co
     dim3 grid((T + WARPS - 1) / WARPS, NH, B);
     attn_fwd_kernel<<<grid, WARPS * 32, smem, CTX(be)->stream>>>(
         (bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, T, NH, NKV, HD,
-        (float)(1.0 / sqrt((double)HD)));
+        (float)(1.0 / sqrt((double)HD)), seg ? seg->pos : NULL);
     LAUNCHED(be, "attention_fwd");
 }
 
@@ -184,7 +232,7 @@ __global__ void attn_delta_kernel(float *D, const bf16 *dout, const bf16 *out, i
 /* dQ: a warp per query, over key tiles (like the forward) */
 __global__ void attn_dq_kernel(bf16 *dq, const bf16 *q, const bf16 *k, const bf16 *v,
                                const bf16 *dout, const float *lse, const float *D, int T, int NH,
-                               int NKV, int HD, float scale)
+                               int NKV, int HD, float scale, const int32_t *pos)
 {
     extern __shared__ float sm[];
     float *q_s = sm, *do_s = sm + WARPS * HD;
@@ -194,6 +242,7 @@ __global__ void attn_dq_kernel(bf16 *dq, const bf16 *q, const bf16 *k, const bf1
     int t = blockIdx.x * WARPS + w;
     int t_last = min(T - 1, (int)blockIdx.x * WARPS + WARPS - 1);
     size_t qrow = (((size_t)b * T + t) * NH + h) * HD;
+    int lo = first_key(pos, b, T, t);
     float L = 0, Dt = 0;
     if (t < T) {
         for (int d = lane; d < HD; d += 32) {
@@ -221,11 +270,11 @@ __global__ void attn_dq_kernel(bf16 *dq, const bf16 *q, const bf16 *k, const bf1
             v_s[j * (HD + 1) + d] = vv;
         }
         __syncthreads();
-        if (t >= T || s0 > t)
+        if (t >= T || s0 > t || s0 + TILE <= lo)
             continue;
         int s = s0 + lane;
         float ds = 0;
-        if (s <= t) {
+        if (s >= lo && s <= t) {
             float sc = 0, dp = 0;
             for (int d = 0; d < HD; d++) {
                 sc += q_s[w * HD + d] * k_s[lane * (HD + 1) + d];
@@ -258,7 +307,7 @@ __global__ void attn_dq_kernel(bf16 *dq, const bf16 *q, const bf16 *k, const bf1
 /* dK, dV: a warp per key, over query tiles of every query head of its group */
 __global__ void attn_dkv_kernel(bf16 *dk, bf16 *dv, const bf16 *q, const bf16 *k, const bf16 *v,
                                 const bf16 *dout, const float *lse, const float *D, int T, int NH,
-                                int NKV, int HD, float scale)
+                                int NKV, int HD, float scale, const int32_t *pos)
 {
     extern __shared__ float sm[];
     float *k_s = sm, *v_s = sm + WARPS * HD;                       /* this block's keys */
@@ -302,7 +351,7 @@ __global__ void attn_dkv_kernel(bf16 *dk, bf16 *dv, const bf16 *q, const bf16 *k
                 continue;
             int t = t0 + lane;
             float p = 0, ds = 0;
-            if (t < T && t >= s) {
+            if (t < T && t >= s && first_key(pos, b, T, t) <= s) {
                 float sc = 0, dp = 0;
                 for (int d = 0; d < HD; d++) {
                     sc += q_s[lane * (HD + 1) + d] * k_s[w * HD + d];
@@ -341,17 +390,21 @@ __global__ void attn_dkv_kernel(bf16 *dk, bf16 *dv, const bf16 *q, const bf16 *k
 
 static void attention_bwd(moe_backend *be, act *dq, act *dk, act *dv, const act *dout,
                           const act *q, const act *k, const act *v, const act *out,
-                          const real *lse, int B, int T, int NH, int NKV, int HD)
+                          const real *lse, int B, int T, int NH, int NKV, int HD,
+                          const moe_segments *seg)
 {
     if (HD > 32 * MAXR) {
         cuda_note(be, "attention_bwd", "head_dim above 256 is not supported");
         return;
     }
-    moe_attn_kernels want = CTX(be)->attention, fam = attention_family(be, HD);
-    if (want == MOE_ATTN_CUDNN &&
+    moe_attn_kernels want = CTX(be)->attention;
+    moe_attn_kernels fam = seg ? MOE_ATTN_SIMT : attention_family(be, HD);
+    /* the forward's bias again (its scratch may have been taken since) */
+    const bf16 *bias = seg && want == MOE_ATTN_CUDNN ? segment_bias(be, seg, B, T) : NULL;
+    if (want == MOE_ATTN_CUDNN && (!seg || bias) &&
         !cuda_attention_cudnn_bwd(be, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv, (const bf16 *)dout,
                                   (const bf16 *)q, (const bf16 *)k, (const bf16 *)v,
-                                  (const bf16 *)out, lse, B, T, NH, NKV, HD))
+                                  (const bf16 *)out, lse, B, T, NH, NKV, HD, bias))
         return;
     cudaStream_t st = CTX(be)->stream;
     size_t rows = (size_t)B * T * NH;
@@ -379,11 +432,11 @@ static void attention_bwd(moe_backend *be, act *dq, act *dk, act *dv, const act 
     dim3 gq((T + WARPS - 1) / WARPS, NH, B), gk((T + WARPS - 1) / WARPS, NKV, B);
     attn_dq_kernel<<<gq, WARPS * 32, smem, st>>>((bf16 *)dq, (const bf16 *)q, (const bf16 *)k,
                                                  (const bf16 *)v, (const bf16 *)dout, lse, D, T,
-                                                 NH, NKV, HD, scale);
+                                                 NH, NKV, HD, scale, seg ? seg->pos : NULL);
     attn_dkv_kernel<<<gk, WARPS * 32, smem, st>>>((bf16 *)dk, (bf16 *)dv, (const bf16 *)q,
                                                   (const bf16 *)k, (const bf16 *)v,
                                                   (const bf16 *)dout, lse, D, T, NH, NKV, HD,
-                                                  scale);
+                                                  scale, seg ? seg->pos : NULL);
     LAUNCHED(be, "attention_bwd");
 }
 

@@ -8,7 +8,10 @@
  * backward
  *   delta = rowsum(dO * O), S recomputed minus Stats, masked, E = exp,
  *   dV = E^T dO, dS = (dO V^T - delta) * E * scale, dK = dS^T Q, dQ = dS K
- * with GQA as a sum over each key head's query heads. moekit's layouts
+ * with GQA as a sum over each key head's query heads. Packed rows add a
+ * [B, 1, T, T] bias of 0 / -inf to the scaled scores before the masks (where
+ * cuDNN's frontend adds its bias), keeping each query within its sequence.
+ * moekit's layouts
  * ([B, T, heads, HD], lse [B, NH, T]) go in as strides, with no copies.
  * A plan is built once per shape and kept; a shape cuDNN does not take is
  * remembered too, and runs on the fallback kernels. */
@@ -23,11 +26,11 @@
 
 /* the variant pack's ids: moekit's buffers and the by-value scalars */
 enum { U_Q = 1, U_K, U_V, U_O, U_STATS, U_DO, U_DQ, U_DK, U_DV, U_SCALE, U_NEG_INF, U_ONE,
-       U_DELTA, U_DQ_ACCUM };
+       U_DELTA, U_DQ_ACCUM, U_BIAS };
 
 #define ATTN_PLANS 16
 typedef struct {
-    int backward, B, T, NH, NKV, HD;
+    int backward, B, T, NH, NKV, HD, bias;
     int ok; /* 1: plan built; -1: cuDNN does not take this shape */
     cudnn_graph g;
 } attn_plan;
@@ -48,6 +51,7 @@ typedef struct {
     int64_t s[4], s_str[4];   /* scores [B, NH, T, T] */
     int64_t st[4], st_str[4]; /* scores transposed, [B, NH, T(kv), T(q)] */
     int64_t full[4], full_str[4]; /* dK, dV of every query head, [B, NH, T, HD] */
+    int64_t bias[4], bias_str[4]; /* packed sequences' score bias [B, 1, T, T] */
     int64_t one[4];
 } attn_shapes;
 
@@ -67,6 +71,8 @@ static void shapes(attn_shapes *s, int64_t B, int64_t T, int64_t NH, int64_t NKV
     memcpy(s->s, sc, sizeof sc), memcpy(s->s_str, s_str, sizeof s_str);
     memcpy(s->st, sc, sizeof sc), memcpy(s->st_str, st_str, sizeof st_str);
     memcpy(s->full, q, sizeof q), memcpy(s->full_str, full_str, sizeof full_str);
+    const int64_t bias[4] = {B, 1, T, T}, bias_str[4] = {T * T, T * T, T, 1};
+    memcpy(s->bias, bias, sizeof bias), memcpy(s->bias_str, bias_str, sizeof bias_str);
     for (int i = 0; i < 4; i++)
         s->one[i] = 1;
 }
@@ -92,7 +98,20 @@ static cudnnBackendDescriptor_t causal_mask(cudnn_graph *g, const attn_shapes *s
     return out;
 }
 
-static void build_fwd(cudnn_graph *g, const attn_shapes *sh)
+/* scores + the packed sequences' bias, or the scores as they are */
+static cudnnBackendDescriptor_t add_bias(cudnn_graph *g, const attn_shapes *sh, int bias,
+                                         cudnnBackendDescriptor_t scores)
+{
+    if (!bias)
+        return scores;
+    cudnnBackendDescriptor_t b =
+        cudnn_tensor(g, U_BIAS, CUDNN_DATA_BFLOAT16, sh->bias, sh->bias_str, 0);
+    cudnnBackendDescriptor_t out = VIRT(CUDNN_DATA_FLOAT, sh->s, sh->s_str);
+    PW(CUDNN_POINTWISE_ADD, scores, b, out);
+    return out;
+}
+
+static void build_fwd(cudnn_graph *g, const attn_shapes *sh, int bias)
 {
     cudnnBackendDescriptor_t q = cudnn_tensor(g, U_Q, CUDNN_DATA_BFLOAT16, sh->q, sh->q_str, 0);
     cudnnBackendDescriptor_t kt = cudnn_tensor(g, U_K, CUDNN_DATA_BFLOAT16, sh->kt, sh->kt_str, 0);
@@ -105,7 +124,7 @@ static void build_fwd(cudnn_graph *g, const attn_shapes *sh)
     cudnnBackendDescriptor_t s_scaled = VIRT(CUDNN_DATA_FLOAT, sh->s, sh->s_str);
     cudnn_matmul(g, q, kt, s);
     PW(CUDNN_POINTWISE_MUL, s, scale, s_scaled);
-    cudnnBackendDescriptor_t masked = causal_mask(g, sh, s_scaled, neg_inf);
+    cudnnBackendDescriptor_t masked = causal_mask(g, sh, add_bias(g, sh, bias, s_scaled), neg_inf);
     /* softmax, keeping Stats = max + log(sum exp) */
     cudnnBackendDescriptor_t max = VIRT(CUDNN_DATA_FLOAT, sh->row, sh->row_str);
     cudnnBackendDescriptor_t centred = VIRT(CUDNN_DATA_FLOAT, sh->s, sh->s_str);
@@ -138,7 +157,7 @@ static void head_sum_matmul(cudnn_graph *g, const attn_shapes *sh, int grouped,
     cudnn_reduction(g, CUDNN_REDUCE_TENSOR_ADD, full, out);
 }
 
-static void build_bwd(cudnn_graph *g, const attn_shapes *sh, int grouped)
+static void build_bwd(cudnn_graph *g, const attn_shapes *sh, int grouped, int bias)
 {
     cudnnBackendDescriptor_t q = cudnn_tensor(g, U_Q, CUDNN_DATA_BFLOAT16, sh->q, sh->q_str, 0);
     cudnnBackendDescriptor_t kt = cudnn_tensor(g, U_K, CUDNN_DATA_BFLOAT16, sh->kt, sh->kt_str, 0);
@@ -166,7 +185,7 @@ static void build_bwd(cudnn_graph *g, const attn_shapes *sh, int grouped)
     cudnnBackendDescriptor_t e = VIRT(CUDNN_DATA_FLOAT, sh->s, sh->s_str);
     cudnn_matmul(g, q, kt, s);
     PW(CUDNN_POINTWISE_MUL, s, scale, s_scaled);
-    PW(CUDNN_POINTWISE_SUB, s_scaled, stats, s_centred);
+    PW(CUDNN_POINTWISE_SUB, add_bias(g, sh, bias, s_scaled), stats, s_centred);
     PW(CUDNN_POINTWISE_EXP, causal_mask(g, sh, s_centred, neg_inf), NULL, e);
     cudnnBackendDescriptor_t pt = VIRT(CUDNN_DATA_BFLOAT16, sh->st, sh->st_str);
     cudnn_reshape(g, e, pt);
@@ -224,7 +243,8 @@ static struct cuda_cudnn_attn *attn_state(moe_backend *be)
 }
 
 /* the plan of this shape, built on first use; NULL where cuDNN does not take it */
-static attn_plan *attn_plan_for(moe_backend *be, int backward, int B, int T, int NH, int NKV, int HD)
+static attn_plan *attn_plan_for(moe_backend *be, int backward, int B, int T, int NH, int NKV, int HD,
+                                int bias)
 {
     struct cuda_cudnn_attn *a = attn_state(be);
     if (!a)
@@ -232,7 +252,7 @@ static attn_plan *attn_plan_for(moe_backend *be, int backward, int B, int T, int
     for (int i = 0; i < a->n; i++) {
         attn_plan *p = &a->plans[i];
         if (p->backward == backward && p->B == B && p->T == T && p->NH == NH && p->NKV == NKV &&
-            p->HD == HD)
+            p->HD == HD && p->bias == bias)
             return p->ok > 0 ? p : NULL;
     }
     attn_plan *p;
@@ -243,19 +263,19 @@ static attn_plan *attn_plan_for(moe_backend *be, int backward, int B, int T, int
         a->next = (a->next + 1) % ATTN_PLANS;
         cudnn_graph_free(&p->g);
     }
-    *p = (attn_plan){backward, B, T, NH, NKV, HD, 0, {}};
+    *p = (attn_plan){backward, B, T, NH, NKV, HD, bias, 0, {}};
     cudnn_graph_init(&p->g, a->api);
     attn_shapes sh;
     shapes(&sh, B, T, NH, NKV, HD);
     if (backward)
-        build_bwd(&p->g, &sh, NH != NKV);
+        build_bwd(&p->g, &sh, NH != NKV, bias);
     else
-        build_fwd(&p->g, &sh);
+        build_fwd(&p->g, &sh, bias);
     p->ok = p->g.error[0] || cudnn_graph_plan(&p->g, a->handle) ? -1 : 1;
     if (p->ok < 0) {
-        fprintf(stderr, "moe-train: attention %s B=%d T=%d heads %d/%d dim %d on moekit's "
+        fprintf(stderr, "moe-train: attention %s B=%d T=%d heads %d/%d dim %d%s on moekit's "
                 "kernels: cuDNN %zu: %s\n", backward ? "backward" : "forward", B, T, NH, NKV, HD,
-                a->api->version, p->g.error);
+                bias ? " (packed sequences)" : "", a->api->version, p->g.error);
         cudnn_graph_free(&p->g);
         return NULL;
     }
@@ -285,25 +305,28 @@ static float neg_inf_value(const cudnn_api *api)
 }
 
 int cuda_attention_cudnn_fwd(moe_backend *be, bf16 *out, float *lse, const bf16 *q,
-                             const bf16 *k, const bf16 *v, int B, int T, int NH, int NKV, int HD)
+                             const bf16 *k, const bf16 *v, int B, int T, int NH, int NKV, int HD,
+                             const bf16 *bias)
 {
-    attn_plan *p = attn_plan_for(be, 0, B, T, NH, NKV, HD);
+    attn_plan *p = attn_plan_for(be, 0, B, T, NH, NKV, HD, bias != NULL);
     if (!p)
         return 1;
     float scale = (float)(1.0 / sqrt((double)HD)), neg_inf = neg_inf_value(p->g.api);
-    const int64_t uids[] = {U_Q, U_K, U_V, U_O, U_STATS, U_SCALE, U_NEG_INF};
-    void *const ptrs[] = {(void *)q, (void *)k, (void *)v, out, lse, &scale, &neg_inf};
+    const int64_t uids[] = {U_Q, U_K, U_V, U_O, U_STATS, U_SCALE, U_NEG_INF, U_BIAS};
+    void *const ptrs[] = {(void *)q, (void *)k, (void *)v, out, lse, &scale, &neg_inf,
+                          (void *)bias};
     char *ws = attn_workspace(be, p, 0);
     if (ws)
-        attn_run(be, p, 7, uids, ptrs, ws);
+        attn_run(be, p, bias ? 8 : 7, uids, ptrs, ws);
     return 0;
 }
 
 int cuda_attention_cudnn_bwd(moe_backend *be, bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
                              const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *out,
-                             const float *lse, int B, int T, int NH, int NKV, int HD)
+                             const float *lse, int B, int T, int NH, int NKV, int HD,
+                             const bf16 *bias)
 {
-    attn_plan *p = attn_plan_for(be, 1, B, T, NH, NKV, HD);
+    attn_plan *p = attn_plan_for(be, 1, B, T, NH, NKV, HD, bias != NULL);
     if (!p)
         return 1;
     /* the fp32 delta and dQ accumulator live after the plan's workspace; the
@@ -318,10 +341,11 @@ int cuda_attention_cudnn_bwd(moe_backend *be, bf16 *dq, bf16 *dk, bf16 *dv, cons
            cudaMemsetAsync(dq_acc, 0, extra - delta_bytes, CTX(be)->stream));
     float scale = (float)(1.0 / sqrt((double)HD)), neg_inf = neg_inf_value(p->g.api), one = 1.f;
     const int64_t uids[] = {U_Q, U_K, U_V, U_O, U_STATS, U_DO, U_DQ, U_DK, U_DV,
-                            U_SCALE, U_NEG_INF, U_ONE, U_DELTA, U_DQ_ACCUM};
+                            U_SCALE, U_NEG_INF, U_ONE, U_DELTA, U_DQ_ACCUM, U_BIAS};
     void *const ptrs[] = {(void *)q, (void *)k, (void *)v, (void *)out, (void *)lse,
-                          (void *)dout, dq, dk, dv, &scale, &neg_inf, &one, delta, dq_acc};
-    attn_run(be, p, 14, uids, ptrs, ws);
+                          (void *)dout, dq, dk, dv, &scale, &neg_inf, &one, delta, dq_acc,
+                          (void *)bias};
+    attn_run(be, p, bias ? 15 : 14, uids, ptrs, ws);
     return 0;
 }
 

@@ -528,6 +528,8 @@ extern "C" int cuda_backend_create(moe_backend **out, int device, moe_err *e)
         return -1;
     }
     be->name = "cuda";
+    /* packed rows only through the SIMT attention kernels (not cuDNN's yet) */
+    be->segments = MOE_SEGMENTS_SLOW;
     be->act_type = "bf16";
     be->device_memory = 1;
     be->alloc = cu_alloc;

@@ -464,11 +464,14 @@ static void matmul_bwd(moe_backend *be, act *din, real *dw, const act *dout, con
 
 /* ---- RoPE (angles in fp32 as Hugging Face computes them) ---- */
 
-__global__ void rope_kernel(bf16 *x, int T, int H, int HD, float theta, float sign)
+/* token bt at position pos[bt] (packed rows restart at each segment), or
+ * bt % T without pos */
+__global__ void rope_kernel(bf16 *x, int T, int H, int HD, float theta, float sign,
+                            const int32_t *pos)
 {
     int half = HD / 2;
     size_t bt = blockIdx.x;
-    int t = (int)(bt % T);
+    int t = pos ? pos[bt] : (int)(bt % T);
     if (half % 2 == 0 && half / 2 <= (int)blockDim.x && blockDim.x % (half / 2) == 0) {
         /* a thread keeps the angles of two adjacent frequencies (the same
          * expressions as below: the same bits) and turns them in every
@@ -501,18 +504,18 @@ __global__ void rope_kernel(bf16 *x, int T, int H, int HD, float theta, float si
 }
 
 static void rope_fwd(moe_backend *be, act *q, act *k, int B, int T, int NH, int NKV, int HD,
-                     real theta)
+                     real theta, const int32_t *pos)
 {
-    rope_kernel<<<B * T, 128, 0, CTX(be)->stream>>>(B16(q), T, NH, HD, theta, 1.f);
-    rope_kernel<<<B * T, 128, 0, CTX(be)->stream>>>(B16(k), T, NKV, HD, theta, 1.f);
+    rope_kernel<<<B * T, 128, 0, CTX(be)->stream>>>(B16(q), T, NH, HD, theta, 1.f, pos);
+    rope_kernel<<<B * T, 128, 0, CTX(be)->stream>>>(B16(k), T, NKV, HD, theta, 1.f, pos);
     LAUNCHED(be, "rope_fwd");
 }
 
 static void rope_bwd(moe_backend *be, act *dq, act *dk, int B, int T, int NH, int NKV, int HD,
-                     real theta)
+                     real theta, const int32_t *pos)
 {
-    rope_kernel<<<B * T, 128, 0, CTX(be)->stream>>>(B16(dq), T, NH, HD, theta, -1.f);
-    rope_kernel<<<B * T, 128, 0, CTX(be)->stream>>>(B16(dk), T, NKV, HD, theta, -1.f);
+    rope_kernel<<<B * T, 128, 0, CTX(be)->stream>>>(B16(dq), T, NH, HD, theta, -1.f, pos);
+    rope_kernel<<<B * T, 128, 0, CTX(be)->stream>>>(B16(dk), T, NKV, HD, theta, -1.f, pos);
     LAUNCHED(be, "rope_bwd");
 }
 

@@ -21,10 +21,12 @@ typedef __nv_bfloat16 bf16;
 
 /* slots 0-7: the bf16 ops; 8-19: the FP8 and emulated MXFP8 paths (cuda_fp8_ops.h,
  * cuda_moe_mxemu.cu), one precision at a time; 20: cuDNN attention's workspace;
- * 21: per-block partial sums that a second pass adds in a fixed order */
+ * 21: per-block partial sums that a second pass adds in a fixed order; 22: the
+ * score bias that keeps cuDNN's attention within each packed sequence */
 #define CUDA_SCRATCH_CUDNN 20
 #define CUDA_SCRATCH_PARTIALS 21
-#define CUDA_SCRATCH_SLOTS 22
+#define CUDA_SCRATCH_SEGMENT_BIAS 22
+#define CUDA_SCRATCH_SLOTS 23
 /* the pinned staging ring of cuda_from_host */
 #define CUDA_STAGE_SLOTS 8
 #define CUDA_STAGE_BYTES ((size_t)1 << 20)
@@ -305,12 +307,15 @@ extern "C" int cuda_set_expert_precision(moe_backend *be, moe_precision p, int C
 
 /* causal GQA attention through cuDNN's fused flash attention (cuda_attention_cudnn.cu):
  * 1 where cuDNN is absent or does not take the shape (nothing done: the caller runs its
- * own kernels), else 0 (a failure noted) */
+ * own kernels), else 0 (a failure noted). bias: NULL, or [B, 1, T, T] added to the
+ * scaled scores (0 or -inf: packed sequences, cuda_attention.cu) */
 int cuda_attention_cudnn_fwd(moe_backend *be, bf16 *out, float *lse, const bf16 *q,
-                             const bf16 *k, const bf16 *v, int B, int T, int NH, int NKV, int HD);
+                             const bf16 *k, const bf16 *v, int B, int T, int NH, int NKV, int HD,
+                             const bf16 *bias);
 int cuda_attention_cudnn_bwd(moe_backend *be, bf16 *dq, bf16 *dk, bf16 *dv, const bf16 *dout,
                              const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *out,
-                             const float *lse, int B, int T, int NH, int NKV, int HD);
+                             const float *lse, int B, int T, int NH, int NKV, int HD,
+                             const bf16 *bias);
 void cuda_attention_cudnn_destroy(moe_backend *be);
 
 void cuda_fill_dense_ops(moe_backend *be);
