@@ -4,8 +4,10 @@
  * capacity, and plan_fit refuses or warns with the numbers and what fits. */
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
+#include "../../trainer/config/config_scale.h"
 #include "../../trainer/model/dims_config.h"
 #include "../../trainer/model/model.h"
 #include "../../trainer/plan/count_backend.h"
@@ -142,11 +144,144 @@ static void test_plan_fit(void)
     CHECK_MSG(strstr(e.msg, "parallel.ep=3 does not divide"), "%s", e.msg);
 }
 
+
+/* plan_make counts one and two layers and extends them: the same bytes, kind
+ * by kind, as counting every layer, over EP, DP, recompute modes, moment
+ * dtypes and the cpu backend's layout */
+static void check_extended(const moe_config *c, int ep, int dp, moe_backend *shape)
+{
+    moe_err e = {{0}};
+    moe_plan a, b;
+    CHECK_MSG(plan_make(&a, c, ep, dp, shape, &e) == 0, "%s", e.msg);
+    CHECK_MSG(plan_make_counted(&b, c, ep, dp, shape, 1, &e) == 0, "%s", e.msg);
+    for (int k = 0; k < MOE_MEM_KINDS; k++) {
+        CHECK_MSG(a.bytes[k] == b.bytes[k], "%s L=%d EP=%d DP=%d %s: extended %zu, counted %zu",
+                  c->name, c->model.num_layers, ep, dp, plan_kind_name(k), a.bytes[k], b.bytes[k]);
+        CHECK(a.bytes_flip[k] == b.bytes_flip[k]);
+    }
+    CHECK(a.total == b.total && a.total_flip == b.total_flip && a.moments == b.moments);
+    CHECK(a.params_local == b.params_local && a.params_local_expert == b.params_local_expert);
+    CHECK(a.ep_bytes == b.ep_bytes && a.dp_bytes == b.dp_bytes);
+}
+
+static void test_layers_extended_exactly(void)
+{
+    moe_config c;
+    if (load(&c, "L0_sanity"))
+        return;
+    moe_err e = {{0}};
+    moe_backend *cpu = NULL;
+    CHECK(cpu_backend_create(&cpu, 1, &e) == 0);
+    c.model.num_layers = 7;
+    c.parallel.grad_bucket_mb = 1; /* several buckets a layer */
+    static const int layouts[][2] = {{1, 1}, {2, 1}, {1, 2}, {2, 2}, {4, 3}};
+    for (int run = 0; run < 12; run++) {
+        c.train.activation_recompute = run % 3 == 1;
+        c.train.recompute_experts = run % 3 == 2;
+        snprintf(c.optimizer.moments_dtype, sizeof c.optimizer.moments_dtype, "%s",
+                 run / 3 % 2 ? "bf16" : "fp32");
+        c.precision.compute = run / 6 ? MOE_PREC_FP8_BLOCK : MOE_PREC_BF16;
+        for (size_t i = 0; i < sizeof layouts / sizeof *layouts; i++)
+            check_extended(&c, layouts[i][0], layouts[i][1], NULL);
+        check_extended(&c, 1, 1, cpu);
+    }
+    cpu->destroy(cpu);
+    if (load(&c, "L1_8x7B_ep"))
+        return;
+    c.model.num_layers = 4;
+    check_extended(&c, 8, 1, NULL);
+    check_extended(&c, 8, 2, NULL);
+    snprintf(c.optimizer.moments_dtype, sizeof c.optimizer.moments_dtype, "bf16");
+    check_extended(&c, 8, 4, NULL);
+}
+
+static double seconds_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double peak_rss_mib(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_maxrss / 1024.0; /* KiB on Linux */
+}
+
+/* Any config the schema takes plans in well under a second and 100 MB of
+ * host memory: thousands of layers, thousands of experts, a 16M vocabulary,
+ * a million tokens a sequence, each with the fit check a launcher makes */
+static void test_huge_plans_bounded(void)
+{
+    static const char *const huge[][4] = {
+        {"model.num_layers=16384", NULL},
+        {"model.num_layers=65536", "model.hidden_size=1024", "model.intermediate_size=4096", NULL},
+        {"model.num_experts=4096", "parallel.ep=1024", "model.intermediate_size=1024", NULL},
+        {"model.vocab_size=16777216", NULL},
+        {"train.seq_length=1048576", "model.max_position_embeddings=1048576", NULL},
+    };
+    for (size_t i = 0; i < sizeof huge / sizeof *huge; i++) {
+        int n = 0;
+        while (n < 4 && huge[i][n])
+            n++;
+        moe_config c;
+        moe_err e = {{0}};
+        if (config_load(&c, "L1_8x7B_ep", MOE_CONFIG_DIR_DEFAULT, n, (char *const *)huge[i], &e)) {
+            CHECK_MSG(0, "%s: %s", huge[i][0], e.msg);
+            continue;
+        }
+        double t0 = seconds_now();
+        moe_plan p;
+        CHECK_MSG(plan_make(&p, &c, c.parallel.ep, 2, NULL, &e) == 0, "%s: %s", huge[i][0], e.msg);
+        char msg[2048];
+        plan_fit(&c, c.parallel.ep, 2, 80 * GIB, 1, msg, sizeof msg, &e);
+        double s = seconds_now() - t0, rss = peak_rss_mib();
+        CHECK_MSG(s < 1.0, "%s: the plan and its fit check took %.2f s", huge[i][0], s);
+        CHECK_MSG(rss < 100, "%s: %.1f MiB of host memory at the peak", huge[i][0], rss);
+        CHECK(p.params_total > 10000000000LL && p.total > p.bytes[MOE_MEM_GRADS]);
+        fprintf(stderr, "  %-26s %9.1f GiB a rank, planned and fit-checked in %.3f s, peak %.1f MiB\n",
+                huge[i][0], p.total / GIB, s, rss);
+    }
+}
+
+/* Beyond the limits: the schema refuses with the key and the limit, and
+ * plan_make refuses a layout beyond them before it counts anything */
+static void test_absurd_refused(void)
+{
+    moe_config c;
+    moe_err e = {{0}};
+    char *layers[] = {"model.num_layers=65537"};
+    CHECK(config_load(&c, "L1_8x7B_ep", MOE_CONFIG_DIR_DEFAULT, 1, layers, &e) != 0);
+    CHECK_MSG(strstr(e.msg, "model.num_layers = 65537") && strstr(e.msg, "1..65536"), "%s", e.msg);
+    char *tokens[] = {"train.micro_batch_size=64", "train.seq_length=1048576",
+                      "model.max_position_embeddings=1048576"};
+    CHECK(config_load(&c, "L1_8x7B_ep", MOE_CONFIG_DIR_DEFAULT, 3, tokens, &e) != 0);
+    CHECK_MSG(strstr(e.msg, "train.micro_batch_size x train.seq_length") &&
+                  strstr(e.msg, "at most 16777216"),
+              "%s", e.msg);
+    char *params[] = {"model.num_layers=65536", "model.num_experts=4096"};
+    CHECK(config_load(&c, "L1_8x7B_ep", MOE_CONFIG_DIR_DEFAULT, 2, params, &e) != 0);
+    CHECK_MSG(strstr(e.msg, "parameters; at most"), "%s", e.msg);
+    char *buckets[] = {"parallel.grad_bucket_mb=1", "model.num_layers=2048"};
+    CHECK(config_load(&c, "L1_8x7B_ep", MOE_CONFIG_DIR_DEFAULT, 2, buckets, &e) != 0);
+    CHECK_MSG(strstr(e.msg, "parallel.grad_bucket_mb = 1 cuts") && strstr(e.msg, "at most 262144"),
+              "%s", e.msg);
+    if (load(&c, "L1_8x7B_ep"))
+        return;
+    moe_plan p;
+    CHECK(plan_make(&p, &c, 8, MOE_MAX_WORLD, NULL, &e) != 0);
+    CHECK_MSG(strstr(e.msg, "ranks; a run has at most 65536"), "%s", e.msg);
+}
+
 int main(void)
 {
     RUN(test_plan_equals_allocation);
     RUN(test_headline_plan);
     RUN(test_sharded_optimizer_counted);
     RUN(test_plan_fit);
+    RUN(test_layers_extended_exactly);
+    RUN(test_huge_plans_bounded);
+    RUN(test_absurd_refused);
     return check_summary("test_plan");
 }

@@ -37,6 +37,11 @@ typedef struct {
  * backend to size buffers as (the start-up summary), or NULL for a GPU as
  * the cuda backend lays it out. */
 int plan_make(moe_plan *p, const moe_config *c, int ep, int dp, moe_backend *shape, moe_err *e);
+/* The same; every_layer = 1 counts a model of all its layers instead of one
+ * and two layers extended (plan_make: the host memory and time of a
+ * two-layer model, the same bytes; tests compare the two). */
+int plan_make_counted(moe_plan *p, const moe_config *c, int ep, int dp, moe_backend *shape,
+                      int every_layer, moe_err *e);
 
 const char *plan_kind_name(moe_mem_kind k);
 
