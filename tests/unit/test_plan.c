@@ -10,7 +10,9 @@
 #include "../../trainer/config/config_scale.h"
 #include "../../trainer/model/dims_config.h"
 #include "../../trainer/model/model.h"
+#include "../../trainer/backend/cuda/cuda_scratch_sizes.h"
 #include "../../trainer/plan/count_backend.h"
+#include "../../trainer/plan/memory_check.h"
 #include "../../trainer/plan/plan.h"
 #include "../check.h"
 #include "../model_rig.h"
@@ -274,6 +276,113 @@ static void test_absurd_refused(void)
     CHECK_MSG(strstr(e.msg, "ranks; a run has at most 65536"), "%s", e.msg);
 }
 
+/* Every byte of a GPU rank in the plan: the rows beside be->alloc follow the
+ * backend's own size functions, the total is their sum, a CPU rank has none */
+static void test_device_rows(void)
+{
+    moe_config c;
+    moe_err e = {{0}};
+    char *fp8[] = {"precision.compute=fp8_block"};
+    if (config_load(&c, "bench_8x7B_2L_genomic_64k", MOE_CONFIG_DIR_DEFAULT, 1, fp8, &e)) {
+        CHECK_MSG(0, "%s", e.msg);
+        return;
+    }
+    moe_plan p;
+    CHECK_MSG(plan_make(&p, &c, 1, 1, NULL, &e) == 0, "%s", e.msg);
+    size_t I = 14336, rows = 65536 * 2; /* one rank: every token's top-2 rows in one pass */
+    CHECK_MSG(p.cap_rows == rows, "%zu", p.cap_rows);
+    size_t bwd = cuda_scratch_grown(cuda_expert_bwd_slot_bytes(8192, (int)I));
+    CHECK(p.dev[PLAN_DEV_EXPERT_BWD] == 4 * bwd);
+    CHECK(p.dev[PLAN_DEV_FP8_H] == 2 * (cuda_scratch_grown(cuda_fp8_h_bf16_bytes(rows, (int)I)) - bwd));
+    /* the FP8 forward's bf16 h1, h3 at 64k: 9.4 GB with the scratch's head room */
+    CHECK_MSG(p.dev[PLAN_DEV_FP8_H] + 2 * bwd > (size_t)9300000000 &&
+                  p.dev[PLAN_DEV_FP8_H] + 2 * bwd < (size_t)9500000000,
+              "%zu", p.dev[PLAN_DEV_FP8_H] + 2 * bwd);
+    CHECK(p.dev[PLAN_DEV_NCCL] == 0 && p.dev[PLAN_DEV_CONTEXT] > 0 && p.dev[PLAN_DEV_MARGIN] > 0);
+    size_t sum = 0;
+    for (int r = 0; r < PLAN_DEV_ROWS; r++)
+        sum += p.dev[r];
+    CHECK(p.dev_total == sum && p.need == p.total + sum && p.need_flip == p.total_flip + sum);
+    /* the measured peaks of one H100 (bf16, bf16 moments): the plan's use, the margin
+     * aside, within 0.5 GiB of each (NOTES.md, long genomic contexts) */
+    static const struct { const char *cfg, *extra; double peak; } runs[] = {
+        {"bench_8x7B_2L_genomic", NULL, 38.1},
+        {"bench_8x7B_2L_genomic_32k", NULL, 50.4},
+        {"bench_8x7B_2L_genomic_64k", NULL, 66.5},
+        {"bench_8x7B_2L_genomic_128k", "train.activation_recompute=true", 77.3},
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof *runs; i++) {
+        char *items[] = {(char *)runs[i].extra};
+        if (config_load(&c, runs[i].cfg, MOE_CONFIG_DIR_DEFAULT, runs[i].extra ? 1 : 0, items, &e) ||
+            plan_make(&p, &c, 1, 1, NULL, &e)) {
+            CHECK_MSG(0, "%s: %s", runs[i].cfg, e.msg);
+            continue;
+        }
+        double use = (p.need - p.dev[PLAN_DEV_MARGIN]) / GIB;
+        CHECK_MSG(fabs(use - runs[i].peak) < 0.5, "%s: planned %.2f GiB in use, measured %.1f",
+                  runs[i].cfg, use, runs[i].peak);
+    }
+    /* NCCL: an EP group's all-to-all peers and rings */
+    if (load(&c, "L1_8x7B_ep"))
+        return;
+    CHECK(plan_make(&p, &c, 8, 2, NULL, &e) == 0);
+    CHECK(p.dev[PLAN_DEV_NCCL] == 7 * PLAN_NCCL_P2P_PEER_BYTES +
+                                      3 * PLAN_NCCL_RING_CHANNELS * PLAN_NCCL_CONNECTION_BYTES);
+    moe_backend *cpu = NULL;
+    if (load(&c, "L0_sanity") || cpu_backend_create(&cpu, 1, &e))
+        return;
+    CHECK(plan_make(&p, &c, 1, 1, cpu, &e) == 0 && p.dev_total == 0 && p.need == p.total);
+    cpu->destroy(cpu);
+}
+
+/* 8 x H100 80 GB at EP=8 with bf16 moments: 76.85 GiB allocated fits the card's
+ * 79.6 GiB, but not with what a rank holds beside it */
+static void test_fit_counts_every_row(void)
+{
+    moe_config c;
+    if (load(&c, "L1_8x7B_ep"))
+        return;
+    snprintf(c.optimizer.moments_dtype, sizeof c.optimizer.moments_dtype, "bf16");
+    moe_err e = {{0}};
+    char msg[4096];
+    double h100 = 81559.0 * 1048576.0;
+    CHECK(plan_fit(&c, 8, 1, h100, 1, msg, sizeof msg, &e) == PLAN_REFUSE);
+    CHECK_MSG(strstr(msg, "NCCL buffers") && strstr(msg, "GiB short") &&
+                  strstr(msg, "EP=8 x DP=2 (16 GPUs)") && strstr(msg, "train.seq_length=4096"),
+              "%s", msg);
+    CHECK(plan_fit(&c, 8, 2, h100, 1, msg, sizeof msg, &e) == PLAN_FITS);
+}
+
+/* the free memory injected in the backend: fits, short (refuse, warn), off */
+static size_t injected_free;
+static size_t fake_free(moe_backend *be) { (void)be; return injected_free; }
+
+static void test_trainer_checks_free_memory(void)
+{
+    moe_config c;
+    if (load(&c, "L1_8x7B_ep"))
+        return;
+    snprintf(c.optimizer.moments_dtype, sizeof c.optimizer.moments_dtype, "bf16");
+    moe_err e = {{0}};
+    moe_backend *be = NULL;
+    CHECK(count_backend_create(&be, NULL, 0, &e) == 0);
+    be->mem_free = fake_free;
+    injected_free = (size_t)200 << 30;
+    CHECK_MSG(memory_check_before_alloc(&c, be, 8, 1, 3, &e) == 0, "%s", e.msg);
+    injected_free = (size_t)79 << 30; /* an H100 80GB with its context made */
+    CHECK(memory_check_before_alloc(&c, be, 8, 1, 3, &e) == -1);
+    CHECK_MSG(strstr(e.msg, "rank 3's GPU has free (cudaMemGetInfo) 79.0 GiB") &&
+                  strstr(e.msg, "short") && strstr(e.msg, "EP=8 x DP=2 (16 GPUs)") &&
+                  strstr(e.msg, "(fits)") && !strstr(e.msg, "CUDA context"),
+              "%s", e.msg);
+    c.runtime.memory_check = MOE_RT_MEMCHECK_WARN;
+    CHECK(memory_check_before_alloc(&c, be, 8, 1, 3, &e) == 0);
+    c.runtime.memory_check = MOE_RT_MEMCHECK_OFF;
+    injected_free = 1;
+    CHECK(memory_check_before_alloc(&c, be, 8, 1, 3, &e) == 0);
+    be->destroy(be);
+}
+
 int main(void)
 {
     RUN(test_plan_equals_allocation);
@@ -283,5 +392,8 @@ int main(void)
     RUN(test_layers_extended_exactly);
     RUN(test_huge_plans_bounded);
     RUN(test_absurd_refused);
+    RUN(test_device_rows);
+    RUN(test_fit_counts_every_row);
+    RUN(test_trainer_checks_free_memory);
     return check_summary("test_plan");
 }

@@ -238,6 +238,8 @@ struct moe_backend {
      * the device's dense peak in TFLOP/s for a compute precision ("bf16",
      * "fp8_block", "mxfp8"), 0 when not known (the MFU is then not given). */
     size_t (*mem_in_use)(moe_backend *be);
+    /* bytes of the device's memory free now (cudaMemGetInfo); NULL on the CPU */
+    size_t (*mem_free)(moe_backend *be);
     double (*peak_tflops)(moe_backend *be, const char *precision);
 
     /* ---- forward ---- */

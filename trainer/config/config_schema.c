@@ -14,10 +14,11 @@
 
 static const char *const layers_choices[] = {"experts", "all", NULL};
 static const char *const backend_choices[] = {"auto", "cpu", "cuda", NULL};
-/* Indexed by moe_rt_gemm, moe_rt_attention, moe_rt_init_on. */
+/* Indexed by moe_rt_gemm, moe_rt_attention, moe_rt_init_on, moe_rt_memory_check. */
 static const char *const gemm_choices[] = {"cublaslt", "cublas", NULL};
 static const char *const attention_choices[] = {"cudnn", "mma", "wmma", "simt", NULL};
 static const char *const init_on_choices[] = {"device", "host", NULL};
+static const char *const memory_check_choices[] = {"refuse", "warn", "off", NULL};
 static const char *const moments_choices[] = {"fp32", "bf16", NULL};
 
 #define AT(field) offsetof(moe_config, field)
@@ -215,6 +216,10 @@ const config_key config_keys[] = {
     ENUM_KEY("runtime.init_on", runtime.init_on, init_on_choices, "device",
              "where the random init runs: device (where the backend can) or host (the same "
              "bits, slower; to compare)"),
+    ENUM_KEY("runtime.memory_check", runtime.memory_check, memory_check_choices, "refuse",
+             "before its first allocation a GPU rank compares the memory plan with what the "
+             "GPU has free: refuse (a run that would not fit stops with the plan and what "
+             "would fit), warn, or off"),
 };
 
 const size_t config_key_count = sizeof config_keys / sizeof config_keys[0];
@@ -222,7 +227,8 @@ const size_t config_key_count = sizeof config_keys / sizeof config_keys[0];
 /* Enum fields are stored through an int; make sure that is what they are. */
 _Static_assert(sizeof(moe_precision) == sizeof(int) && sizeof(moe_rt_gemm) == sizeof(int) &&
                    sizeof(moe_rt_attention) == sizeof(int) &&
-                   sizeof(moe_rt_init_on) == sizeof(int),
+                   sizeof(moe_rt_init_on) == sizeof(int) &&
+                   sizeof(moe_rt_memory_check) == sizeof(int),
                "enum keys must be int-sized");
 
 const config_key *config_key_find(const char *path)

@@ -248,6 +248,12 @@ int plan_make_counted(moe_plan *p, const moe_config *c, int ep, int dp, moe_back
         p->total += p->bytes[k];
         p->total_flip += p->bytes_flip[k];
     }
+    if (!shape || shape->device_memory)
+        plan_device_rows(c, ep, dp, p->cap_rows, (size_t)p->params_local, p->dev);
+    for (int r = 0; r < PLAN_DEV_ROWS; r++)
+        p->dev_total += p->dev[r];
+    p->need = p->total + p->dev_total;
+    p->need_flip = p->total_flip + p->dev_total;
     step_traffic(p, c, shape);
     return 0;
 }
@@ -293,7 +299,16 @@ void plan_print(FILE *f, const moe_plan *p, const moe_config *c, double gpu_byte
     for (size_t i = 0; i < sizeof order / sizeof *order; i++)
         fprintf(f, "    %-36s %10.2f   %12.2f\n", plan_kind_name(order[i]), p->bytes[order[i]] / u,
                 p->bytes_flip[order[i]] / u);
-    fprintf(f, "    %-36s %10.2f   %12.2f\n", "total", p->total / u, p->total_flip / u);
+    fprintf(f, "    %-36s %10.2f   %12.2f   counted: what be->alloc allocates\n",
+            "allocated", p->total / u, p->total_flip / u);
+    if (p->dev_total) {
+        for (int r = 0; r < PLAN_DEV_ROWS; r++)
+            if (p->dev[r])
+                fprintf(f, "    %-36s %10.2f   %12.2f   %s\n", plan_device_row_name(r),
+                        p->dev[r] / u, p->dev[r] / u, plan_device_row_source(r));
+        fprintf(f, "    %-36s %10.2f   %12.2f\n", "total on the GPU", p->need / u,
+                p->need_flip / u);
+    }
     fprintf(f, "  optimizer   %.2f %s of AdamW moments%s\n", p->moments / u, gib ? "GiB" : "MiB",
             p->optimizer_counted ? ""
                                  : "; today's sharded optimizer counted by its layout (it also "
@@ -303,7 +318,7 @@ void plan_print(FILE *f, const moe_plan *p, const moe_config *c, double gpu_byte
                "routing), %.2f %s in the gradient reduce-scatter and weight all-gather\n",
             p->ep_bytes / u, gib ? "GiB" : "MiB", p->dp_bytes / u, gib ? "GiB" : "MiB");
     if (gpu_bytes > 0) {
-        double left = gpu_bytes - (double)p->total;
+        double left = gpu_bytes - (double)p->need;
         fprintf(f, "  fits        %s on a GPU of %.0f GiB (%.2f GiB %s)\n",
                 left >= 0 ? "yes" : "NO", gpu_bytes / GIB, (left >= 0 ? left : -left) / GIB,
                 left >= 0 ? "to spare" : "short");
