@@ -197,6 +197,12 @@ static void test_layers_extended_exactly(void)
     check_extended(&c, 8, 4, NULL);
 }
 
+#ifdef __SANITIZE_ADDRESS__
+#define SANITIZED 1
+#else
+#define SANITIZED 0
+#endif
+
 static double seconds_now(void)
 {
     struct timespec ts;
@@ -239,8 +245,10 @@ static void test_huge_plans_bounded(void)
         char msg[2048];
         plan_fit(&c, c.parallel.ep, 2, 80 * GIB, 1, msg, sizeof msg, &e);
         double s = seconds_now() - t0, rss = peak_rss_mib();
-        CHECK_MSG(s < 1.0, "%s: the plan and its fit check took %.2f s", huge[i][0], s);
-        CHECK_MSG(rss < 100, "%s: %.1f MiB of host memory at the peak", huge[i][0], rss);
+        /* AddressSanitizer's shadow and quarantine of freed blocks (256 MiB) make both
+         * figures its own: the bounds are the release build's */
+        CHECK_MSG(SANITIZED || s < 1.0, "%s: the plan and its fit check took %.2f s", huge[i][0], s);
+        CHECK_MSG(SANITIZED || rss < 100, "%s: %.1f MiB of host memory at the peak", huge[i][0], rss);
         CHECK(p.params_total > 10000000000LL && p.total > p.bytes[MOE_MEM_GRADS]);
         fprintf(stderr, "  %-26s %9.1f GiB a rank, planned and fit-checked in %.3f s, peak %.1f MiB\n",
                 huge[i][0], p.total / GIB, s, rss);

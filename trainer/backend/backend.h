@@ -166,6 +166,9 @@ struct moe_backend {
     /* 1 where the buffers are device memory across a host link (cuda), 0
      * where they are host memory (cpu) */
     int device_memory;
+    /* the memory plan's counting backend: its buffers are counted, never used, so
+     * nothing runs and the host-side tables of what they would hold need not be made */
+    int counts_only;
     /* bytes the backend's copies moved over the host link since creation:
      * [0] host to device, [1] device to host (0 on host-memory backends) */
     uint64_t host_bytes[2];
