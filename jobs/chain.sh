@@ -17,7 +17,13 @@ Submit the L0 sanity job, then the L1 scale job after it succeeds.
 
   -p, --partition NAME    partition for both jobs
   -A, --account NAME      account for both jobs
-  -N, --nodes N           nodes for the scale job (default 1; the sanity job uses one)
+  -N, --nodes N           nodes for the scale job (default: --card's, else 1; the sanity job
+                          uses one)
+      --card h100|h200|b200
+                          the scale job's GPUs, 8 a node: the smallest layout moe-train --plan
+                          says fits L1_8x7B_ep there (NOTES.md, "The memory plan on real
+                          cards"): h100 2 nodes (EP=8 x DP=2), h200 1 node, b200 1 node
+                          without activation recompute (faster; 163 of 179 GiB)
   -t, --time LIMIT        time limit of the scale job (default: the script's, 24:00:00)
       --sanity-time LIMIT time limit of the sanity job (default: the script's, 00:30:00)
       --ckpt-dir DIR      checkpoint root; the jobs use DIR/sanity and DIR/scale
@@ -46,6 +52,7 @@ run_root="$PWD/runs/chain-$stamp"
 sanity_script="$here/sanity.sbatch"
 scale_script="$here/scale.sbatch"
 common=() sanity_opts=() scale_opts=() sets=() sanity_sets=() scale_sets=()
+nodes="" card_nodes="" card_sets=()
 
 # Options as "--opt VALUE" or "--opt=VALUE".
 while [ $# -gt 0 ]; do
@@ -53,7 +60,7 @@ while [ $# -gt 0 ]; do
     case $opt in
         -h|--help) usage; exit 0 ;;
         --*=*) val=${opt#*=}; opt=${opt%%=*}; shift ;;
-        -p|--partition|-A|--account|-N|--nodes|-t|--time|--sanity-time|--ckpt-dir|--run-dir|\
+        -p|--partition|-A|--account|-N|--nodes|--card|-t|--time|--sanity-time|--ckpt-dir|--run-dir|\
         --set|--sanity-set|--scale-set|--sanity-opt|--scale-opt|--sanity-script|--scale-script)
             [ $# -ge 2 ] || die "$opt needs a value (see --help)"; val=$2; shift 2 ;;
         -*) die "unknown option '$opt' (see --help)" ;;
@@ -64,7 +71,14 @@ while [ $# -gt 0 ]; do
         -A|--account) common+=("--account=$val") ;;
         -N|--nodes)
             [[ $val =~ ^[1-9][0-9]*$ ]] || die "--nodes=$val: give a whole number of nodes"
-            scale_opts+=("--nodes=$val") ;;
+            nodes=$val ;;
+        --card)
+            case $val in
+                h100) card_nodes=2 ;;
+                h200) card_nodes=1 ;;
+                b200) card_nodes=1 card_sets=("train.activation_recompute=false") ;;
+                *) die "--card=$val: one of h100, h200, b200" ;;
+            esac ;;
         -t|--time) scale_opts+=("--time=$val") ;;
         --sanity-time) sanity_opts+=("--time=$val") ;;
         --ckpt-dir) ckpt_root=$val ;;
@@ -79,6 +93,11 @@ while [ $# -gt 0 ]; do
         *) die "unknown option '$opt' (see --help)" ;;
     esac
 done
+
+# --nodes wins over --card's node count; --card's overrides come before --scale-set's
+nodes=${nodes:-$card_nodes}
+[ -z "$nodes" ] || scale_opts+=("--nodes=$nodes")
+scale_sets=("${card_sets[@]}" "${scale_sets[@]}")
 
 for f in "$sanity_script" "$scale_script"; do
     [ -r "$f" ] || die "cannot read batch script $f"

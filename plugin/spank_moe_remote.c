@@ -158,14 +158,21 @@ static int check_memory(const task_info *ti, const moe_policy *pol, const char *
                         char *const *items, int n_items, const moe_topo *topo, const int *idx,
                         int n, const moe_verdict *v)
 {
-    unsigned long long mem = topo_step_min_memory(topo, idx, n);
-    char msg[2048];
+    int gpu, is_free;
+    unsigned long long mem = topo_step_room(topo, idx, n, &gpu, &is_free);
+    char msg[4096], what[64];
     moe_err e = {{0}};
     if (!mem)
         return 0;
+    /* the node's driver says what is free now (another job's memory is not ours) */
+    if (is_free)
+        snprintf(what, sizeof what, "GPU %d has free", gpu);
+    else
+        snprintf(what, sizeof what, "a GPU has (the card's total; NVML did not say what is free)");
+    plan_room room = {(double)mem, what, 0};
     int fit = plan_fit_config(config_path, resolve_configs_dir(pol), items, n_items,
-                              precision_name(v->precision), v->ep, v->dp, (double)mem, pol->refuse_memory_short, msg,
-                              sizeof msg, &e);
+                              precision_name(v->precision), v->ep, v->dp, &room,
+                              pol->refuse_memory_short, msg, sizeof msg, &e);
     if (fit == PLAN_FITS)
         return 0;
     if (e.msg[0]) {

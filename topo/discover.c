@@ -84,6 +84,16 @@ static int xml_facts(hwloc_obj_t o, moe_topo_gpu *g, const char *origin, moe_err
         g->memory_bytes = mib << 20;
         g->memory_src = TOPO_SRC_XML_INFO;
     }
+    if ((v = hwloc_obj_get_info_by_name(o, "moe.memory_free_mib"))) {
+        char *end;
+        errno = 0;
+        unsigned long long mib = strtoull(v, &end, 10);
+        if (errno || end == v || *end || mib > (1ull << 40))
+            return moe_errf(e, "%s: GPU %s: moe.memory_free_mib=\"%s\" is not a number of MiB",
+                            origin, g->pci_bus_id, v);
+        g->memory_free_bytes = mib << 20;
+        g->memory_free_src = TOPO_SRC_XML_INFO;
+    }
     if ((v = hwloc_obj_get_info_by_name(o, "moe.uuid")) && *v) {
         if (strncmp(v, "GPU-", 4) != 0)
             return moe_errf(e, "%s: GPU %s: moe.uuid=\"%s\" must start with \"GPU-\" as NVML "

@@ -58,6 +58,10 @@ int topo_merge_nvml(moe_topo *t, const topo_nvml_report *r, moe_err *e)
             g->memory_bytes = n->memory_bytes;
             g->memory_src = TOPO_SRC_NVML;
         }
+        if (n->memory_free_bytes) {
+            g->memory_free_bytes = n->memory_free_bytes;
+            g->memory_free_src = TOPO_SRC_NVML;
+        }
         if (n->uuid[0]) {
             snprintf(g->uuid, sizeof g->uuid, "%s", n->uuid);
             g->uuid_src = TOPO_SRC_NVML;

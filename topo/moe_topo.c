@@ -195,22 +195,30 @@ static int build_step(const cli *c, const moe_topo *t, moe_step *step, int *idx,
 static int check_memory(const cli *c, const moe_topo *t, const int *idx, int n,
                         const moe_policy *pol, const moe_verdict *v)
 {
-    unsigned long long mem = topo_step_min_memory(t, idx, n);
+    int gpu, is_free;
+    unsigned long long mem = topo_step_room(t, idx, n, &gpu, &is_free);
     moe_err e = {{0}};
-    char msg[2048];
+    char msg[4096], what[64];
     if (!mem) {
         printf("memory: the GPUs' memory is unknown here; no memory plan checked\n");
         return EXIT_RUN;
     }
+    /* on the node: what the driver has free; elsewhere: the card's figures */
+    if (is_free)
+        snprintf(what, sizeof what, "GPU %d has free", gpu);
+    else
+        snprintf(what, sizeof what, "a GPU has (the card's total)");
+    plan_room room = {(double)mem, what, 0};
     int fit = plan_fit_config(c->config, pol->configs, NULL, 0, precision_name(v->precision), v->ep, v->dp,
-                              (double)mem, pol->refuse_memory_short, msg, sizeof msg, &e);
+                              &room, pol->refuse_memory_short, msg, sizeof msg, &e);
     if (e.msg[0]) {
         fprintf(stderr, "moe-topo: --config: %s\n", e.msg);
         return EXIT_USAGE;
     }
     if (fit == PLAN_FITS)
-        printf("memory: %s fits the %.0f GiB GPUs at EP=%d x DP=%d (moe-train --plan shows the "
-               "plan)\n", c->config, mem / 1073741824.0, v->ep, v->dp);
+        printf("memory: %s fits the %.0f GiB %s at EP=%d x DP=%d (moe-train --plan shows the "
+               "plan)\n", c->config, mem / 1073741824.0,
+               is_free ? "free on each GPU" : "GPUs (the card's total)", v->ep, v->dp);
     else
         printf("memory: %s: %s\n", fit == PLAN_REFUSE ? "refused" : "warning", msg);
     return fit == PLAN_REFUSE ? EXIT_REFUSE : EXIT_RUN;

@@ -153,7 +153,7 @@ static int query_device(const nvml_api *a, unsigned index, topo_nvml_gpu *g, cha
         g->cc_major = g->cc_minor = -1;
     nvmlMemory_t mem;
     if (a->memory && a->memory(dev, &mem) == NVML_SUCCESS)
-        g->memory_bytes = mem.total;
+        g->memory_bytes = mem.total, g->memory_free_bytes = mem.free;
     if (a->uuid && a->uuid(dev, g->uuid, sizeof g->uuid) != NVML_SUCCESS)
         g->uuid[0] = '\0';
     unsigned minor;

@@ -14,6 +14,7 @@ typedef struct {
     char name[96];             /* "" if NVML would not say */
     int cc_major, cc_minor;    /* -1 if NVML would not say */
     unsigned long long memory_bytes; /* 0 if NVML would not say */
+    unsigned long long memory_free_bytes; /* what the driver has free now; 0 if unknown */
     char uuid[96];
     int minor;                 /* /dev/nvidiaN; -1 if NVML would not say */
     int nvlink_known;          /* NVML answered the NVLink queries (NOT_SUPPORTED counts) */

@@ -151,6 +151,10 @@ static void json_gpu(FILE *f, const moe_topo_gpu *g)
         fprintf(f, ", \"memory_bytes\": %llu", g->memory_bytes);
     else
         fputs(", \"memory_bytes\": null", f);
+    if (g->memory_free_bytes)
+        fprintf(f, ", \"memory_free_bytes\": %llu", g->memory_free_bytes);
+    else
+        fputs(", \"memory_free_bytes\": null", f);
     if (g->numa_node >= 0)
         fprintf(f, ", \"numa_node\": %d", g->numa_node);
     else

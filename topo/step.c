@@ -233,6 +233,22 @@ int topo_fill_step(const moe_topo *t, char *const env[], moe_step *step, moe_err
     return 0;
 }
 
+unsigned long long topo_step_room(const moe_topo *t, const int *idx, int n, int *gpu, int *is_free)
+{
+    unsigned long long room = 0;
+    *gpu = -1, *is_free = n > 0;
+    for (int k = 0; k < n; k++)
+        if (!t->gpus[idx[k]].memory_free_bytes)
+            *is_free = 0;
+    for (int k = 0; k < n; k++) {
+        const moe_topo_gpu *g = &t->gpus[idx[k]];
+        unsigned long long m = *is_free ? g->memory_free_bytes : g->memory_bytes;
+        if (m && (!room || m < room))
+            room = m, *gpu = g->index;
+    }
+    return room;
+}
+
 unsigned long long topo_step_min_memory(const moe_topo *t, const int *idx, int n)
 {
     unsigned long long mem = 0;

@@ -54,5 +54,10 @@ void topo_step_from_indices(const moe_topo *t, const int *idx, int n, moe_step *
 /* Memory of the smallest of the chosen GPUs in bytes (what a rank can
  * use), 0 when none says. */
 unsigned long long topo_step_min_memory(const moe_topo *t, const int *idx, int n);
+/* What a run may take on the step's tightest GPU: the least free memory the
+ * driver reports among them (*gpu: that GPU's index, *is_free 1), or, where
+ * a GPU's free memory is unknown (no driver here: a login node), the least
+ * total (*is_free 0). 0 if neither is known. */
+unsigned long long topo_step_room(const moe_topo *t, const int *idx, int n, int *gpu, int *is_free);
 
 #endif

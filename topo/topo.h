@@ -16,7 +16,8 @@
  *   "xml-info"      <info name="moe.*"> attributes on the GPU's PCIDev object
  *                   in a topology XML (hwloc keeps them), standing in for
  *                   NVML on test nodes: moe.model, moe.cc ("10.0"),
- *                   moe.memory_mib, moe.uuid ("GPU-..."), moe.nvlink_peers
+ *                   moe.memory_mib, moe.memory_free_mib (what NVML would
+ *                   report free), moe.uuid ("GPU-..."), moe.nvlink_peers
  *                   (comma-separated PCI bus ids of the GPUs it is NVLinked
  *                   to; NVSwitch nodes list every other GPU).
  *   "pci-id table"  moekit's table of NVIDIA PCI device ids (gpu_table.c).
@@ -57,6 +58,10 @@ typedef struct {
     topo_source cc_src;
     unsigned long long memory_bytes; /* 0 if unknown */
     topo_source memory_src;
+    /* free now, as the driver says (NVML; moe.memory_free_mib in test XML): what a
+     * run started now may take; 0 if unknown (a login node: the card's total then) */
+    unsigned long long memory_free_bytes;
+    topo_source memory_free_src;
     char uuid[96];             /* "GPU-...", "" if unknown */
     topo_source uuid_src;
 

@@ -668,7 +668,7 @@ static void test_validation_rules(void)
     CHECK_ERR(config_validate(&cfg, &e), e, "optimizer.eps = 0 is out of range");
     config_defaults(&cfg);
     cfg.parallel.dp = -1;
-    CHECK_ERR(config_validate(&cfg, &e), e, "parallel.dp = -1", ">= 0");
+    CHECK_ERR(config_validate(&cfg, &e), e, "parallel.dp = -1", "0..65536");
     config_defaults(&cfg);
     cfg.precision.compute = (moe_precision)42;
     CHECK_ERR(config_validate(&cfg, &e), e, "precision.compute = 42");

@@ -284,7 +284,7 @@ static void test_check_memory_plan(void)
     snprintf(args, sizeof args, "--check --ep 8 --config L1_8x7B_ep %s\" %s", pol,
              FIX("b200x8.xml"));
     CHECK(run(args) == 0);
-    HAS("memory: L1_8x7B_ep fits the 179 GiB GPUs at EP=8 x DP=1");
+    HAS("memory: L1_8x7B_ep fits the 179 GiB GPUs (the card's total) at EP=8 x DP=1");
     /* the distributed optimizer's shards fit EP=8 x DP=1 in an H200's 141 GB */
     snprintf(args, sizeof args, "--check --ep 8 --config L1_8x7B_ep %s\" %s", pol,
              FIX("h200x8.xml"));
@@ -304,6 +304,15 @@ static void test_check_memory_plan(void)
     snprintf(args, sizeof args, "--check --ep 8 --config no_such_config %s\" %s", pol,
              FIX("b200x8.xml"));
     CHECK(run(args) == 2);
+    /* where the driver says what is free, the tightest GPU decides: EP=8 x DP=2 on
+     * H100 80GB fits 79.1 GiB free, not GPU 5's 49.1 (another job holds 30 GiB) */
+    snprintf(args, sizeof args,
+             "--check --ep 8 --nodes 2 --config L1_8x7B_ep %s refuse_memory_short=yes\" %s", pol,
+             FIX("h100x8-free.xml"));
+    CHECK(run(args) == 3);
+    HAS("memory: refused: L1_8x7B_ep at EP=8 x DP=2 needs");
+    HAS("but GPU 5 has free 49.1 GiB");
+    HAS("NCCL buffers");
 }
 
 static void test_check_reads_slurm_environment(void)

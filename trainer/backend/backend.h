@@ -187,6 +187,9 @@ struct moe_backend {
     /* how rope and attention take moe_segments (packed windows, data.pack):
      * MOE_SEGMENTS_* */
     int segments;
+    /* the memory plan's counting backend: its buffers are counted, never used, so
+     * nothing runs and the host-side tables of what they would hold need not be made */
+    int counts_only;
     /* bytes the backend's copies moved over the host link since creation:
      * [0] host to device, [1] device to host (0 on host-memory backends) */
     uint64_t host_bytes[2];
@@ -260,6 +263,8 @@ struct moe_backend {
      * the device's dense peak in TFLOP/s for a compute precision ("bf16",
      * "fp8_block", "mxfp8"), 0 when not known (the MFU is then not given). */
     size_t (*mem_in_use)(moe_backend *be);
+    /* bytes of the device's memory free now (cudaMemGetInfo); NULL on the CPU */
+    size_t (*mem_free)(moe_backend *be);
     double (*peak_tflops)(moe_backend *be, const char *precision);
 
     /* ---- forward ---- */

@@ -127,6 +127,7 @@ typedef enum {
     MOE_RT_ATTN_CUDNN = 0, MOE_RT_ATTN_MMA, MOE_RT_ATTN_WMMA, MOE_RT_ATTN_SIMT
 } moe_rt_attention;
 typedef enum { MOE_RT_INIT_DEVICE = 0, MOE_RT_INIT_HOST } moe_rt_init_on;
+typedef enum { MOE_RT_MEMCHECK_REFUSE = 0, MOE_RT_MEMCHECK_WARN, MOE_RT_MEMCHECK_OFF } moe_rt_memory_check;
 
 /* runtime.fp8_gemms's words, as bits */
 enum { MOE_RT_FP8_FPROP = 1, MOE_RT_FP8_DGRAD = 2, MOE_RT_FP8_WGRAD = 4 };
@@ -142,6 +143,7 @@ typedef struct {
     moe_rt_gemm gemm;               /* runtime.gemm: cublaslt|cublas */
     moe_rt_attention attention;     /* runtime.attention: mma|wmma|simt */
     moe_rt_init_on init_on;         /* runtime.init_on: device|host */
+    moe_rt_memory_check memory_check; /* runtime.memory_check: refuse|warn|off */
 } moe_runtime_cfg;
 
 typedef struct {

@@ -9,14 +9,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config_scale.h"
 #include "config_suggest.h"
 
 static const char *const layers_choices[] = {"experts", "all", NULL};
 static const char *const backend_choices[] = {"auto", "cpu", "cuda", NULL};
-/* Indexed by moe_rt_gemm, moe_rt_attention, moe_rt_init_on. */
+/* Indexed by moe_rt_gemm, moe_rt_attention, moe_rt_init_on, moe_rt_memory_check. */
 static const char *const gemm_choices[] = {"cublaslt", "cublas", NULL};
 static const char *const attention_choices[] = {"cudnn", "mma", "wmma", "simt", NULL};
 static const char *const init_on_choices[] = {"device", "host", NULL};
+static const char *const memory_check_choices[] = {"refuse", "warn", "off", NULL};
 static const char *const moments_choices[] = {"fp32", "bf16", NULL};
 static const char *const pack_choices[] = {"auto", "packed", "padded", NULL};
 
@@ -48,23 +50,23 @@ static const char *const pack_choices[] = {"auto", "packed", "padded", NULL};
      .size = sizeof(((moe_config *)0)->field), .choices = list, .def = d, .doc = text}
 
 const config_key config_keys[] = {
-    INT_KEY("model.hidden_size", model.hidden_size, AT_LEAST(1), "256",
+    INT_KEY("model.hidden_size", model.hidden_size, BETWEEN(1, MOE_MAX_HIDDEN), "256",
             "width of the residual stream"),
-    INT_KEY("model.num_layers", model.num_layers, AT_LEAST(1), "4", "decoder layers"),
-    INT_KEY("model.num_heads", model.num_heads, AT_LEAST(1), "8", "attention (query) heads"),
-    INT_KEY("model.num_kv_heads", model.num_kv_heads, AT_LEAST(1), "2",
+    INT_KEY("model.num_layers", model.num_layers, BETWEEN(1, MOE_MAX_LAYERS), "4", "decoder layers"),
+    INT_KEY("model.num_heads", model.num_heads, BETWEEN(1, MOE_MAX_HEADS), "8", "attention (query) heads"),
+    INT_KEY("model.num_kv_heads", model.num_kv_heads, BETWEEN(1, MOE_MAX_HEADS), "2",
             "key/value heads (grouped-query attention); must divide num_heads"),
-    INT_KEY("model.head_dim", model.head_dim, AT_LEAST(0), "0",
+    INT_KEY("model.head_dim", model.head_dim, BETWEEN(0, MOE_MAX_HEAD_DIM), "0",
             "width of one head; 0 = hidden_size / num_heads"),
-    INT_KEY("model.num_experts", model.num_experts, AT_LEAST(1), "8",
+    INT_KEY("model.num_experts", model.num_experts, BETWEEN(1, MOE_MAX_EXPERTS), "8",
             "experts per MoE layer"),
     INT_KEY("model.top_k", model.top_k, AT_LEAST(1), "2",
             "experts each token is routed to (1..num_experts)"),
-    INT_KEY("model.intermediate_size", model.intermediate_size, AT_LEAST(1), "896",
+    INT_KEY("model.intermediate_size", model.intermediate_size, BETWEEN(1, MOE_MAX_INTERMEDIATE), "896",
             "hidden width of one SwiGLU expert"),
-    INT_KEY("model.vocab_size", model.vocab_size, AT_LEAST(1), "256",
+    INT_KEY("model.vocab_size", model.vocab_size, BETWEEN(1, MOE_MAX_VOCAB), "256",
             "vocabulary; 256 = the byte-level nucleotide tokenizer"),
-    INT_KEY("model.max_position_embeddings", model.max_position_embeddings, AT_LEAST(1),
+    INT_KEY("model.max_position_embeddings", model.max_position_embeddings, BETWEEN(1, MOE_MAX_POSITIONS),
             "8192", "longest sequence the model is built for (>= train.seq_length)"),
     FLOAT_KEY("model.rope_theta", model.rope_theta, POSITIVE, "1e6", "RoPE base frequency"),
     FLOAT_KEY("model.rms_norm_eps", model.rms_norm_eps, POSITIVE, "1e-5",
@@ -75,9 +77,9 @@ const config_key config_keys[] = {
               "standard deviation of the normal init of weight matrices"),
 
     INT_KEY("train.steps", train.steps, AT_LEAST(1), "20000", "optimizer steps"),
-    INT_KEY("train.micro_batch_size", train.micro_batch_size, AT_LEAST(1), "8",
+    INT_KEY("train.micro_batch_size", train.micro_batch_size, BETWEEN(1, MOE_MAX_MICRO_BATCH), "8",
             "sequences per micro-batch on each data-parallel rank"),
-    INT_KEY("train.seq_length", train.seq_length, AT_LEAST(1), "1024", "tokens per sequence"),
+    INT_KEY("train.seq_length", train.seq_length, BETWEEN(1, MOE_MAX_POSITIONS), "1024", "tokens per sequence"),
     INT_KEY("train.grad_accum_steps", train.grad_accum_steps, AT_LEAST(1), "1",
             "micro-batches accumulated per optimizer step"),
     FLOAT_KEY("train.grad_clip", train.grad_clip, NON_NEGATIVE, "1.0",
@@ -163,9 +165,9 @@ const config_key config_keys[] = {
     BOOL_KEY("logger.tensorboard", logger.tensorboard, "false",
              "also write TensorBoard event files (events.out.tfevents.*) in logger.run_dir"),
 
-    INT_KEY("parallel.ep", parallel.ep, AT_LEAST(1), "1",
+    INT_KEY("parallel.ep", parallel.ep, BETWEEN(1, MOE_MAX_EP), "1",
             "expert-parallel group size; must divide model.num_experts"),
-    INT_KEY("parallel.dp", parallel.dp, AT_LEAST(0), "0",
+    INT_KEY("parallel.dp", parallel.dp, BETWEEN(0, MOE_MAX_DP), "0",
             "data-parallel size; 0 = world size / ep"),
     FLOAT_KEY("parallel.timeout_s", parallel.timeout_s, POSITIVE, "300",
               "seconds a rank waits in a collective for its peers before the job is aborted"),
@@ -219,6 +221,10 @@ const config_key config_keys[] = {
     ENUM_KEY("runtime.init_on", runtime.init_on, init_on_choices, "device",
              "where the random init runs: device (where the backend can) or host (the same "
              "bits, slower; to compare)"),
+    ENUM_KEY("runtime.memory_check", runtime.memory_check, memory_check_choices, "refuse",
+             "before its first allocation a GPU rank compares the memory plan with what the "
+             "GPU has free: refuse (a run that would not fit stops with the plan and what "
+             "would fit), warn, or off"),
 };
 
 const size_t config_key_count = sizeof config_keys / sizeof config_keys[0];
@@ -226,7 +232,8 @@ const size_t config_key_count = sizeof config_keys / sizeof config_keys[0];
 /* Enum fields are stored through an int; make sure that is what they are. */
 _Static_assert(sizeof(moe_precision) == sizeof(int) && sizeof(moe_rt_gemm) == sizeof(int) &&
                    sizeof(moe_rt_attention) == sizeof(int) &&
-                   sizeof(moe_rt_init_on) == sizeof(int),
+                   sizeof(moe_rt_init_on) == sizeof(int) &&
+                   sizeof(moe_rt_memory_check) == sizeof(int),
                "enum keys must be int-sized");
 
 const config_key *config_key_find(const char *path)

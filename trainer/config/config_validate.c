@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../data/data.h" /* MOE_TOK_VOCAB: the tokenizer the model must cover */
+#include "config_scale.h"
 #include "config_schema.h"
 #include "../../common/layout.h"
 
@@ -118,7 +119,8 @@ static int check_parallel(const rule_ctx *r)
                          "(every rank of an expert-parallel group holds the same number of "
                          "experts)",
                          c->parallel.ep, c->model.num_experts);
-    return 0;
+    moe_err scratch; /* the message names its keys */
+    return config_scale_check(c, c->parallel.ep, c->parallel.dp, r->e ? r->e : &scratch);
 }
 
 static int check_runtime(const rule_ctx *r)

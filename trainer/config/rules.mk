@@ -2,7 +2,8 @@
 CONFIG_SRCS := trainer/config/config_schema.c trainer/config/config_value.c \
 	trainer/config/config_suggest.c trainer/config/config_source.c \
 	trainer/config/config_load.c trainer/config/config_validate.c \
-	trainer/config/config_write.c trainer/config/config_intern.c
+	trainer/config/config_write.c trainer/config/config_intern.c \
+	trainer/config/config_scale.c
 CONFIG_LIB := $(B)/lib/libmoe_config.a
 ALL_LIBS += $(CONFIG_LIB)
 

@@ -181,11 +181,14 @@ static int layer_init(ep_ctx *x, ep_layer *l, moe_err *e)
     memset(l, 0, sizeof *l);
     size_t ns = (size_t)x->N * x->K, nr = (size_t)x->P * ns;
     int P = x->P;
-    l->send_pos_h = malloc(sizeof(int32_t) * ns + 1);
-    l->send_tok_h = malloc(sizeof(int32_t) * ns + 1);
-    l->recv_slot_h = malloc(sizeof(int32_t) * nr + 1);
-    l->recv_src_h = malloc(sizeof(int32_t) * nr + 1);
-    l->all_cnt = calloc((size_t)P * x->E, sizeof(int64_t));
+    /* host tables of the rows (EP x tokens x top_k a layer): none for a plan, which
+     * routes nothing (they would be the plan's largest host memory) */
+    size_t hs = x->be->counts_only ? 0 : ns, hr = x->be->counts_only ? 0 : nr;
+    l->send_pos_h = malloc(sizeof(int32_t) * hs + 1);
+    l->send_tok_h = malloc(sizeof(int32_t) * hs + 1);
+    l->recv_slot_h = malloc(sizeof(int32_t) * hr + 1);
+    l->recv_src_h = malloc(sizeof(int32_t) * hr + 1);
+    l->all_cnt = calloc(x->be->counts_only ? 1 : (size_t)P * x->E, sizeof(int64_t));
     l->layer_cnt = calloc((size_t)x->E_local + 1, sizeof(int64_t));
     l->pass.s_cnt = calloc((size_t)P, sizeof(size_t));
     l->pass.s_off = calloc((size_t)P, sizeof(size_t));

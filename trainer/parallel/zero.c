@@ -12,7 +12,8 @@
 typedef struct {
     size_t flat, n;          /* [flat, flat + n) of the model's flat buffers */
     int group;               /* 0 dense (over the world), 1 experts (over DP) */
-    size_t *counts, *displs; /* each member's slice, elements from flat */
+    const size_t *counts, *displs; /* each member's slice, elements from flat (shared:
+                                      z->slicings) */
     size_t state;            /* where this rank's slice lives in the shard's state */
     int ready_layer;         /* its gradients are final after this layer's backward (L: the
                                 head and final norm, -1: the embedding) */
@@ -20,8 +21,18 @@ typedef struct {
     moe_comm_req req;
 } bucket;
 
+/* How a bucket of n elements splits over a group of S: every bucket of one
+ * size shares one (a run's full buckets are all alike, and so are the runs of
+ * every layer), so the table holds a few of these whatever the buckets. */
+typedef struct {
+    size_t n, S;
+    size_t *counts, *displs;
+} slicing;
+
 struct moe_zero {
     moe_model *model;
+    slicing *slicings;
+    int n_slicings, cap_slicings;
     moe_comm *world, *comm[2];
     int n_buckets;
     bucket *b;
@@ -57,6 +68,38 @@ static int bucket_ready_layer(const moe_model *m, size_t flat, size_t n)
     return ready;
 }
 
+/* The split of n elements over S members: near-equal slices, the first n % S
+ * one larger. NULL when out of memory. */
+static const slicing *slicing_of(moe_zero *z, size_t n, size_t S)
+{
+    for (int i = 0; i < z->n_slicings; i++)
+        if (z->slicings[i].n == n && z->slicings[i].S == S)
+            return &z->slicings[i];
+    if (z->n_slicings == z->cap_slicings) {
+        int nc = z->cap_slicings ? 2 * z->cap_slicings : 8;
+        slicing *ns = realloc(z->slicings, sizeof *ns * (size_t)nc);
+        if (!ns)
+            return NULL;
+        z->slicings = ns;
+        z->cap_slicings = nc;
+    }
+    slicing *sl = &z->slicings[z->n_slicings];
+    *sl = (slicing){n, S, calloc(S, sizeof(size_t)), calloc(S, sizeof(size_t))};
+    if (!sl->counts || !sl->displs) {
+        free(sl->counts);
+        free(sl->displs);
+        return NULL;
+    }
+    z->n_slicings++;
+    size_t base = n / S, extra = n % S, o = 0;
+    for (size_t r = 0; r < S; r++) {
+        sl->counts[r] = base + (r < extra);
+        sl->displs[r] = o;
+        o += sl->counts[r];
+    }
+    return sl;
+}
+
 static int add_bucket(moe_zero *z, size_t *cap, size_t flat, size_t n, int group, moe_err *e)
 {
     if ((size_t)z->n_buckets == *cap) {
@@ -67,19 +110,11 @@ static int add_bucket(moe_zero *z, size_t *cap, size_t flat, size_t n, int group
         z->b = nb;
         *cap = nc;
     }
-    moe_comm *c = z->comm[group];
-    size_t S = (size_t)c->size;
-    bucket *b = &z->b[z->n_buckets++];
-    *b = (bucket){flat, n, group, calloc(S, sizeof(size_t)), calloc(S, sizeof(size_t)), 0,
-                  bucket_ready_layer(z->model, flat, n), 0, {0}};
-    if (!b->counts || !b->displs)
+    const slicing *sl = slicing_of(z, n, (size_t)z->comm[group]->size);
+    if (!sl)
         return moe_errf(e, "out of memory for the gradient buckets");
-    size_t base = n / S, extra = n % S, o = 0;
-    for (size_t r = 0; r < S; r++) {
-        b->counts[r] = base + (r < extra);
-        b->displs[r] = o;
-        o += b->counts[r];
-    }
+    z->b[z->n_buckets++] = (bucket){flat, n, group, sl->counts, sl->displs, 0,
+                                    bucket_ready_layer(z->model, flat, n), 0, {0}};
     return 0;
 }
 
@@ -339,10 +374,11 @@ void zero_destroy(moe_zero *z)
     if (z->lo) be->free(be, z->lo);
     if (z->m) be->free(be, z->m);
     if (z->v) be->free(be, z->v);
-    for (int k = 0; k < z->n_buckets; k++) {
-        free(z->b[k].counts);
-        free(z->b[k].displs);
+    for (int i = 0; i < z->n_slicings; i++) {
+        free(z->slicings[i].counts);
+        free(z->slicings[i].displs);
     }
+    free(z->slicings);
     free(z->b);
     free(z->pieces);
     free(z->ranges);

@@ -105,6 +105,7 @@ int count_backend_create(moe_backend **out, moe_backend *shape, int fp8_saved, m
     be->name = "count";
     be->act_type = shape ? shape->act_type : "bf16";
     be->device_memory = 1; /* it counts for a GPU */
+    be->counts_only = 1;
     be->alloc = count_alloc;
     be->free = count_free;
     be->act_bytes = count_act_bytes;

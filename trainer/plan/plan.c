@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../config/config_scale.h"
 #include "../model/dims_config.h"
 #include "../model/model.h"
 #include "../parallel/dispatch_ep.h"
@@ -154,11 +155,77 @@ static void step_traffic(moe_plan *p, const moe_config *c, moe_backend *shape)
     p->dp_bytes = (sizeof(real) + wbytes) * (dense * (w - 1) / w + expert * (dp - 1) / dp);
 }
 
+/* What one counting pass measures: the bytes by kind and the counts beside them. */
+typedef struct {
+    size_t bytes[MOE_MEM_KINDS];
+    size_t moments;
+    int64_t params_local, params_local_expert;
+} plan_tally;
+
+static int tally_once(plan_tally *t, moe_plan *p, const moe_config *c, int layers, int recompute,
+                      moe_backend *shape, moe_err *e)
+{
+    moe_config *cl = malloc(sizeof *cl);
+    if (!cl)
+        return moe_errf(e, "out of memory");
+    *cl = *c;
+    cl->model.num_layers = layers;
+    int rc = count_once(p, cl, recompute, shape, t->bytes, e);
+    free(cl);
+    t->moments = p->moments;
+    t->params_local = p->params_local;
+    t->params_local_expert = p->params_local_expert;
+    return rc;
+}
+
+/* n1 + (L - 1) (n2 - n1): exact where layers 1.. are alike (unsigned wrap-around cancels) */
+static size_t extend(size_t n1, size_t n2, int L) { return n1 + (size_t)(L - 1) * (n2 - n1); }
+
+/* The counting pass for all L layers. Every layer but the first allocates
+ * the same buffers (layer 0 owns what the layers share), the dispatcher
+ * reserves the same per layer, and the optimizer's buckets are cut from runs
+ * of one group's tensors, which start afresh at each layer's dense and
+ * expert tensors (the embedding joins layer 0's dense run, the final norm
+ * and head make their own): so each kind's bytes are exactly linear in L
+ * from one layer on. With `every_layer` 0 the model is counted with one
+ * and two layers and extended; the host memory and time are then those of
+ * a two-layer model, whatever L. */
+static int tally_layers(moe_plan *p, const moe_config *c, int recompute, moe_backend *shape,
+                        int every_layer, size_t bytes[MOE_MEM_KINDS], moe_err *e)
+{
+    int L = c->model.num_layers;
+    plan_tally t1, t2;
+    if (every_layer || L <= 2) {
+        if (tally_once(&t1, p, c, L, recompute, shape, e))
+            return -1;
+        memcpy(bytes, t1.bytes, sizeof t1.bytes);
+        return 0;
+    }
+    if (tally_once(&t1, p, c, 1, recompute, shape, e) ||
+        tally_once(&t2, p, c, 2, recompute, shape, e))
+        return -1;
+    for (int k = 0; k < MOE_MEM_KINDS; k++)
+        bytes[k] = extend(t1.bytes[k], t2.bytes[k], L);
+    p->moments = extend(t1.moments, t2.moments, L);
+    p->params_local = (int64_t)extend((size_t)t1.params_local, (size_t)t2.params_local, L);
+    p->params_local_expert =
+        (int64_t)extend((size_t)t1.params_local_expert, (size_t)t2.params_local_expert, L);
+    return 0;
+}
+
 int plan_make(moe_plan *p, const moe_config *c, int ep, int dp, moe_backend *shape, moe_err *e)
+{
+    return plan_make_counted(p, c, ep, dp, shape, 0, e);
+}
+
+int plan_make_counted(moe_plan *p, const moe_config *c, int ep, int dp, moe_backend *shape,
+                      int every_layer, moe_err *e)
 {
     memset(p, 0, sizeof *p);
     if (ep < 1 || dp < 1)
         return moe_errf(e, "a plan needs EP >= 1 and DP >= 1 (got EP=%d, DP=%d)", ep, dp);
+    if (config_scale_check(c, ep, dp, e))
+        return moe_err_prefix(e, "memory plan of %s", c->name);
     if (c->model.num_experts % ep)
         return moe_errf(e, "parallel.ep=%d does not divide model.num_experts=%d", ep,
                         c->model.num_experts);
@@ -174,13 +241,19 @@ int plan_make(moe_plan *p, const moe_config *c, int ep, int dp, moe_backend *sha
      * recomputes them, nothing) */
     int mode = model_recompute_mode(c->train.activation_recompute, c->train.recompute_experts);
     int flip = mode == MOE_RECOMPUTE_LAYERS ? MOE_RECOMPUTE_NONE : MOE_RECOMPUTE_LAYERS;
-    if (count_once(p, c, flip, shape, p->bytes_flip, e) ||
-        count_once(p, c, mode, shape, p->bytes, e))
+    if (tally_layers(p, c, flip, shape, every_layer, p->bytes_flip, e) ||
+        tally_layers(p, c, mode, shape, every_layer, p->bytes, e))
         return moe_err_prefix(e, "memory plan of %s at EP=%d x DP=%d", c->name, ep, dp);
     for (int k = 0; k < MOE_MEM_KINDS; k++) {
         p->total += p->bytes[k];
         p->total_flip += p->bytes_flip[k];
     }
+    if (!shape || shape->device_memory)
+        plan_device_rows(c, ep, dp, p->cap_rows, (size_t)p->params_local, p->dev);
+    for (int r = 0; r < PLAN_DEV_ROWS; r++)
+        p->dev_total += p->dev[r];
+    p->need = p->total + p->dev_total;
+    p->need_flip = p->total_flip + p->dev_total;
     step_traffic(p, c, shape);
     return 0;
 }
@@ -226,7 +299,16 @@ void plan_print(FILE *f, const moe_plan *p, const moe_config *c, double gpu_byte
     for (size_t i = 0; i < sizeof order / sizeof *order; i++)
         fprintf(f, "    %-36s %10.2f   %12.2f\n", plan_kind_name(order[i]), p->bytes[order[i]] / u,
                 p->bytes_flip[order[i]] / u);
-    fprintf(f, "    %-36s %10.2f   %12.2f\n", "total", p->total / u, p->total_flip / u);
+    fprintf(f, "    %-36s %10.2f   %12.2f   counted: what be->alloc allocates\n",
+            "allocated", p->total / u, p->total_flip / u);
+    if (p->dev_total) {
+        for (int r = 0; r < PLAN_DEV_ROWS; r++)
+            if (p->dev[r])
+                fprintf(f, "    %-36s %10.2f   %12.2f   %s\n", plan_device_row_name(r),
+                        p->dev[r] / u, p->dev[r] / u, plan_device_row_source(r));
+        fprintf(f, "    %-36s %10.2f   %12.2f\n", "total on the GPU", p->need / u,
+                p->need_flip / u);
+    }
     fprintf(f, "  optimizer   %.2f %s of AdamW moments%s\n", p->moments / u, gib ? "GiB" : "MiB",
             p->optimizer_counted ? ""
                                  : "; today's sharded optimizer counted by its layout (it also "
@@ -236,7 +318,7 @@ void plan_print(FILE *f, const moe_plan *p, const moe_config *c, double gpu_byte
                "routing), %.2f %s in the gradient reduce-scatter and weight all-gather\n",
             p->ep_bytes / u, gib ? "GiB" : "MiB", p->dp_bytes / u, gib ? "GiB" : "MiB");
     if (gpu_bytes > 0) {
-        double left = gpu_bytes - (double)p->total;
+        double left = gpu_bytes - (double)p->need;
         fprintf(f, "  fits        %s on a GPU of %.0f GiB (%.2f GiB %s)\n",
                 left >= 0 ? "yes" : "NO", gpu_bytes / GIB, (left >= 0 ? left : -left) / GIB,
                 left >= 0 ? "to spare" : "short");

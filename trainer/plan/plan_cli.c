@@ -34,8 +34,8 @@ int plan_main(const moe_config *c, int gpus, double gpu_mem_gib, const char *bac
     }
     double gpu_bytes = gpu_mem_gib * 1073741824.0;
     plan_print(stdout, &p, c, gpu_bytes);
-    if (gpu_bytes > 0 && (double)p.total > gpu_bytes && !shape) {
-        char msg[2048];
+    if (gpu_bytes > 0 && (double)p.need > gpu_bytes && !shape) {
+        char msg[4096];
         plan_fit(c, ep, dp, gpu_bytes, 0, msg, sizeof msg, &e);
         printf("  %s\n", msg);
     }

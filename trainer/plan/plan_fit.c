@@ -26,64 +26,95 @@ static void say(text *t, const char *fmt, ...)
         t->len += (size_t)w < t->n - t->len ? (size_t)w : t->n - t->len - 1;
 }
 
+/* What config c2 at EP x dp2 needs of the room (the context left out where it is
+ * already in use); 0 when it cannot be planned. */
+static double needed(const moe_plan *q, const plan_room *room)
+{
+    return (double)q->need - (room->context_in_use ? (double)q->dev[PLAN_DEV_CONTEXT] : 0);
+}
+
 /* One alternative: the plan of c2 at EP x dp2, said as `what`. Returns 1 when it fits. */
 static int alternative(text *t, const char *what, const moe_config *c2, int ep, int dp2,
-                       double gpu_bytes)
+                       const plan_room *room)
 {
     moe_plan q;
     moe_err e = {{0}};
     if (plan_make(&q, c2, ep, dp2, NULL, &e))
         return 0;
-    int fits = (double)q.total <= gpu_bytes;
-    say(t, "; %s: %.1f GiB%s", what, q.total / GIB, fits ? " (fits)" : "");
+    int fits = needed(&q, room) <= room->bytes;
+    say(t, "; %s: %.1f GiB%s", what, needed(&q, room) / GIB, fits ? " (fits)" : "");
     return fits;
 }
 
 int plan_fit(const moe_config *c, int ep, int dp, double gpu_bytes, int refuse, char *msg,
              size_t n, moe_err *e)
 {
+    plan_room room = {gpu_bytes, "a GPU has", 0};
+    return plan_fit_room(c, ep, dp, &room, refuse, msg, n, e);
+}
+
+int plan_fit_room(const moe_config *c, int ep, int dp, const plan_room *room, int refuse,
+                  char *msg, size_t n, moe_err *e)
+{
     if (n)
         msg[0] = 0;
     moe_plan p;
     if (plan_make(&p, c, ep, dp, NULL, e))
         return PLAN_REFUSE;
-    if ((double)p.total <= gpu_bytes)
+    double need = needed(&p, room);
+    if (need <= room->bytes)
         return PLAN_FITS;
     text t = {msg, n, 0};
     say(&t,
-        "%s at EP=%d x DP=%d needs %.1f GiB per GPU (weights %.1f, masters %.1f, gradients "
-        "%.1f, optimizer %.1f, activations and expert buffers %.1f, other %.1f) but a GPU has "
-        "%.1f GiB. Would fit or help",
-        c->name, ep, dp, p.total / GIB, p.bytes[MOE_MEM_WEIGHTS] / GIB,
+        "%s at EP=%d x DP=%d needs %.1f GiB per GPU (allocated %.1f: weights %.1f, masters %.1f, "
+        "gradients %.1f, optimizer %.1f, activations and expert buffers %.1f, other %.1f",
+        c->name, ep, dp, need / GIB, p.total / GIB, p.bytes[MOE_MEM_WEIGHTS] / GIB,
         p.bytes[MOE_MEM_MASTER] / GIB, p.bytes[MOE_MEM_GRADS] / GIB,
         p.bytes[MOE_MEM_OPTIMIZER] / GIB,
         (p.bytes[MOE_MEM_ACTIVATIONS] + p.bytes[MOE_MEM_CAPACITY]) / GIB,
-        (p.bytes[MOE_MEM_COMM] + p.bytes[MOE_MEM_WORKSPACE]) / GIB, gpu_bytes / GIB);
+        (p.bytes[MOE_MEM_COMM] + p.bytes[MOE_MEM_WORKSPACE]) / GIB);
+    for (int r = 0, first = 1; r < PLAN_DEV_ROWS; r++)
+        if (p.dev[r] && !(r == PLAN_DEV_CONTEXT && room->context_in_use)) {
+            say(&t, "%s %s %.1f", first ? "; beside them:" : ",", plan_device_row_name(r),
+                p.dev[r] / GIB);
+            first = 0;
+        }
+    say(&t, ") but %s %.1f GiB: %.1f GiB short. Would fit or help", room->what,
+        room->bytes / GIB, (need - room->bytes) / GIB);
     moe_config *c2 = malloc(sizeof *c2);
     if (c2) {
         /* more GPUs: DP x2, x4, x8 (the shards of the state shrink) */
         for (int f = 2; f <= 8; f *= 2) {
             char what[96];
             snprintf(what, sizeof what, "EP=%d x DP=%d (%d GPUs)", ep, dp * f, ep * dp * f);
-            if (alternative(&t, what, c, ep, dp * f, gpu_bytes))
+            if (alternative(&t, what, c, ep, dp * f, room))
                 break;
         }
         if (!c->train.activation_recompute) {
             *c2 = *c;
             c2->train.activation_recompute = 1;
-            alternative(&t, "train.activation_recompute=true", c2, ep, dp, gpu_bytes);
+            alternative(&t, "train.activation_recompute=true", c2, ep, dp, room);
         }
         if (c->precision.compute != MOE_PREC_FP8_BLOCK || !c->precision.fp8_saved_activations) {
             *c2 = *c;
             c2->precision.compute = MOE_PREC_FP8_BLOCK;
             c2->precision.fp8_saved_activations = 1;
             alternative(&t, "precision.compute=fp8_block (E4M3 saved activations)", c2, ep, dp,
-                        gpu_bytes);
+                        room);
         }
         if (strcmp(c->optimizer.moments_dtype, "bf16")) {
             *c2 = *c;
             snprintf(c2->optimizer.moments_dtype, sizeof c2->optimizer.moments_dtype, "bf16");
-            alternative(&t, "optimizer.moments_dtype=bf16", c2, ep, dp, gpu_bytes);
+            alternative(&t, "optimizer.moments_dtype=bf16", c2, ep, dp, room);
+        }
+        /* a shorter sequence: halved until it fits, four times at most */
+        *c2 = *c;
+        for (int h = 0; h < 4 && c2->train.seq_length >= 256; h++) {
+            c2->train.seq_length /= 2;
+            char what[64];
+            snprintf(what, sizeof what, "train.seq_length=%d", c2->train.seq_length);
+            if (alternative(&t, what, c2, ep, dp, room))
+                break;
         }
         free(c2);
     }
@@ -91,7 +122,7 @@ int plan_fit(const moe_config *c, int ep, int dp, double gpu_bytes, int refuse, 
 }
 
 int plan_fit_config(const char *config, const char *configs_dir, char *const *items,
-                    int n_items, const char *precision, int ep, int dp, double gpu_bytes,
+                    int n_items, const char *precision, int ep, int dp, const plan_room *room,
                     int refuse, char *msg, size_t n, moe_err *e)
 {
     if (n)
@@ -108,7 +139,7 @@ int plan_fit_config(const char *config, const char *configs_dir, char *const *it
         c->precision.compute = MOE_PREC_FP8_BLOCK;
     else if (precision && !strcmp(precision, "bf16"))
         c->precision.compute = MOE_PREC_BF16;
-    int rc = plan_fit(c, ep, dp, gpu_bytes, refuse, msg, n, e);
+    int rc = plan_fit_room(c, ep, dp, room, refuse, msg, n, e);
     free(c);
     return rc;
 }

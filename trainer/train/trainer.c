@@ -21,6 +21,7 @@
 #include "../parallel/dev_groups.h"
 #include "../parallel/dispatch_ep.h"
 #include "ckpt_allowance.h"
+#include "../plan/memory_check.h"
 #include "schedule.h"
 
 volatile sig_atomic_t moe_stop_requested = 0;
@@ -166,7 +167,8 @@ static void print_plan_vs_allocated(moe_trainer *t)
 }
 
 /* After the first step the backend has grown its scratch (cuDNN's workspace, the experts'
- * backward rows, the LM head's logits): what the GPU holds beside what was allocated up front. */
+ * backward rows, the LM head's logits): what the GPU holds beside the plan of it, row by row
+ * (plan_device.h), so a plan that is short shows where. */
 static void print_first_step_memory(moe_trainer *t)
 {
     if (t->quiet || t->rank != 0 || !t->be->device_memory || !t->be->mem_in_use)
@@ -175,9 +177,21 @@ static void print_first_step_memory(moe_trainer *t)
     for (int k = 0; k < MOE_MEM_KINDS; k++)
         up_front += t->be->mem_bytes[k];
     const double gib = 1024.0 * 1024.0 * 1024.0;
-    printf("  memory    after step 1: %.2f GiB of the GPU in use, %.2f GiB of it allocated up "
-           "front (the rest: the backend's scratch and the CUDA context)\n",
-           t->be->mem_in_use(t->be) / gib, up_front / gib);
+    size_t used = t->be->mem_in_use(t->be);
+    printf("  memory    after step 1: %.2f GiB of the GPU in use (cudaMemGetInfo), %.2f GiB of it "
+           "allocated up front\n", used / gib, up_front / gib);
+    moe_plan p;
+    moe_err pe = {{0}};
+    if (!plan_make(&p, &t->cfg, t->par.ep_size, t->par.dp_size, t->be, &pe) && p.dev_total) {
+        /* the margin is room, not use: compare what the rows expect to be in use */
+        size_t expect = p.need - p.dev[PLAN_DEV_MARGIN];
+        printf("            planned: %.2f GiB allocated +", p.total / gib);
+        for (int r = 0; r < PLAN_DEV_ROWS; r++)
+            if (p.dev[r] && r != PLAN_DEV_MARGIN)
+                printf(" %s %.2f,", plan_device_row_name(r), p.dev[r] / gib);
+        printf(" = %.2f GiB expected in use (%+.2f GiB measured beside it; margin %.2f GiB)\n",
+               expect / gib, ((double)used - (double)expect) / gib, p.dev[PLAN_DEV_MARGIN] / gib);
+    }
     fflush(stdout);
 }
 
@@ -583,6 +597,9 @@ int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, i
     if (configure_backend(t, e) || open_dispatcher(t, e))
         goto fail;
     t->startup_s[0] = lap(&t0);
+    /* before the model's buffers: a run that cannot fit stops with the plan */
+    if (memory_check_before_alloc(&t->cfg, t->be, t->par.ep_size, t->par.dp_size, t->rank, e))
+        goto fail;
     if (build_model(t, e))
         goto fail;
     t->startup_s[1] = lap(&t0);

@@ -408,7 +408,7 @@ static void attention_bwd(moe_backend *be, act *dq, act *dk, act *dv, const act 
         return;
     cudaStream_t st = CTX(be)->stream;
     size_t rows = (size_t)B * T * NH;
-    float *D = (float *)cuda_scratch(be, 2, sizeof(float) * rows);
+    float *D = (float *)cuda_scratch(be, 2, cuda_attn_delta_bytes((size_t)B, (size_t)T, (size_t)NH));
     if (!D)
         return;
     float scale = (float)(1.0 / sqrt((double)HD));

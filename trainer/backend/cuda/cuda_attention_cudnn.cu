@@ -212,12 +212,11 @@ static void build_bwd(cudnn_graph *g, const attn_shapes *sh, int grouped, int bi
     PW(CUDNN_POINTWISE_IDENTITY, dq_acc, NULL, dq);
 }
 
-static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
+static size_t align256(size_t n) { return cuda_align256(n); }
 /* the backward's fp32 buffers after the plan's workspace: delta [B, NH, T], dQ [B, NH, T, HD] */
 static size_t bwd_extra(const attn_plan *p, size_t *delta_bytes)
 {
-    *delta_bytes = align256(sizeof(float) * p->B * p->NH * p->T);
-    return *delta_bytes + align256(sizeof(float) * p->B * p->NH * p->T * p->HD);
+    return cuda_cudnn_bwd_extra_bytes(p->B, p->NH, p->T, p->HD, delta_bytes);
 }
 
 static struct cuda_cudnn_attn *attn_state(moe_backend *be)
@@ -285,7 +284,8 @@ static attn_plan *attn_plan_for(moe_backend *be, int backward, int B, int T, int
 /* the plan's workspace, then `extra` bytes of the caller's (NULL if it cannot be had: noted) */
 static char *attn_workspace(moe_backend *be, const attn_plan *p, size_t extra)
 {
-    return (char *)cuda_scratch(be, CUDA_SCRATCH_CUDNN, align256((size_t)p->g.workspace) + extra + 256);
+    return (char *)cuda_scratch(be, CUDA_SCRATCH_CUDNN,
+                                cuda_cudnn_scratch_bytes((size_t)p->g.workspace, extra));
 }
 
 static void attn_run(moe_backend *be, attn_plan *p, int n, const int64_t *uids, void *const *ptrs,

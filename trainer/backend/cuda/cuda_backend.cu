@@ -38,7 +38,7 @@ void *cuda_scratch(moe_backend *be, int i, size_t bytes)
         cudaFree(c->scratch[i]);
     c->scratch[i] = NULL;
     c->scratch_bytes[i] = 0;
-    size_t want = bytes + bytes / 4; /* head room: later steps of other shapes rarely regrow */
+    size_t want = cuda_scratch_grown(bytes);
     if (cudaMalloc(&c->scratch[i], want) != cudaSuccess) {
         char what[128];
         snprintf(what, sizeof what, "cannot allocate %zu bytes of scratch", want);
@@ -447,6 +447,13 @@ static size_t cu_mem_in_use(moe_backend *be)
     return total_b - free_b;
 }
 
+static size_t cu_mem_free(moe_backend *be)
+{
+    (void)be;
+    size_t free_b = 0, total_b = 0;
+    return cudaMemGetInfo(&free_b, &total_b) == cudaSuccess ? free_b : 0;
+}
+
 /* Dense tensor-core peaks from NVIDIA's data sheets (SXM parts; H200 has
  * H100's compute): bf16, and twice that in fp8. Other GPUs: unknown. */
 static double cu_peak_tflops(moe_backend *be, const char *precision)
@@ -534,6 +541,7 @@ extern "C" int cuda_backend_create(moe_backend **out, int device, moe_err *e)
     be->device_memory = 1;
     be->alloc = cu_alloc;
     be->mem_in_use = cu_mem_in_use;
+    be->mem_free = cu_mem_free;
     be->peak_tflops = cu_peak_tflops;
     be->free = cu_free;
     be->act_bytes = cu_act_bytes;

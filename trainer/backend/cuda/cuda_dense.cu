@@ -238,7 +238,7 @@ static void add(moe_backend *be, act *out, const act *a, const act *b, size_t n)
  * rows in shared memory, written to the block's row of `part` (summed in a
  * fixed order by dw_add_partials: the same bits every run, where atomics
  * would add the blocks in whatever order they finish). */
-#define RN_ROWS 16
+#define RN_ROWS CUDA_NORM_ROWS
 __global__ void rmsnorm_bwd_kernel(bf16 *din, float *part, const bf16 *dout, const bf16 *in,
                                    const bf16 *w, const float *rstd, int N, int C, int accumulate)
 {
@@ -369,7 +369,7 @@ __global__ void dw_add_partials_kernel(float *dw, const float *part, int blocks,
 
 static float *dw_partials(moe_backend *be, int blocks, int C)
 {
-    return (float *)cuda_scratch(be, CUDA_SCRATCH_PARTIALS, sizeof(float) * (size_t)blocks * C);
+    return (float *)cuda_scratch(be, CUDA_SCRATCH_PARTIALS, cuda_norm_partials_bytes(blocks, C));
 }
 
 static void dw_add_partials(moe_backend *be, float *dw, const float *part, int blocks, int C)
@@ -389,6 +389,8 @@ template <int NV> static void rmsnorm_bwd_vec(moe_backend *be, bf16 *din, float 
          per_sm < 1))
         per_sm = 1;
     int grid = CTX(be)->sm_count * per_sm;
+    if (grid > CUDA_NORM_GRID_MAX)
+        grid = CUDA_NORM_GRID_MAX;
     if (grid > N)
         grid = N;
     float *part = dw_partials(be, grid, C);
@@ -564,9 +566,8 @@ static int lm_head_loss(moe_backend *be, double *loss_sum_out, int64_t *n_valid_
 {
     cuda_ctx *c = CTX(be);
     /* stream the tokens in chunks so the logits block stays bounded (bf16) */
-    int chunk = (int)(((size_t)256 << 20) / ((size_t)V * sizeof(bf16)));
-    chunk = chunk < 1 ? 1 : chunk > N ? N : chunk;
-    bf16 *logits = (bf16 *)cuda_scratch(be, 0, (size_t)chunk * V * sizeof(bf16));
+    int chunk = cuda_logits_chunk_rows(N, V);
+    bf16 *logits = (bf16 *)cuda_scratch(be, 0, cuda_logits_bytes(N, V));
     int *d_bad = c->d_bad;
     if (c->loss_cap < (size_t)N) {
         if (c->d_loss)

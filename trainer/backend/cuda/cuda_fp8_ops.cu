@@ -19,8 +19,7 @@ int64_t fp8_rows(moe_backend *be, int64_t rows)
 
 static size_t fp8_row_scale_bytes(moe_backend *be, size_t outer, size_t k)
 {
-    return fp8_is_mx(be) ? lowp_mx_swizzled_bytes(outer, lowp_ceil_div(k, LOWP_MX_BLOCK))
-                     : 4 * lowp_fp8blk_1x128_scales(outer, k);
+    return cuda_fp8_row_scale_bytes(fp8_is_mx(be), outer, k);
 }
 
 q8 fp8_act_scratch(moe_backend *be, int slot, size_t rows, size_t cols, int rowwise, int trans)

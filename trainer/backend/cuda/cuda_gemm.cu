@@ -17,7 +17,7 @@
 
 #include "cuda_internal.h"
 
-#define GEMM_WORKSPACE_BYTES ((size_t)32 << 20)
+#define GEMM_WORKSPACE_BYTES CUDA_GEMM_WORKSPACE_BYTES
 
 enum { FORM_XWT = 0, FORM_DYW = 1, FORM_DYTX = 2 };
 

@@ -16,6 +16,7 @@
 
 #include "../../../common/alloc_ledger.h"
 #include "../backend.h"
+#include "cuda_scratch_sizes.h"
 
 typedef __nv_bfloat16 bf16;
 

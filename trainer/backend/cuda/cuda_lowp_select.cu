@@ -205,7 +205,7 @@ extern "C" int cuda_set_expert_precision(moe_backend *be, moe_precision p, int C
                         "precision.compute=%s needs model.hidden_size and "
                         "model.intermediate_size to be multiples of %d (they are %d and %d)",
                         precision, align, C, I);
-    if (!c->fp8_gemm && lowp_fp8_gemm_create(&c->fp8_gemm, 32u << 20, e))
+    if (!c->fp8_gemm && lowp_fp8_gemm_create(&c->fp8_gemm, CUDA_FP8_GEMM_WORKSPACE_BYTES, e))
         return -1;
     if (mx) {
         int keep = c->fp8_gemms;

@@ -490,7 +490,7 @@ size_t cuda_expert_bwd_rows(moe_backend *be, const moe_route_plan *plan)
 bf16 *cuda_expert_swiglu_scratch(moe_backend *be, const moe_route_plan *plan, int I)
 {
     size_t rows = cuda_expert_bwd_rows(be, plan);
-    return (bf16 *)cuda_scratch(be, 3, (rows ? rows : 1) * I * sizeof(bf16));
+    return (bf16 *)cuda_scratch(be, 3, cuda_expert_bwd_slot_bytes(rows, I));
 }
 
 static size_t cuda_expert_swiglu_rows(moe_backend *be, size_t rows)
@@ -503,7 +503,7 @@ static size_t cuda_expert_swiglu_rows(moe_backend *be, size_t rows)
  * h3 recomputed into it rather than kept from the forward. */
 int cuda_expert_bwd_alloc(moe_backend *be, cuda_expert_bwd_bufs *b, size_t rows, int I)
 {
-    size_t bytes = rows * I * sizeof(bf16);
+    size_t bytes = cuda_expert_bwd_slot_bytes(rows, I);
     b->a = (bf16 *)cuda_scratch(be, 3, bytes), b->da = (bf16 *)cuda_scratch(be, 4, bytes);
     b->dh1 = (bf16 *)cuda_scratch(be, 5, bytes), b->dh3 = (bf16 *)cuda_scratch(be, 6, bytes);
     return b->a && b->da && b->dh1 && b->dh3 ? 0 : -1;
@@ -643,7 +643,7 @@ static void router_bwd(moe_backend *be, act *dx, real *dwg, const real *dtopk_w,
                        const real *aux_dprob, const act *x, const act *wg, const real *probs,
                        const int32_t *topk_idx, const real *topk_w, int N, int C, int E, int K)
 {
-    bf16 *dlogits = (bf16 *)cuda_scratch(be, 1, sizeof(bf16) * (size_t)N * E + 64);
+    bf16 *dlogits = (bf16 *)cuda_scratch(be, 1, cuda_router_dlogits_bytes((size_t)N, E));
     if (!dlogits)
         return;
     router_bwd_kernel<<<cuda_blocks(N, 128), 128, 0, CTX(be)->stream>>>(

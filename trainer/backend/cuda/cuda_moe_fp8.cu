@@ -108,8 +108,8 @@ void cuda_experts_fwd_fp8(moe_backend *be, act *y_perm, act *h1, act *h3, act *a
     if (rows_all == 0)
         return;
     if (saved8) {
-        H1 = (bf16 *)cuda_scratch(be, 5, rows_all * I * sizeof(bf16));
-        H3 = (bf16 *)cuda_scratch(be, 6, rows_all * I * sizeof(bf16));
+        H1 = (bf16 *)cuda_scratch(be, 5, cuda_fp8_h_bf16_bytes(rows_all, I));
+        H3 = (bf16 *)cuda_scratch(be, 6, cuda_fp8_h_bf16_bytes(rows_all, I));
         if (!H1 || !H3)
             return;
     }

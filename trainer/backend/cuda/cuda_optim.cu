@@ -357,14 +357,13 @@ __global__ void split_to_f32_kernel(float *dst, const unsigned short *lo, const 
 
 /* Masters move between the host and the device in pieces through one
  * staging buffer, so a 3.2B-parameter model needs 64 MiB, not 12.6 GB. */
-#define SPLIT_STAGE_ELEMS ((size_t)16 << 20)
 
 /* One direction per call: host fp32 -> (lo, wc), or back. */
 static int masters_move(moe_backend *be, uint16_t *lo, act *wc, real *host, size_t n, int up,
                         moe_err *e)
 {
-    size_t piece = n < SPLIT_STAGE_ELEMS ? n : SPLIT_STAGE_ELEMS;
-    float *stage = (float *)cuda_scratch(be, 7, (piece ? piece : 1) * sizeof(float));
+    size_t piece = n < CUDA_SPLIT_STAGE_ELEMS ? n : CUDA_SPLIT_STAGE_ELEMS;
+    float *stage = (float *)cuda_scratch(be, 7, cuda_split_stage_bytes(n));
     if (!stage)
         return cuda_check(be, e);
     for (size_t o = 0; o < n; o += piece) {

@@ -1,0 +1,112 @@
+/* moekit: a GPU rank's memory beside be->alloc (plan_device.h). */
+#include "plan_device.h"
+
+#include <string.h>
+
+#include "../backend/cuda/cuda_scratch_sizes.h"
+
+static size_t max2(size_t a, size_t b) { return a > b ? a : b; }
+
+size_t plan_cudnn_workspace_estimate(size_t B, size_t NH, size_t T, size_t HD)
+{
+    return 4 * B * NH * T * HD;
+}
+/* a slot asked for `bytes` at most holds this */
+static size_t slot(size_t bytes) { return bytes ? cuda_scratch_grown(bytes) : 0; }
+
+/* The FP8 paths' slots 8-19 (cuda_fp8_ops.h): copies of one chunk of
+ * activations (rowwise and transposed: the gradient; transposed: the GEMM
+ * input) and one weight operand with its transposed codes on the way. */
+static size_t fp8_copies(const moe_config *c, int mx, size_t C, size_t I, size_t QD)
+{
+    size_t ch = (size_t)c->runtime.fp8_chunk_rows;
+    size_t wide = max2(max2(C, I), QD);
+    size_t codes = ch * wide;
+    size_t act = slot(codes) + slot(cuda_fp8_row_scale_bytes(mx, ch, wide)) /* gradient, rows */
+                 + slot(codes) + slot(cuda_fp8_row_scale_bytes(mx, wide, ch)) /* and transposed */
+                 + slot(codes) + slot(cuda_fp8_row_scale_bytes(mx, wide, ch)); /* input, transposed */
+    size_t w = max2(C * I, QD * C), wout = max2(C, QD), win = max2(I, C);
+    size_t wscales = mx ? max2(cuda_fp8_row_scale_bytes(1, wout, win),
+                               cuda_fp8_row_scale_bytes(1, win, wout))
+                        : 4 * max2(lowp_fp8blk_128x128_scales(wout, win),
+                                   lowp_fp8blk_128x128_scales(win, wout));
+    return act + slot(w) + slot(wscales) + slot(w);
+}
+
+void plan_device_rows(const moe_config *c, int ep, int dp, size_t cap_rows, size_t params_local,
+                      size_t bytes[PLAN_DEV_ROWS])
+{
+    memset(bytes, 0, sizeof(size_t) * PLAN_DEV_ROWS);
+    const moe_model_cfg *m = &c->model;
+    size_t B = (size_t)c->train.micro_batch_size, T = (size_t)c->train.seq_length, N = B * T;
+    size_t C = (size_t)m->hidden_size, I = (size_t)m->intermediate_size, E = (size_t)m->num_experts;
+    size_t NH = (size_t)m->num_heads, HD = m->head_dim ? (size_t)m->head_dim : C / NH, QD = NH * HD;
+    moe_precision prec = c->precision.compute;
+    int fp8 = prec == MOE_PREC_FP8_BLOCK || prec == MOE_PREC_MXFP8;
+
+    /* slots 3-6: one chunk of the busiest expert's rows, at most a pass's */
+    size_t rows_bwd = cap_rows < (size_t)c->runtime.expert_chunk_rows
+                          ? cap_rows : (size_t)c->runtime.expert_chunk_rows;
+    size_t bwd = slot(cuda_expert_bwd_slot_bytes(rows_bwd, (int)I));
+    bytes[PLAN_DEV_EXPERT_BWD] = 4 * bwd;
+    /* slots 5, 6 again: fp8_block with E4M3-saved h1, h3 first holds them in bf16 for the pass */
+    if (prec == MOE_PREC_FP8_BLOCK && c->precision.fp8_saved_activations) {
+        size_t h = slot(cuda_fp8_h_bf16_bytes(cap_rows, (int)I));
+        bytes[PLAN_DEV_FP8_H] = h > bwd ? 2 * (h - bwd) : 0;
+    }
+    if (fp8)
+        bytes[PLAN_DEV_FP8_COPIES] = fp8_copies(c, prec == MOE_PREC_MXFP8, C, I, QD);
+    else if (prec == MOE_PREC_MXFP8_EMULATED) /* four bf16 copies of a pass's rows, one weight */
+        bytes[PLAN_DEV_FP8_COPIES] = 4 * slot(cap_rows * max2(C, I) * 2) + slot(C * I * 2);
+    bytes[PLAN_DEV_ATTENTION] =
+        c->runtime.attention == MOE_RT_ATTN_CUDNN
+            ? slot(cuda_cudnn_scratch_bytes(plan_cudnn_workspace_estimate(B, NH, T, HD),
+                                            cuda_cudnn_bwd_extra_bytes(B, NH, T, HD, NULL)))
+            : slot(cuda_attn_delta_bytes(B, T, NH));
+    bytes[PLAN_DEV_OTHER_SCRATCH] =
+        slot(cuda_logits_bytes((int)N, m->vocab_size)) +
+        slot(cuda_router_dlogits_bytes(N, (int)E)) +
+        slot(cuda_norm_partials_bytes(cuda_norm_blocks_max(N), (int)C)) +
+        slot(cuda_split_stage_bytes(params_local)) + 4 * N /* per-token losses */;
+    bytes[PLAN_DEV_GEMM_WS] = (c->runtime.gemm == MOE_RT_GEMM_CUBLASLT ? CUDA_GEMM_WORKSPACE_BYTES : 0) +
+                              (fp8 ? CUDA_FP8_GEMM_WORKSPACE_BYTES : 0);
+    /* the EP group's all-to-all and ring; the world's and the DP group's rings */
+    size_t ring = (size_t)PLAN_NCCL_RING_CHANNELS * PLAN_NCCL_CONNECTION_BYTES;
+    int world = ep * dp;
+    bytes[PLAN_DEV_NCCL] = (ep > 1 ? (size_t)(ep - 1) * PLAN_NCCL_P2P_PEER_BYTES + ring : 0) +
+                           (world > 1 ? ring : 0) + (dp > 1 ? ring : 0);
+    bytes[PLAN_DEV_CONTEXT] = PLAN_CUDA_CONTEXT_BYTES;
+    bytes[PLAN_DEV_MARGIN] = PLAN_MARGIN_BYTES;
+}
+
+const char *plan_device_row_name(plan_dev_row r)
+{
+    static const char *const names[PLAN_DEV_ROWS] = {
+        [PLAN_DEV_EXPERT_BWD] = "scratch: experts' backward chunks",
+        [PLAN_DEV_FP8_H] = "scratch: FP8 forward's bf16 h1, h3",
+        [PLAN_DEV_FP8_COPIES] = "scratch: FP8 quantised copies",
+        [PLAN_DEV_ATTENTION] = "scratch: attention backward",
+        [PLAN_DEV_OTHER_SCRATCH] = "scratch: logits, router, norms",
+        [PLAN_DEV_GEMM_WS] = "cuBLASLt workspaces",
+        [PLAN_DEV_NCCL] = "NCCL buffers",
+        [PLAN_DEV_CONTEXT] = "CUDA context",
+        [PLAN_DEV_MARGIN] = "margin",
+    };
+    return r < PLAN_DEV_ROWS ? names[r] : "?";
+}
+
+const char *plan_device_row_source(plan_dev_row r)
+{
+    static const char *const src[PLAN_DEV_ROWS] = {
+        [PLAN_DEV_EXPERT_BWD] = "4 x min(rows, runtime.expert_chunk_rows) x I bf16 (cuda_scratch_sizes.h)",
+        [PLAN_DEV_FP8_H] = "2 x pass rows x I bf16, less the backward's slots (cuda_scratch_sizes.h)",
+        [PLAN_DEV_FP8_COPIES] = "runtime.fp8_chunk_rows of codes and scales, one weight (cuda_scratch_sizes.h)",
+        [PLAN_DEV_ATTENTION] = "fp32 delta + dQ [B, NH, T, HD] (cuda_scratch_sizes.h) + cuDNN's own, estimated",
+        [PLAN_DEV_OTHER_SCRATCH] = "cuda_scratch_sizes.h",
+        [PLAN_DEV_GEMM_WS] = "32 MiB each (cuda_scratch_sizes.h)",
+        [PLAN_DEV_NCCL] = "derived: 10 MiB a connection x 32 ring channels, 447 MiB an all-to-all peer",
+        [PLAN_DEV_CONTEXT] = "estimated constant, sm_90/sm_100",
+        [PLAN_DEV_MARGIN] = "named margin: fragmentation, what no row sees",
+    };
+    return r < PLAN_DEV_ROWS ? src[r] : "?";
+}
