@@ -49,6 +49,26 @@ else
     bad l0_store_losses_equal_fasta "$(cat "$T/diff" "$T/out" | tail -8)"
 fi
 
+# ---- a store truncated under a running job: a named error (not a bare SIGBUS), checkpoints intact
+"$DATA" prepare --quiet --out "$T/shrinks" "$LAMBDA" >/dev/null 2>&1
+"$TRAIN" --config L0_sanity data.store="$T/shrinks" "${TINY[@]}" train.steps=1000000 \
+    train.eval_every_n_steps=0 checkpoint.ckpt_dir="$T/shrinks_ck" checkpoint.save_every_n_steps=5 \
+    >"$T/out" 2>"$T/err" &
+pid=$!
+for ((i = 0; i < 3000; i++)); do
+    [ -f "$T/shrinks_ck/step_00000005/MANIFEST" ] && break
+    sleep 0.01
+done
+truncate -s 0 "$T/shrinks/index.bin"
+wait $pid; rc=$?
+newest=$(ls -d "$T"/shrinks_ck/step_* 2>/dev/null | tail -1)
+if [ $rc -eq 1 ] && grep -q "moe-train: $T/shrinks/index.bin shrank while this process was reading it" "$T/err" &&
+   [ -n "$newest" ] && (cd "$newest" && sha256sum --quiet -c MANIFEST); then
+    ok store_truncated_under_a_job_is_a_named_error
+else
+    bad store_truncated_under_a_job_is_a_named_error "exit $rc, newest checkpoint ${newest:-none}:" "$(cat "$T/err")"
+fi
+
 # ---- data.files: a directory and a glob, no cap on the count
 mkdir -p "$T/many/sub"
 for i in $(seq 1 40); do printf '>r%d\nACGTACGTACGTACGTACGTACGTACGTACGTACGTACGTACGTACGTACACGTACGTACGTACGTACGTACGTACGTACGTACGTACGTACGTACGTAC\n' $i > "$T/many/sub/f$i.fa"; done

@@ -332,6 +332,64 @@ else
     echo "skip disk_full_keeps_previous_checkpoint (cannot mount a small tmpfs here)"
 fi
 
+# ---- final_model never older than the newest checkpoint. The state a failed
+# final save leaves (final_model of step 20, the newest checkpoint step 40):
+# the rerun, with nothing left to train, writes final_model from step 40.
+M=$T/final
+rm -rf "$M"; mkdir -p "$M"
+"${RUN[@]}" train.steps=20 checkpoint.save_final_model=true checkpoint.ckpt_dir="$M/ck" >"$M/1.out" 2>&1
+"${RUN[@]}" train.steps=40 checkpoint.save_final_model=false checkpoint.ckpt_dir="$M/ck" \
+    checkpoint.resume_from_checkpoint=true >"$M/2.out" 2>&1
+"${RUN[@]}" train.steps=40 checkpoint.save_final_model=true checkpoint.ckpt_dir="$M/ck" \
+    checkpoint.resume_from_checkpoint=true >"$M/3.out" 2>&1; rc=$?
+"$BIN" export --checkpoint "$M/ck/step_00000040" --out "$M/export40" >/dev/null 2>&1
+if [ $rc -eq 0 ] && grep -q "final_model holds step 20, not the newest checkpoint (step 40): writing it again" "$M/3.out" &&
+   cmp -s "$M/export40/model.safetensors" "$M/ck/final_model/model.safetensors" &&
+   grep -q '"step": 40' "$M/ck/final_model/moekit_export.json"; then
+    ok stale_final_model_rewritten_on_rerun
+else
+    bad stale_final_model_rewritten_on_rerun "exit $rc: $(cat "$M/3.out")"
+fi
+# a current final_model is left as it is
+"${RUN[@]}" train.steps=40 checkpoint.save_final_model=true checkpoint.ckpt_dir="$M/ck" \
+    checkpoint.resume_from_checkpoint=true >"$M/4.out" 2>&1; rc=$?
+if [ $rc -eq 0 ] && ! grep -q "writing it again" "$M/4.out"; then
+    ok current_final_model_kept
+else
+    bad current_final_model_kept "exit $rc: $(cat "$M/4.out")"
+fi
+# the final save itself failing on a full disk: an error that says final_model is stale
+MNT=$T/fullfinal
+mkdir -p "$MNT"
+if mount -t tmpfs -o size=4m tmpfs "$MNT" 2>/dev/null; then
+    cp -r "$M/ck" "$MNT/ck"
+    rm -rf "$MNT/ck/step_00000040" "$MNT/ck/final_model"
+    "$BIN" export --checkpoint "$MNT/ck/step_00000020" --out "$MNT/ck/final_model" >/dev/null 2>&1
+    ck=$(du -sk "$MNT/ck/step_00000020" | cut -f1) fm=$(du -sk "$MNT/ck/final_model" | cut -f1)
+    avail=$(df --output=avail -k "$MNT" | tail -1)
+    # room for step 40's checkpoint and half a final model
+    fallocate -l $(((avail - ck - fm / 2) * 1024)) "$MNT/filler"
+    "${RUN[@]}" train.steps=40 checkpoint.save_final_model=true checkpoint.ckpt_dir="$MNT/ck" \
+        checkpoint.resume_from_checkpoint=true checkpoint.max_checkpoints=0 >"$M/full.out" 2>"$M/full.err"; rc=$?
+    if [ $rc -eq 1 ] && [ -f "$MNT/ck/step_00000040/MANIFEST" ] &&
+       grep -q "saving the final model.*No space left.*final_model still holds step 20, not the newest checkpoint (step 40)" "$M/full.err"; then
+        ok final_save_on_full_disk_says_final_model_is_stale
+    else
+        bad final_save_on_full_disk_says_final_model_is_stale "exit $rc: $(cat "$M/full.err")"
+    fi
+    rm -f "$MNT/filler"
+    "${RUN[@]}" train.steps=40 checkpoint.save_final_model=true checkpoint.ckpt_dir="$MNT/ck" \
+        checkpoint.resume_from_checkpoint=true >"$M/full2.out" 2>&1; rc=$?
+    if [ $rc -eq 0 ] && cmp -s "$M/export40/model.safetensors" "$MNT/ck/final_model/model.safetensors"; then
+        ok full_disk_final_save_rerun_writes_it
+    else
+        bad full_disk_final_save_rerun_writes_it "exit $rc: $(cat "$M/full2.out")"
+    fi
+    umount "$MNT"; MNT=
+else
+    echo "skip final_save_on_full_disk_says_final_model_is_stale (cannot mount a small tmpfs here)"
+fi
+
 # a checkpoint directory that cannot be created: the error names the key and the path
 : > "$T/afile"
 "${RUN[@]}" checkpoint.ckpt_dir="$T/afile/ck" >"$T/nodir.out" 2>"$T/nodir.err"; rc=$?

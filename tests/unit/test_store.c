@@ -7,12 +7,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include "../../trainer/data/data_internal.h"
 #include "../../trainer/data/inputs.h"
+#include "../../trainer/data/map_guard.h"
 #include "../../trainer/data/store.h"
 #include "../check.h"
 
@@ -579,6 +582,60 @@ static void test_blend(void)
     dataset_close(ds);
 }
 
+/* A child maps a two-page file, guarded or not, truncates it and reads the
+ * second page; returns its wait status, its stderr in err. */
+static int touch_truncated(int guarded, char *err, size_t n)
+{
+    const char *path = tmp_path(guarded ? "guarded.bin" : "unguarded.bin");
+    const char *log = tmp_path("guard.err");
+    long page = sysconf(_SC_PAGESIZE);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!freopen(log, "w", stderr))
+            _exit(3);
+        int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+        if (fd < 0 || ftruncate(fd, 2 * page) != 0)
+            _exit(3);
+        volatile const char *m = mmap(NULL, (size_t)(2 * page), PROT_READ, MAP_SHARED, fd, 0);
+        /* unguarded: the handler is there all the same, for another mapping */
+        void *other = mmap(NULL, (size_t)page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        moe_err e;
+        if (m == MAP_FAILED || other == MAP_FAILED ||
+            map_guard_add(guarded ? (const void *)m : other, (size_t)(guarded ? 2 * page : page),
+                          path, "the test truncated it", &e))
+            _exit(3);
+        if (ftruncate(fd, 0) != 0)
+            _exit(3);
+        char c = m[page]; /* past the end now: SIGBUS */
+        _exit(c == 0 ? 0 : 4);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    err[0] = 0;
+    FILE *f = fopen(log, "r");
+    if (f) {
+        size_t got = fread(err, 1, n - 1, f);
+        err[got] = 0;
+        fclose(f);
+    }
+    return status;
+}
+
+/* Only a guarded mapping's SIGBUS becomes the named error; any other keeps
+ * the disposition it had (the default, or a sanitizer's report). */
+static void test_map_guard_scoped(void)
+{
+    char err[2048];
+    int st = touch_truncated(1, err, sizeof err);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 1, "status %#x", st);
+    CHECK_MSG(strstr(err, "guarded.bin shrank while this process was reading it (truncated or "
+                          "rewritten in place): the test truncated it") != NULL, "%s", err);
+    st = touch_truncated(0, err, sizeof err);
+    CHECK_MSG(!(WIFEXITED(st) && WEXITSTATUS(st) == 0), "status %#x", st);
+    CHECK_MSG(strstr(err, "shrank") == NULL, "%s", err);
+}
+
 int main(void)
 {
     if (!mkdtemp(tmp_dir))
@@ -594,6 +651,7 @@ int main(void)
     RUN(test_store_equals_files);
     RUN(test_feistel_order);
     RUN(test_blend);
+    RUN(test_map_guard_scoped);
     char cmd[200];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_dir);
     if (system(cmd) != 0)

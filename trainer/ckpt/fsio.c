@@ -1,5 +1,6 @@
 #include "fsio.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -165,6 +166,27 @@ int fsio_fsync_path(const char *path, moe_err *e)
     }
     close(fd);
     return 0;
+}
+
+int fsio_fsync_dir_files(const char *dir, moe_err *e)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return moe_err_errno(e, errno, "%s: cannot list for fsync", dir);
+    int rc = 0;
+    struct dirent *de;
+    while (!rc && (de = readdir(d))) {
+        char path[4200];
+        struct stat st;
+        if (de->d_name[0] == '.' && (!de->d_name[1] || !strcmp(de->d_name, "..")))
+            continue;
+        if (fsio_join(path, sizeof path, dir, de->d_name, e))
+            rc = -1;
+        else if (lstat(path, &st) == 0 && S_ISREG(st.st_mode))
+            rc = fsio_fsync_path(path, e);
+    }
+    closedir(d);
+    return rc ? rc : fsio_fsync_path(dir, e);
 }
 
 int fsio_join(char *dst, size_t n, const char *dir, const char *name, moe_err *e)

@@ -34,6 +34,10 @@ int fsio_rm_rf(const char *path, moe_err *e);
 /* fsync a file or a directory by path. */
 int fsio_fsync_path(const char *path, moe_err *e);
 
+/* fsync every regular file directly in dir, then dir: what a rename of dir
+ * publishes is on the disk before the rename is. */
+int fsio_fsync_dir_files(const char *dir, moe_err *e);
+
 /* snprintf that reports truncation: 0 if "dst" held the whole result. */
 int fsio_join(char *dst, size_t n, const char *dir, const char *name, moe_err *e);
 

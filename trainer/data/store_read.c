@@ -2,6 +2,7 @@
  * cache holds one copy per node, whatever the number of ranks) and check
  * the index before anything trusts it. */
 #include "store.h"
+#include "store_guard.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -306,6 +307,8 @@ static int map_file(const char *dir, const char *name, void **map, size_t *size,
         void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
         if (p == MAP_FAILED)
             rc = moe_err_errno(e, errno, "token store %s: cannot map %s", dir, name);
+        else if (store_guard_map(p, (size_t)st.st_size, path, e) < 0)
+            rc = -1;
         else {
             *map = p;
             *size = (size_t)st.st_size;
@@ -353,10 +356,10 @@ fail:
 void store_close(moe_store *s)
 {
     if (s->index_map)
-        munmap(s->index_map, s->index_size);
+        store_unmap(s->index_map, s->index_size);
     free(s->chunk_ok);
     if (s->tokens_map)
-        munmap(s->tokens_map, s->tokens_size);
+        store_unmap(s->tokens_map, s->tokens_size);
     if (s->tokens_fd >= 0)
         close(s->tokens_fd);
     memset(s, 0, sizeof *s);

@@ -160,6 +160,11 @@ void ckpt_io_report(moe_trainer *t, const char *verb, const char *dir, double se
 
 /* ---- final_model ------------------------------------------------------------------- */
 
+static void final_path(const moe_trainer *t, char *out, size_t n)
+{
+    snprintf(out, n, "%s/final_model", t->cfg.checkpoint.ckpt_dir);
+}
+
 static int export_everywhere(moe_trainer *t, const char *tmp, const hf_export_opts *o,
                              moe_err *e)
 {
@@ -174,13 +179,60 @@ static int export_everywhere(moe_trainer *t, const char *tmp, const hf_export_op
     failed = 0;
     if (t->rank == 0) {
         char final[4200];
-        snprintf(final, sizeof final, "%s/final_model", t->cfg.checkpoint.ckpt_dir);
+        final_path(t, final, sizeof final);
         failed = hf_export_finish(src, tmp, o, e) || hf_export_publish(tmp, final, e);
     }
     /* rank 0 writes the small files (config, tokenizer, card) and renames:
      * no bulk bytes */
     ckpt_allow(&t->cfg, 0);
     return comm_agree(t->par.world, failed, "publishing the final model", e);
+}
+
+/* After a failed export: what final_model still holds, so nobody takes it
+ * for this run's model. Returns -1. */
+static int stale_note(const moe_trainer *t, moe_err *e)
+{
+    char final[4200];
+    final_path(t, final, sizeof final);
+    if (t->rank != 0 || access(final, F_OK) != 0)
+        return -1;
+    int64_t was = hf_export_source_step(final);
+    char held[64] = "an unrecorded step";
+    if (was >= 0)
+        snprintf(held, sizeof held, "step %lld", (long long)was);
+    if (was == t->ckpt->last_step)
+        return -1;
+    char why[MOE_ERR_LEN];
+    snprintf(why, sizeof why, "%s", e->msg);
+    moe_errf(e, "%s; %s still holds %s, not the newest checkpoint (step %d): resume the run "
+                "(checkpoint.resume_from_checkpoint=true) to write it again",
+             why, final, held, t->ckpt->last_step);
+    return -1;
+}
+
+int ckpt_io_final_model_current(moe_trainer *t, moe_err *e)
+{
+    int32_t stale = 0;
+    if (t->rank == 0) {
+        char final[4200];
+        final_path(t, final, sizeof final);
+        int exists = access(final, F_OK) == 0;
+        int64_t was = exists ? hf_export_source_step(final) : -1;
+        stale = !t->ckpt->last_saved[0] ? 0 : was != t->ckpt->last_step;
+        if (stale) {
+            char held[96] = "is missing";
+            if (exists)
+                snprintf(held, sizeof held, was >= 0 ? "holds step %lld" : "records no step",
+                         (long long)was);
+            printf("moe-train: %s %s, not the newest checkpoint (step %d): writing it again "
+                   "from %s\n", final, held, t->ckpt->last_step, t->ckpt->last_saved);
+        }
+    }
+    /* rank 0 reads the small export record: no bulk bytes */
+    ckpt_allow(&t->cfg, 0);
+    if (comm_broadcast(t->par.world, &stale, sizeof stale, 0, e))
+        return -1;
+    return stale ? ckpt_io_final_model(t, e) : 0;
 }
 
 int ckpt_io_final_model(moe_trainer *t, moe_err *e)
@@ -206,7 +258,8 @@ int ckpt_io_final_model(moe_trainer *t, moe_err *e)
     if (export_everywhere(t, b.tmp, &o, e)) {
         if (t->rank == 0)
             fsio_rm_rf(b.tmp, NULL);
-        return moe_err_prefix(e, "saving the final model");
+        moe_err_prefix(e, "saving the final model");
+        return stale_note(t, e);
     }
     if (t->rank == 0 && !t->quiet)
         printf("final       | model saved to %s/final_model (Hugging Face layout, bf16)\n",

@@ -38,5 +38,9 @@ void ckpt_io_report(moe_trainer *t, const char *verb, const char *dir, double se
 /* <ckpt_dir>/final_model: a Hugging Face export (bf16) of t->ckpt->last_saved,
  * its shards written by every rank. Collective. */
 int ckpt_io_final_model(moe_trainer *t, moe_err *e);
+/* A resumed run with nothing left to train: final_model written again from
+ * the newest checkpoint unless it is already that step's export (a run
+ * whose final save failed leaves an older one). Collective. */
+int ckpt_io_final_model_current(moe_trainer *t, moe_err *e);
 
 #endif

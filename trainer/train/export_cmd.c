@@ -25,7 +25,7 @@ int hf_export_publish(const char *tmp, const char *final, moe_err *e)
     else
         snprintf(parent, sizeof parent, ".");
     snprintf(old, sizeof old, "%s/.old-%s-%d", parent, base, (int)getpid());
-    if (fsio_fsync_path(tmp, e))
+    if (fsio_fsync_dir_files(tmp, e))
         return -1;
     int had_old = access(final, F_OK) == 0;
     if (had_old && rename(final, old))

@@ -319,6 +319,46 @@ static int write_card(const char *ckpt, const char *out, const moe_model_cfg *mc
     return 0;
 }
 
+/* the integer "step" of dir/name (a JSON object), or -1 */
+static int64_t json_step(const char *dir, const char *name)
+{
+    char *text = read_optional(dir, name);
+    json_doc *doc = NULL;
+    int64_t step = -1;
+    if (text[0] && json_parse(text, strlen(text), NULL, &doc, NULL) == 0) {
+        const json_value *v = json_get(json_root(doc), "step");
+        if (v && v->type == JSON_NUMBER && v->num.is_integer && v->num.integer >= 0)
+            step = v->num.integer;
+    }
+    json_free(doc);
+    free(text);
+    return step;
+}
+
+int64_t hf_export_source_step(const char *model_dir)
+{
+    return json_step(model_dir, HF_EXPORT_SOURCE_FILE);
+}
+
+/* HF_EXPORT_SOURCE_FILE: the step of the checkpoint exported, so a run can
+ * tell an export of its newest checkpoint from an older one (nothing where
+ * the source records no step) */
+static int write_source(const char *ckpt, const char *out, moe_err *e)
+{
+    int64_t step = json_step(ckpt, "train_state.json");
+    if (step < 0)
+        return 0;
+    json_writer w;
+    jw_init(&w, 2);
+    jw_object_begin(&w);
+    jw_key(&w, "step");
+    jw_int(&w, step);
+    jw_key(&w, "checkpoint");
+    jw_string(&w, ckpt);
+    jw_object_end(&w);
+    return write_json(out, HF_EXPORT_SOURCE_FILE, &w, e);
+}
+
 int hf_export_finish(const char *ckpt, const char *out, const hf_export_opts *o, moe_err *e)
 {
     moe_model_cfg mc;
@@ -336,7 +376,7 @@ int hf_export_finish(const char *ckpt, const char *out, const hf_export_opts *o,
     if (!rc)
         rc = write_generation_config(out, e) ||
              hf_tokenizer_write(out, mc.max_position_embeddings, e) ||
-             write_card(ckpt, out, &mc, &p, o, e);
+             write_card(ckpt, out, &mc, &p, o, e) || write_source(ckpt, out, e);
     plan_free(&p);
     shard_set_close(s);
     return rc;

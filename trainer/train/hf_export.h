@@ -10,6 +10,8 @@
  *   README.md                                            the model card: data, steps,
  *                                                        held-out loss, precision,
  *                                                        moekit version, the config
+ *   moekit_export.json                                   the step of the checkpoint
+ *                                                        exported (where it has one)
  * Shards are independent: rank r of w writes the shards i with i % w == r,
  * then one rank writes the rest. */
 #ifndef MOE_HF_EXPORT_H
@@ -36,6 +38,11 @@ typedef struct {
 int hf_export_shards(const char *ckpt, const char *out, const hf_export_opts *o, int rank,
                      int world, uint64_t *busiest, moe_err *e);
 int hf_export_finish(const char *ckpt, const char *out, const hf_export_opts *o, moe_err *e);
+
+#define HF_EXPORT_SOURCE_FILE "moekit_export.json"
+/* The step of the checkpoint model_dir was exported from, or -1 (no
+ * record, not an export, unreadable). */
+int64_t hf_export_source_step(const char *model_dir);
 
 /* Replace (or create) final with the complete directory tmp: rename, with
  * the previous one moved aside until the new one is in place. */

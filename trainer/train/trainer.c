@@ -532,6 +532,9 @@ static int resume_latest(moe_trainer *t, long *resume_step, moe_err *e)
     if (trainer_load_checkpoint(t, r.dir, 0, e))
         return -1;
     *resume_step = t->step;
+    /* the newest checkpoint is this step's: a final model is exported from it */
+    snprintf(t->ckpt->last_saved, sizeof t->ckpt->last_saved, "%s", r.dir);
+    t->ckpt->last_step = t->step;
     if (t->rank == 0)
         printf("moe-train: resuming from %s (step %d)\n", r.dir, t->step);
     return 0;
@@ -896,6 +899,11 @@ int trainer_run(moe_trainer *t, moe_err *e)
         if (t->rank == 0)
             printf("moe-train: nothing to train: the run resumed at step %d and train.steps is "
                    "%d (raise train.steps to train further)\n", start, steps);
+        /* a run whose final save failed left final_model older than this
+         * checkpoint: write it now rather than pass the old one off as final */
+        if (c->checkpoint.save_final_model && c->checkpoint.ckpt_dir[0] &&
+            ckpt_io_final_model_current(t, e))
+            return -1;
         return 2;
     }
     /* an evaluation that fails still lets this step's checkpoint and the
