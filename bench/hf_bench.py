@@ -12,6 +12,7 @@ Prints one JSON line.
 import argparse
 import gzip
 import json
+import math
 import os
 import contextlib
 import time
@@ -39,6 +40,17 @@ def genome_batches(path, batch, seq, n):
     return out
 
 
+def moekit_lr_factor(warmup, min_ratio, step, total):
+    """lr / peak lr at a 0-based step, as moe-train's schedule_lr gives it."""
+    if warmup > 0 and step < warmup:
+        return (step + 1) / warmup
+    span = total - warmup
+    if span <= 1:
+        return 1.0
+    progress = min(1.0, (step - warmup) / (span - 1))
+    return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--setup", required=True)
@@ -47,7 +59,12 @@ def main():
     ap.add_argument("--seq", type=int, default=4096)
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--steps", type=int, default=12)
-    ap.add_argument("--warmup", type=int, default=4)
+    ap.add_argument("--warmup", type=int, default=4)  # steps left out of the timing
+    # the learning rate as moe-train schedules it (trainer/train/schedule.c): linear warm-up
+    # to --lr over --lr-warmup steps, then cosine to --min-lr-ratio x lr at the last step
+    ap.add_argument("--lr", type=float, default=3e-4)
+    ap.add_argument("--lr-warmup", type=int, default=0)
+    ap.add_argument("--min-lr-ratio", type=float, default=1.0)
     ap.add_argument("--data", default=os.path.join(os.path.dirname(__file__), "..", "data",
                                                    "lambda_virus.fa.gz"))
     a = ap.parse_args()
@@ -64,8 +81,10 @@ def main():
         model = MixtralForCausalLM._from_config(cfg, attn_implementation="sdpa",
                                                 experts_implementation=impl, dtype=dtype)
     model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), eps=1e-8,
+    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), eps=1e-8,
                             weight_decay=0.1, fused=True)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda step: moekit_lr_factor(a.lr_warmup, a.min_lr_ratio, step, a.steps))
     step_fn = model
     if a.setup.endswith("compiled"):
         step_fn = torch.compile(model)
@@ -89,6 +108,7 @@ def main():
             out.loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        sched.step()
         opt.zero_grad(set_to_none=True)
         torch.cuda.synchronize()
         times.append(time.time() - t)

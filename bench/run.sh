@@ -47,6 +47,9 @@ STEPS=${MOE_BENCH_STEPS:-12} WARM=${MOE_BENCH_WARM:-4}
 # the sizes both sides run at, from the config as moe-train resolves it
 sizes=$("$ROOT/$B/bin/moe-train" --config "$CONFIG" --print-config) || exit 1
 size() { echo "$sizes" | sed -n "s/^ *$1 = \([0-9]*\);.*/\1/p" | head -1; }
+# both sides on one learning-rate schedule: moekit's warm-up and cosine, as the config's
+MIN_LR_RATIO=$(echo "$sizes" | sed -n 's/^ *min_lr_ratio = \([0-9.eE+-]*\);.*/\1/p' | head -1)
+LR=3e-4 LR_WARMUP=2
 VOCAB=$(size vocab_size) LAYERS=$(size num_layers) SEQ=$(size seq_length) BATCH=$(size micro_batch_size)
 # the genome both sides read (the config's first data file)
 GENOME=$(echo "$sizes" | sed -n 's/^ *files = \[ *"\([^"]*\)".*/\1/p' | head -1)
@@ -69,8 +72,8 @@ run_moekit() {
     local smi=$!
     local t0; t0=$(date +%s.%N)
     "$ROOT/$B/bin/moe-train" --config "$CONFIG" --backend cuda train.steps=$STEPS \
-        scheduler.warmup_steps=2 logger.frequency=1 train.eval_every_n_steps=0 train.eval_batches=1 \
-        optimizer.lr=3e-4 precision.compute="$prec" "${extra[@]}" 2>&1 | while IFS= read -r l; do echo "$(date +%s.%N) $l"; done > /tmp/moe_bench.log
+        scheduler.warmup_steps=$LR_WARMUP logger.frequency=1 train.eval_every_n_steps=0 train.eval_batches=1 \
+        optimizer.lr=$LR precision.compute="$prec" "${extra[@]}" 2>&1 | while IFS= read -r l; do echo "$(date +%s.%N) $l"; done > /tmp/moe_bench.log
     kill $smi 2>/dev/null
     # MOE_BENCH_LOG_DIR=DIR keeps each moekit run's log (start-up summary, plan against allocated)
     [ -n "${MOE_BENCH_LOG_DIR:-}" ] && cut -d' ' -f2- /tmp/moe_bench.log \
@@ -97,6 +100,7 @@ done
 for s in $SETUPS; do
     PYTHONUNBUFFERED=1 timeout "${MOE_BENCH_HF_TIMEOUT:-300}" python3 "$ROOT/bench/hf_bench.py" --setup "$s" --steps $STEPS \
         --warmup $WARM --layers "$LAYERS" --vocab "$VOCAB" --seq "$SEQ" --batch "$BATCH" \
+        --lr $LR --lr-warmup $LR_WARMUP --min-lr-ratio "$MIN_LR_RATIO" \
         ${GENOME:+--data "$ROOT/data/$GENOME"} \
         2>"/tmp/hf_$s.err" | tail -1 > "/tmp/hf_$s.out"
     # a setup that printed no result says why
