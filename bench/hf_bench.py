@@ -6,7 +6,8 @@ finished step). AdamW (fused) over the weights as configured.
 
     python3 bench/hf_bench.py --setup eager_fp32 | grouped_bf16 | grouped_bf16_compiled |
                                       grouped_bf16_cudnn (SDPA's cuDNN backend first)
-           [--layers 2 --vocab 32000 --seq 4096 --batch 2 --steps 12 --warmup 4]
+           [--layers 2 --vocab 32000 --seq 4096 --batch 2 --steps 12 --warmup 4 --accum 1]
+           [--lr 3e-4 --lr-warmup 0 --min-lr-ratio 1]
 Prints one JSON line.
 """
 import argparse
@@ -62,6 +63,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=4)  # steps left out of the timing
     # the learning rate as moe-train schedules it (trainer/train/schedule.c): linear warm-up
     # to --lr over --lr-warmup steps, then cosine to --min-lr-ratio x lr at the last step
+    ap.add_argument("--accum", type=int, default=1)  # micro-batches an optimizer step
     ap.add_argument("--lr", type=float, default=3e-4)
     ap.add_argument("--lr-warmup", type=int, default=0)
     ap.add_argument("--min-lr-ratio", type=float, default=1.0)
@@ -96,31 +98,36 @@ def main():
         attn = lambda: sdpa_kernel([SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION,
                                     SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH],
                                    set_priority=True)
-    batches = genome_batches(a.data, a.batch, a.seq, a.steps)
+    batches = genome_batches(a.data, a.batch, a.seq, a.steps * a.accum)
+    steps = [batches[i * a.accum:(i + 1) * a.accum] for i in range(a.steps)]
     torch.cuda.reset_peak_memory_stats()
     times, losses, first = [], [], None
-    for i, ids in enumerate(batches):
-        ids = ids.cuda()
+    for i, micro in enumerate(steps):
+        micro = [ids.cuda() for ids in micro]
         torch.cuda.synchronize()
         t = time.time()
-        with attn(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=(dtype == torch.float32)):
-            out = step_fn(input_ids=ids, labels=ids)
-            out.loss.backward()
+        step_loss = torch.zeros((), device="cuda")
+        for ids in micro:  # the step's loss: the mean over its micro-batches, as moe-train's
+            with attn(), torch.autocast("cuda", dtype=torch.bfloat16,
+                                        enabled=(dtype == torch.float32)):
+                out = step_fn(input_ids=ids, labels=ids)
+                (out.loss / a.accum).backward()
+            step_loss += out.loss.detach().float() / a.accum  # no host wait inside the step
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         sched.step()
         opt.zero_grad(set_to_none=True)
         torch.cuda.synchronize()
         times.append(time.time() - t)
-        losses.append(float(out.loss))
+        losses.append(float(step_loss))
         if first is None:
             first = time.time() - T0
     steady = times[a.warmup:]
-    tok = a.batch * a.seq
+    tok = a.batch * a.seq * a.accum
     print(json.dumps({"impl": "hf_" + a.setup, "tokens_per_s": tok * len(steady) / sum(steady),
                       "step_ms": 1000 * sum(steady) / len(steady),
                       "peak_mem_gib": torch.cuda.max_memory_allocated() / 2**30,
-                      "first_step_s": first, "final_loss": float(out.loss),
+                      "first_step_s": first, "final_loss": losses[-1],
                       "losses": losses}))
 
 

@@ -19,6 +19,13 @@
 #   precisions at 64k and 128k: MOE_BENCH_64K, MOE_BENCH_128K ("-" leaves the length out).
 set -u
 B=${1:-build}; shift || true
+# MOE_BENCH_ACCUM="1 8": the whole benchmark once per global batch (micro-batches an optimizer
+# step, both sides: moekit's train.grad_accum_steps, the Hugging Face side's loop)
+if [ "$(wc -w <<< "${MOE_BENCH_ACCUM:-1}")" -gt 1 ]; then
+    for a in $MOE_BENCH_ACCUM; do MOE_BENCH_ACCUM=$a "$0" "$B" "$@" || exit; done
+    exit 0
+fi
+ACCUM=${MOE_BENCH_ACCUM:-1}
 if [ "${1:-}" = --genomic ]; then
     ROOT=$(cd "$(dirname "$0")/.." && pwd)
     # per length: the precisions moekit runs (recompute chosen by measurement, NOTES.md; bf16
@@ -73,7 +80,7 @@ run_moekit() {
     local t0; t0=$(date +%s.%N)
     "$ROOT/$B/bin/moe-train" --config "$CONFIG" --backend cuda train.steps=$STEPS \
         scheduler.warmup_steps=$LR_WARMUP logger.frequency=1 train.eval_every_n_steps=0 train.eval_batches=1 \
-        optimizer.lr=$LR precision.compute="$prec" "${extra[@]}" 2>&1 | while IFS= read -r l; do echo "$(date +%s.%N) $l"; done > /tmp/moe_bench.log
+        optimizer.lr=$LR train.grad_accum_steps=$ACCUM precision.compute="$prec" "${extra[@]}" 2>&1 | while IFS= read -r l; do echo "$(date +%s.%N) $l"; done > /tmp/moe_bench.log
     kill $smi 2>/dev/null
     # MOE_BENCH_LOG_DIR=DIR keeps each moekit run's log (start-up summary, plan against allocated)
     [ -n "${MOE_BENCH_LOG_DIR:-}" ] && cut -d' ' -f2- /tmp/moe_bench.log \
@@ -100,14 +107,14 @@ done
 for s in $SETUPS; do
     PYTHONUNBUFFERED=1 timeout "${MOE_BENCH_HF_TIMEOUT:-300}" python3 "$ROOT/bench/hf_bench.py" --setup "$s" --steps $STEPS \
         --warmup $WARM --layers "$LAYERS" --vocab "$VOCAB" --seq "$SEQ" --batch "$BATCH" \
-        --lr $LR --lr-warmup $LR_WARMUP --min-lr-ratio "$MIN_LR_RATIO" \
+        --lr $LR --lr-warmup $LR_WARMUP --min-lr-ratio "$MIN_LR_RATIO" --accum $ACCUM \
         ${GENOME:+--data "$ROOT/data/$GENOME"} \
         2>"/tmp/hf_$s.err" | tail -1 > "/tmp/hf_$s.out"
     # a setup that printed no result says why
     grep -q '^{' "/tmp/hf_$s.out" && cat "/tmp/hf_$s.out" >> "$res" ||
         { echo "hf $s failed:"; tail -3 "/tmp/hf_$s.err"; }
 done
-echo "$CONFIG: $LAYERS layers, vocab $VOCAB, sequence $SEQ, micro-batch $BATCH"
+echo "$CONFIG: $LAYERS layers, vocab $VOCAB, sequence $SEQ, micro-batch $BATCH, $ACCUM micro-batch(es) an optimizer step"
 python3 - "$res" "$LAYERS" "$VOCAB" "$SEQ" "$BATCH" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith('{')]
