@@ -482,6 +482,144 @@ static void attention_case(int B, int T, int NH, int NKV, int HD, float qscale)
     rm(&q); rm(&k); rm(&v); rm(&o); rm(&lse); rm(&d); rm(&dq); rm(&dk); rm(&dv);
 }
 
+/* Attention at a long context on the GPU alone, its last R query rows and
+ * last R keys against a float64 reference computed for those only: a query
+ * row's output, lse and dq need every key before it; a key's dk and dv need
+ * only the queries after it, all among the last R. Long enough that T * T
+ * (4.3e9 at 65,536) and a head's scores pass 2^31, where a 32-bit index or
+ * a count in a fused kernel would wrap; the full CPU reference would take
+ * hours there. */
+static void long_attention_case(int T, int NH, int NKV, int HD, int R)
+{
+    fprintf(stderr, "  long attention T=%d heads %d/%d dim %d, last %d rows (kernels: %s)\n", T, NH,
+            NKV, HD, R, run_opts.attention == MOE_ATTN_MMA ? "mma" : "default");
+    moe_err e = {{0}};
+    const size_t nq = (size_t)T * NH * HD, nk = (size_t)T * NKV * HD, nl = (size_t)NH * T;
+    float *q = host_rand(nq, 1), *k = host_rand(nk, 1), *v = host_rand(nk, 1), *d = host_rand(nq, 1);
+    void *gq = gpu->alloc(gpu, gpu->act_bytes(gpu, nq), &e), *gk = gpu->alloc(gpu, gpu->act_bytes(gpu, nk), &e);
+    void *gv = gpu->alloc(gpu, gpu->act_bytes(gpu, nk), &e), *gd = gpu->alloc(gpu, gpu->act_bytes(gpu, nq), &e);
+    void *go = gpu->alloc(gpu, gpu->act_bytes(gpu, nq), &e), *gl = gpu->alloc(gpu, nl * 4, &e);
+    void *gdq = gpu->alloc(gpu, gpu->act_bytes(gpu, nq), &e), *gdk = gpu->alloc(gpu, gpu->act_bytes(gpu, nk), &e);
+    void *gdv = gpu->alloc(gpu, gpu->act_bytes(gpu, nk), &e);
+    CHECK_MSG(gq && gk && gv && gd && go && gl && gdq && gdk && gdv, "alloc: %s", e.msg);
+    float *nanv = malloc(sizeof(float) * nq);
+    for (size_t i = 0; i < nq; i++)
+        nanv[i] = NAN;
+    gpu->act_from_real(gpu, gq, q, nq, &e), gpu->act_from_real(gpu, gk, k, nk, &e);
+    gpu->act_from_real(gpu, gv, v, nk, &e), gpu->act_from_real(gpu, gd, d, nq, &e);
+    gpu->act_from_real(gpu, go, nanv, nq, &e), gpu->upload(gpu, gl, nanv, nl * 4, &e);
+    gpu->act_from_real(gpu, gdq, nanv, nq, &e), gpu->act_from_real(gpu, gdk, nanv, nk, &e);
+    gpu->act_from_real(gpu, gdv, nanv, nk, &e);
+    gpu->attention_fwd(gpu, go, gl, gq, gk, gv, 1, T, NH, NKV, HD, NULL);
+    gpu->attention_bwd(gpu, gdq, gdk, gdv, gd, gq, gk, gv, go, gl, 1, T, NH, NKV, HD, NULL);
+    float *o = malloc(sizeof(float) * nq), *lse = malloc(sizeof(float) * nl);
+    float *dq = malloc(sizeof(float) * nq), *dk = malloc(sizeof(float) * nk), *dv = malloc(sizeof(float) * nk);
+    int rc = gpu->act_to_real(gpu, o, go, nq, &e) || gpu->download(gpu, lse, gl, nl * 4, &e) ||
+             gpu->act_to_real(gpu, dq, gdq, nq, &e) || gpu->act_to_real(gpu, dk, gdk, nk, &e) ||
+             gpu->act_to_real(gpu, dv, gdv, nk, &e);
+    CHECK_MSG(rc == 0, "long attention: %s", e.msg);
+    /* the reference, float64, for the last R rows; err[]: o, lse, dq, dk, dv as sums of
+     * squared differences and of squared references */
+    double num[5] = {0}, den[5] = {0};
+    size_t bad = 0;
+    const int group = NH / NKV, i0 = T - R;
+    const double sc = 1 / sqrt((double)HD);
+    double *p = malloc(sizeof(double) * T), *ds = malloc(sizeof(double) * T);
+    double *rk = calloc((size_t)R * NKV * HD, sizeof(double)), *rv = calloc((size_t)R * NKV * HD, sizeof(double));
+    double *ro = malloc(sizeof(double) * HD), *rq = malloc(sizeof(double) * HD);
+#define AT(x, t, heads, h) ((x) + ((size_t)(t) * (heads) + (h)) * HD)
+    for (int h = 0; h < NH; h++) {
+        const int kh = h / group;
+        for (int i = i0; i < T; i++) {
+            const float *qi = AT(q, i, NH, h), *di = AT(d, i, NH, h);
+            double m = -INFINITY, z = 0, dd = 0;
+            for (int j = 0; j <= i; j++) {
+                const float *kj = AT(k, j, NKV, kh);
+                double s = 0;
+                for (int c = 0; c < HD; c++)
+                    s += (double)qi[c] * kj[c];
+                p[j] = s * sc;
+                m = p[j] > m ? p[j] : m;
+            }
+            for (int j = 0; j <= i; j++)
+                z += p[j] = exp(p[j] - m);
+            for (int c = 0; c < HD; c++)
+                ro[c] = 0;
+            for (int j = 0; j <= i; j++) {
+                p[j] /= z;
+                const float *vj = AT(v, j, NKV, kh);
+                for (int c = 0; c < HD; c++)
+                    ro[c] += p[j] * vj[c];
+            }
+            for (int c = 0; c < HD; c++)
+                dd += (double)di[c] * ro[c];
+            for (int c = 0; c < HD; c++)
+                rq[c] = 0;
+            for (int j = 0; j <= i; j++) {
+                const float *vj = AT(v, j, NKV, kh), *kj = AT(k, j, NKV, kh);
+                double dp = 0;
+                for (int c = 0; c < HD; c++)
+                    dp += (double)di[c] * vj[c];
+                ds[j] = p[j] * (dp - dd);
+                for (int c = 0; c < HD; c++)
+                    rq[c] += ds[j] * sc * kj[c];
+            }
+            for (int j = i0; j <= i; j++)
+                for (int c = 0; c < HD; c++) {
+                    rk[((size_t)(j - i0) * NKV + kh) * HD + c] += ds[j] * sc * qi[c];
+                    rv[((size_t)(j - i0) * NKV + kh) * HD + c] += p[j] * di[c];
+                }
+            const double got_lse = lse[(size_t)h * T + i], want_lse = m + log(z);
+            bad += !isfinite(got_lse);
+            num[1] += (got_lse - want_lse) * (got_lse - want_lse), den[1] += want_lse * want_lse;
+            for (int c = 0; c < HD; c++) {
+                const double go_ = AT(o, i, NH, h)[c], gq_ = AT(dq, i, NH, h)[c];
+                bad += !isfinite(go_) + !isfinite(gq_);
+                num[0] += (go_ - ro[c]) * (go_ - ro[c]), den[0] += ro[c] * ro[c];
+                num[2] += (gq_ - rq[c]) * (gq_ - rq[c]), den[2] += rq[c] * rq[c];
+            }
+        }
+    }
+    for (int j = i0; j < T; j++)
+        for (int kh = 0; kh < NKV; kh++)
+            for (int c = 0; c < HD; c++) {
+                const double gk_ = AT(dk, j, NKV, kh)[c], gv_ = AT(dv, j, NKV, kh)[c];
+                const double wk = rk[((size_t)(j - i0) * NKV + kh) * HD + c];
+                const double wv = rv[((size_t)(j - i0) * NKV + kh) * HD + c];
+                bad += !isfinite(gk_) + !isfinite(gv_);
+                num[3] += (gk_ - wk) * (gk_ - wk), den[3] += wk * wk;
+                num[4] += (gv_ - wv) * (gv_ - wv), den[4] += wv * wv;
+            }
+#undef AT
+    const char *what[5] = {"out", "lse", "dq", "dk", "dv"};
+    const double tol[5] = {TB, 1e-3, TB, TB, TB};
+    for (int w = 0; w < 5; w++) {
+        const double rel = sqrt(num[w] / (den[w] > 0 ? den[w] : 1));
+        const int ok = bad == 0 && rel <= tol[w];
+        fprintf(stderr, "  long attention %-19s rel %.2e (tol %.0e)%s%s\n", what[w], rel, tol[w],
+                bad ? " NON-FINITE/UNWRITTEN" : "", ok ? "" : "  <-- FAIL");
+        CHECK_MSG(ok, "long attention T=%d %s", T, what[w]);
+    }
+    void *bufs[] = {gq, gk, gv, gd, go, gl, gdq, gdk, gdv};
+    for (int b = 0; b < 9; b++)
+        gpu->free(gpu, bufs[b]);
+    free(q), free(k), free(v), free(d), free(nanv), free(o), free(lse), free(dq), free(dk), free(dv);
+    free(p), free(ds), free(rk), free(rv), free(ro), free(rq);
+}
+
+/* the long contexts of the genomic configs (64k), cuDNN and moekit's kernels */
+static void test_long_attention(void)
+{
+    const moe_attn_kernels families[] = {MOE_ATTN_CUDNN, MOE_ATTN_MMA};
+    for (int f = 0; f < 2; f++) {
+        run_opts.attention = families[f];
+        apply_run_opts();
+        long_attention_case(65536, 4, 1, 128, 24);
+    }
+    run_opts.attention = MOE_ATTN_CUDNN;
+    apply_run_opts();
+}
+
 /* Packed rows (data.pack): RoPE at the positions of each sequence, which
  * restart inside a row, against the CPU reference, forward and backward
  * (the cuda backend's attention does not take segments yet; this is its
@@ -923,6 +1061,7 @@ int main(int argc, char **argv)
     RUN(test_split_masters);
     RUN(test_masters_init);
     RUN(test_attention);
+    RUN(test_long_attention);
     RUN(test_rope_positions);
     RUN(test_segment_attention);
     RUN(test_moe);
