@@ -1012,6 +1012,12 @@ static void test_moe_fp8(void)
     run_opts.fp8_chunk_rows = backend_opts_default().fp8_chunk_rows;
     apply_run_opts();
     moe_case(0, 1000, 128, 256, MOE_PREC_FP8_BLOCK);
+    /* the unchunked forward (the quantiser, not the SwiGLU kernel, writes the kept h1, h3:
+     * the pass's bf16 h1, h3 in scratch), beside the chunked one above */
+    run_opts.fp8_fused_save = 0;
+    apply_run_opts();
+    moe_case(2, 300, 128, 256, MOE_PREC_FP8_BLOCK);
+    run_opts.fp8_fused_save = 1;
     run_opts.expert_chunk_rows = backend_opts_default().expert_chunk_rows;
     apply_run_opts();
     /* h1, h3 kept in bf16 */

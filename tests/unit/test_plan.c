@@ -301,11 +301,26 @@ static void test_device_rows(void)
     CHECK_MSG(p.cap_rows == rows, "%zu", p.cap_rows);
     size_t bwd = cuda_scratch_grown(cuda_expert_bwd_slot_bytes(8192, (int)I));
     CHECK(p.dev[PLAN_DEV_EXPERT_BWD] == 4 * bwd);
-    CHECK(p.dev[PLAN_DEV_FP8_H] == 2 * (cuda_scratch_grown(cuda_fp8_h_bf16_bytes(rows, (int)I)) - bwd));
-    /* the FP8 forward's bf16 h1, h3 at 64k: 9.4 GB with the scratch's head room */
-    CHECK_MSG(p.dev[PLAN_DEV_FP8_H] + 2 * bwd > (size_t)9300000000 &&
-                  p.dev[PLAN_DEV_FP8_H] + 2 * bwd < (size_t)9500000000,
-              "%zu", p.dev[PLAN_DEV_FP8_H] + 2 * bwd);
+    /* chunked (the SwiGLU kernel writes the kept codes): a chunk's bf16 h1, h3 in the
+     * backward's slots, and one more expert weight in E4M3 (w2: 4096 x 14336, 56 MiB) */
+    CHECK_MSG(p.dev[PLAN_DEV_FP8_H] == cuda_scratch_grown((size_t)4096 * I) +
+                                           cuda_scratch_grown(4 * lowp_fp8blk_128x128_scales(4096, I)),
+              "%zu", p.dev[PLAN_DEV_FP8_H]);
+    /* unchunked (runtime.fp8_fused_save = false): the pass's bf16 h1, h3 at 64k, 9.4 GB with
+     * the scratch's head room */
+    char *unfused[] = {"precision.compute=fp8_block", "runtime.fp8_fused_save=false"};
+    moe_plan pu;
+    CHECK_MSG(config_load(&c, "bench_8x7B_2L_genomic_64k", MOE_CONFIG_DIR_DEFAULT, 2, unfused, &e) == 0 &&
+                  plan_make(&pu, &c, 1, 1, NULL, &e) == 0, "%s", e.msg);
+    CHECK(pu.dev[PLAN_DEV_FP8_H] == 2 * (cuda_scratch_grown(cuda_fp8_h_bf16_bytes(rows, (int)I)) - bwd));
+    CHECK_MSG(pu.dev[PLAN_DEV_FP8_H] + 2 * bwd > (size_t)9300000000 &&
+                  pu.dev[PLAN_DEV_FP8_H] + 2 * bwd < (size_t)9500000000,
+              "%zu", pu.dev[PLAN_DEV_FP8_H] + 2 * bwd);
+    if (config_load(&c, "bench_8x7B_2L_genomic_64k", MOE_CONFIG_DIR_DEFAULT, 1, fp8, &e) ||
+        plan_make(&p, &c, 1, 1, NULL, &e)) {
+        CHECK_MSG(0, "%s", e.msg);
+        return;
+    }
     CHECK(p.dev[PLAN_DEV_NCCL] == 0 && p.dev[PLAN_DEV_CONTEXT] > 0 && p.dev[PLAN_DEV_MARGIN] > 0);
     size_t sum = 0;
     for (int r = 0; r < PLAN_DEV_ROWS; r++)

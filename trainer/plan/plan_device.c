@@ -51,8 +51,13 @@ void plan_device_rows(const moe_config *c, int ep, int dp, size_t cap_rows, size
     bytes[PLAN_DEV_EXPERT_BWD] = 4 * bwd;
     /* slots 5, 6 again: fp8_block with E4M3-saved h1, h3 first holds them in bf16 for the pass */
     if (prec == MOE_PREC_FP8_BLOCK && c->precision.fp8_saved_activations) {
-        size_t h = slot(cuda_fp8_h_bf16_bytes(cap_rows, (int)I));
-        bytes[PLAN_DEV_FP8_H] = h > bwd ? 2 * (h - bwd) : 0;
+        if (cuda_fp8_fwd_chunked(1, c->runtime.fp8_fused_save, (int)I)) {
+            /* a chunk's bf16 h1, h3 fit the backward's slots; one more weight copy (w2) */
+            bytes[PLAN_DEV_FP8_H] = slot(C * I) + slot(4 * lowp_fp8blk_128x128_scales(C, I));
+        } else {
+            size_t h = slot(cuda_fp8_h_bf16_bytes(cap_rows, (int)I));
+            bytes[PLAN_DEV_FP8_H] = h > bwd ? 2 * (h - bwd) : 0;
+        }
     }
     if (fp8)
         bytes[PLAN_DEV_FP8_COPIES] = fp8_copies(c, prec == MOE_PREC_MXFP8, C, I, QD);
@@ -83,7 +88,7 @@ const char *plan_device_row_name(plan_dev_row r)
 {
     static const char *const names[PLAN_DEV_ROWS] = {
         [PLAN_DEV_EXPERT_BWD] = "scratch: experts' backward chunks",
-        [PLAN_DEV_FP8_H] = "scratch: FP8 forward's bf16 h1, h3",
+        [PLAN_DEV_FP8_H] = "scratch: FP8 forward's h1, h3 / w2",
         [PLAN_DEV_FP8_COPIES] = "scratch: FP8 quantised copies",
         [PLAN_DEV_ATTENTION] = "scratch: attention backward",
         [PLAN_DEV_OTHER_SCRATCH] = "scratch: logits, router, norms",
@@ -99,7 +104,8 @@ const char *plan_device_row_source(plan_dev_row r)
 {
     static const char *const src[PLAN_DEV_ROWS] = {
         [PLAN_DEV_EXPERT_BWD] = "4 x min(rows, runtime.expert_chunk_rows) x I bf16 (cuda_scratch_sizes.h)",
-        [PLAN_DEV_FP8_H] = "2 x pass rows x I bf16, less the backward's slots (cuda_scratch_sizes.h)",
+        [PLAN_DEV_FP8_H] = "chunked: one expert's w2 in E4M3; else 2 x pass rows x I bf16 less the "
+                           "backward's slots (cuda_scratch_sizes.h)",
         [PLAN_DEV_FP8_COPIES] = "runtime.fp8_chunk_rows of codes and scales, one weight (cuda_scratch_sizes.h)",
         [PLAN_DEV_ATTENTION] = "fp32 delta + dQ [B, NH, T, HD] (cuda_scratch_sizes.h) + cuDNN's own, estimated",
         [PLAN_DEV_OTHER_SCRATCH] = "cuda_scratch_sizes.h",

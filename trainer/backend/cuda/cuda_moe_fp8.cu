@@ -18,9 +18,11 @@
  *
  * fp8_block keeps the SwiGLU inputs h1, h3 for the backward as E4M3 codes
  * with 1x128 scales (half the bytes of bf16; set_fp8_saved_activations):
- * the forward's GEMMs write bf16 into the backward's dH1 / dH3 scratch,
- * SwiGLU reads that and writes what is kept in the same pass (or, where the
- * width does not allow it, the quantiser does after it); the backward's
+ * the forward's GEMMs write one chunk of an expert's rows in bf16 into the
+ * backward's dH1 / dH3 scratch, SwiGLU reads that and writes what is kept,
+ * and the down projection follows, chunk by chunk (cuda_fp8_fwd_chunked);
+ * where the width does not allow the SwiGLU kernel to write the codes, the
+ * pass's bf16 h1, h3 are made first and the quantiser keeps them; the backward's
  * SwiGLU kernels read the codes themselves (no bf16 copy is made). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +95,79 @@ static cuda_swiglu_in swiglu_rows(cuda_swiglu_in v, int64_t r0, int I)
 
 /* ---- forward -------------------------------------------------------------------- */
 
+/* The chunked forward (cuda_fp8_fwd_chunked): per expert, its three weights
+ * quantised once (w1 in S_W, w3 in S_WT, w2 in S_Q: the backward uses S_Q's
+ * transposed slots only), then each chunk of expert_chunk_rows rows through
+ * the up projections into one chunk of bf16 h1, h3, the SwiGLU x probability
+ * (a chunk of a, the kept E4M3 h1, h3 at the chunk's rows) and the down
+ * projection. The rows an FP8 GEMM cannot take (a chunk's last rows % 16)
+ * go through the bf16 GEMMs, as in the unchunked path. */
+static void experts_fwd_fp8_chunked(moe_backend *be, const char *op, act *y_perm, act *h1,
+                                    act *h3, const act *x_perm, const real *p_perm,
+                                    const act *w1, const act *w3, const act *w2,
+                                    const moe_route_plan *plan, int C, int I)
+{
+    const size_t rows_all = plan->n_rows, most = cuda_expert_bwd_rows(be, plan);
+    const int on = CTX(be)->fp8_gemms & MOE_FP8_FPROP;
+    bf16 *H1 = (bf16 *)cuda_scratch(be, 5, cuda_fp8_h_bf16_bytes(most, I));
+    bf16 *H3 = (bf16 *)cuda_scratch(be, 6, cuda_fp8_h_bf16_bytes(most, I));
+    bf16 *A = cuda_expert_swiglu_scratch(be, plan, I);
+    q8 xq = fp8_act_scratch(be, S_P, CTX(be)->fp8_chunk_rows, C > I ? C : I, 1, 0);
+    if (!H1 || !H3 || !A || !fp8_q8_ok(&xq, 1, 0))
+        return;
+    const size_t ld = lowp_fp8blk_1x128_ld(rows_all);
+    const int64_t ech = CTX(be)->expert_chunk_rows, fch = CTX(be)->fp8_chunk_rows;
+    for (int x = 0; x < plan->n_experts; x++) {
+        const int64_t count = plan->expert_count[x];
+        if (count == 0)
+            continue; /* an idle expert costs nothing */
+        const bf16 *W1 = CB16(w1) + (size_t)x * I * C, *W3 = CB16(w3) + (size_t)x * I * C;
+        const bf16 *W2 = CB16(w2) + (size_t)x * C * I;
+        lowp_fp8_operand q1 = {0}, q3 = {0}, q2 = {0};
+        if (on && fp8_rows(be, count) &&
+            (fp8_quant_weight(be, op, W1, I, C, 0, S_W, &q1) ||
+             fp8_quant_weight(be, op, W3, I, C, 0, S_WT, &q3) ||
+             fp8_quant_weight(be, op, W2, C, I, 0, S_Q, &q2)))
+            return;
+        for (int64_t e0 = 0; e0 < count; e0 += ech) {
+            const int64_t r0 = plan->expert_offset[x] + e0, rows = cuda_chunk_len(count, e0, ech);
+            const int64_t n8 = on ? fp8_rows(be, rows) : 0;
+            const bf16 *X = CB16(x_perm) + r0 * C;
+            for (int64_t c0 = 0; c0 < n8; c0 += fch) {
+                const int64_t cn = fp8_chunk_len(be, n8, c0);
+                if (fp8_quant_act(be, op, &xq, X + c0 * C, cn, C))
+                    return;
+                fp8_gemm8(be, op, I, (int)cn, C, q1.codes, q1.scales, q1.kind, xq.codes, xq.scales,
+                          H1 + c0 * I, 0, 0.f);
+                fp8_gemm8(be, op, I, (int)cn, C, q3.codes, q3.scales, q3.kind, xq.codes, xq.scales,
+                          H3 + c0 * I, 0, 0.f);
+            }
+            if (rows > n8) {
+                const int r = (int)(rows - n8);
+                cuda_gemm_xwT(be, H1 + n8 * I, 0, X + n8 * C, W1, r, C, I, 0.f);
+                cuda_gemm_xwT(be, H3 + n8 * I, 0, X + n8 * C, W3, r, C, I, 0.f);
+            }
+            cuda_fp8_save s1 = {(uint8_t *)h1 + r0 * I, saved_scales(h1, rows_all, I) + r0, ld},
+                          s3 = {(uint8_t *)h3 + r0 * I, saved_scales(h3, rows_all, I) + r0, ld};
+            if (cuda_swiglu_prob_save8(be, A, H1, H3, p_perm + r0, (size_t)rows, I, s1, s3)) {
+                cuda_note(be, op, "the SwiGLU kernel does not take this width or alignment "
+                                  "(cuda_fp8_fwd_chunked said it would)");
+                return;
+            }
+            for (int64_t c0 = 0; c0 < n8; c0 += fch) {
+                const int64_t cn = fp8_chunk_len(be, n8, c0);
+                if (fp8_quant_act(be, op, &xq, A + c0 * I, cn, I))
+                    return;
+                fp8_gemm8(be, op, C, (int)cn, I, q2.codes, q2.scales, q2.kind, xq.codes, xq.scales,
+                          B16(y_perm) + (r0 + c0) * C, 0, 0.f);
+            }
+            if (rows > n8)
+                cuda_gemm_xwT(be, B16(y_perm) + (r0 + n8) * C, 0, A + n8 * I, W2, (int)(rows - n8),
+                              I, C, 0.f);
+        }
+    }
+}
+
 void cuda_experts_fwd_fp8(moe_backend *be, act *y_perm, act *h1, act *h3, act *a,
                           const act *x_perm, const real *p_perm, const act *w1, const act *w3,
                           const act *w2, const moe_route_plan *plan, int C, int I)
@@ -107,6 +182,10 @@ void cuda_experts_fwd_fp8(moe_backend *be, act *y_perm, act *h1, act *h3, act *a
     bf16 *H1 = B16(h1), *H3 = B16(h3);
     if (rows_all == 0)
         return;
+    if (cuda_fp8_fwd_chunked(saved8, CTX(be)->fp8_fused_save, I)) {
+        experts_fwd_fp8_chunked(be, op, y_perm, h1, h3, x_perm, p_perm, w1, w3, w2, plan, C, I);
+        return;
+    }
     if (saved8) {
         H1 = (bf16 *)cuda_scratch(be, 5, cuda_fp8_h_bf16_bytes(rows_all, I));
         H3 = (bf16 *)cuda_scratch(be, 6, cuda_fp8_h_bf16_bytes(rows_all, I));

@@ -68,6 +68,18 @@ static inline size_t cuda_expert_bwd_slot_bytes(size_t rows, int I)
  * every row of the pass before the saved copies are made */
 static inline size_t cuda_fp8_h_bf16_bytes(size_t rows_all, int I) { return rows_all * (size_t)I * 2; }
 
+/* Whether fp8_block's forward with E4M3-saved h1, h3 runs an expert's rows a
+ * chunk at a time end to end (up projections, SwiGLU writing the kept codes,
+ * down projection): where the SwiGLU kernel writes the codes itself
+ * (runtime.fp8_fused_save, a width of a multiple of 256). Then slots 5, 6
+ * hold one chunk of bf16 h1, h3 (as the backward's dh1, dh3 do), not the
+ * pass's: at 64k tokens 2 x 3.8 GB become 2 x 0.23 GB, for a third weight
+ * copy of one expert (its w2, 56 MiB at Mixtral's sizes). */
+static inline int cuda_fp8_fwd_chunked(int saved8, int fused_save, int I)
+{
+    return saved8 && fused_save && I % 256 == 0;
+}
+
 /* slot 7: split masters moved between host fp32 and device halves this many
  * at a time (start-up, checkpoints) */
 #define CUDA_SPLIT_STAGE_ELEMS ((size_t)16 << 20)
