@@ -267,7 +267,9 @@ cmd_start() {
 
     start_munge "$dir"
     start_slurm "$dir"
-    wait_for 30 nodes_idle "$dir" || {
+    # generous: slurmd registers in 1-3 s, but on a loaded machine (CI beside other
+    # builds) it has taken more than 30
+    wait_for 120 nodes_idle "$dir" || {
         SLURM_CONF=$dir/etc/slurm.conf sinfo -N -l >&2 || true
         die "nodes did not become idle; see $dir/log/"
     }
