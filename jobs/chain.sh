@@ -23,7 +23,8 @@ Submit the L0 sanity job, then the L1 scale job after it succeeds.
                           the scale job's GPUs, 8 a node: the smallest layout moe-train --plan
                           says fits L1_8x7B_ep there (NOTES.md, "The memory plan on real
                           cards"): h100 2 nodes (EP=8 x DP=2), h200 1 node, b200 1 node
-                          without activation recompute (faster; 163 of 179 GiB)
+                          without activation recompute (faster; 174 of 179 GiB with the
+                          FP8 weight copies kept for a step)
   -t, --time LIMIT        time limit of the scale job (default: the script's, 24:00:00)
       --sanity-time LIMIT time limit of the sanity job (default: the script's, 00:30:00)
       --ckpt-dir DIR      checkpoint root; the jobs use DIR/sanity and DIR/scale

@@ -342,6 +342,85 @@ static void linear_case(recipe rc, int N, int IC, int OC)
     free(g_raw);
 }
 
+/* The weights' FP8 copies kept for a step (runtime.fp8_weight_cache): a
+ * second forward on the same weight gives the same bits (the kept copy); a
+ * weight written by a conversion (act_from_real) or in bulk
+ * (weights_from_master, as AdamW and the checkpoint's load do) is quantised
+ * again, checked against the reference on the new weight (a stale copy would
+ * be the old weight's result, far outside the tolerance); and the cache off
+ * gives the same bits as on. */
+static int same_bits(const float *a, const float *b, size_t n)
+{
+    return memcmp(a, b, n * sizeof(float)) == 0;
+}
+
+static void weight_cache_case(recipe rc, int N, int IC, int OC)
+{
+    char label[128];
+    snprintf(label, sizeof label, "%s weight copies N=%d in=%d out=%d",
+             precision_name(recipe_precision[rc]), N, IC, OC);
+    moe_err e = {{0}};
+    moe_backend_opts opts = backend_opts_default();
+    must(gpu->set_run_opts(gpu, &opts, &e), "runtime.fp8_weight_cache=true", &e);
+    must(gpu->set_expert_precision(gpu, recipe_precision[rc], IC > OC ? IC : OC, 256, &e),
+         "set_expert_precision", &e);
+    const int widths[2] = {IC, OC};
+    must(gpu->set_linear_lowp(gpu, 1, widths, 2, &e), "set_linear_lowp", &e);
+    const int n = rc == R_FP8_BLOCK ? N & ~15 : N & ~31;
+    const size_t nx = (size_t)N * IC, ny = (size_t)N * OC, nw = (size_t)OC * IC;
+    float *x = rand_bf16(N, IC, 1.f), *w = rand_bf16(OC, IC, 0.1f);
+    float *w2 = rand_bf16(OC, IC, 0.1f), *w3 = rand_bf16(OC, IC, 0.1f);
+    float *xq = quantised(rc, x, N, IC, n, 0, 0);
+    void *gx = dev_act(x, nx), *gw = dev_act(w, nw), *gm = dev_f32(w3, nw);
+    float *poison = nans(ny);
+    void *gy = dev_act(poison, ny);
+    double *want = xmalloc(ny * sizeof(double)), *raw = xmalloc(ny * sizeof(double));
+
+    gpu->matmul_fwd(gpu, gy, gx, gw, N, IC, OC);
+    float *y1 = back(gy, ny, 1, "matmul_fwd (weight quantised)");
+    must(gpu->act_from_real(gpu, gy, poison, ny, &e), "poison", &e);
+    gpu->matmul_fwd(gpu, gy, gx, gw, N, IC, OC);
+    float *y2 = back(gy, ny, 1, "matmul_fwd (the kept copy)");
+    result(same_bits(y1, y2, ny), "%s: a second forward, the kept copy: the same bits", label);
+
+    /* a conversion writes new weights into the buffer that has a copy */
+    must(gpu->act_from_real(gpu, gw, w2, nw, &e), "act_from_real (new weights)", &e);
+    gpu->matmul_fwd(gpu, gy, gx, gw, N, IC, OC);
+    float *y3 = back(gy, ny, 1, "matmul_fwd (after act_from_real)");
+    float *wq = quantised(rc, w2, OC, IC, OC, 0, 1);
+    ref_fwd(want, xq, wq, x, w2, N, IC, OC, n);
+    ref_fwd(raw, x, w2, x, w2, N, IC, OC, 0);
+    report("fprop y after new weights (act_from_real)", label, y3, want, raw, ny, TOL_BF16, n > 0);
+    free(wq);
+
+    /* the weights made from fp32 masters in bulk, as after AdamW */
+    gpu->weights_from_master(gpu, gw, (const float *)gm, nw);
+    gpu->matmul_fwd(gpu, gy, gx, gw, N, IC, OC);
+    float *y4 = back(gy, ny, 1, "matmul_fwd (after weights_from_master)");
+    wq = quantised(rc, w3, OC, IC, OC, 0, 1);
+    ref_fwd(want, xq, wq, x, w3, N, IC, OC, n);
+    ref_fwd(raw, x, w3, x, w3, N, IC, OC, 0);
+    report("fprop y after weights_from_master", label, y4, want, raw, ny, TOL_BF16, n > 0);
+
+    /* off: quantised at every use, the same bits */
+    opts.fp8_weight_cache = 0;
+    must(gpu->set_run_opts(gpu, &opts, &e), "runtime.fp8_weight_cache=false", &e);
+    gpu->matmul_fwd(gpu, gy, gx, gw, N, IC, OC);
+    float *y5 = back(gy, ny, 1, "matmul_fwd (no kept copies)");
+    result(same_bits(y4, y5, ny), "%s: the cache off gives the cache's bits", label);
+    opts = backend_opts_default();
+    must(gpu->set_run_opts(gpu, &opts, &e), "the default run options", &e);
+
+    void *bufs[] = {gx, gw, gm, gy};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        gpu->free(gpu, bufs[i]);
+    float *hs[] = {x, w, w2, w3, xq, wq, poison, y1, y2, y3, y4, y5};
+    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
+        free(hs[i]);
+    free(want);
+    free(raw);
+}
+
 /* widths the recipe cannot block are refused by name; experts back in bf16
  * take the projections with them (bf16 within bf16's tolerance) */
 static void refusals(void)
@@ -399,10 +478,12 @@ int main(void)
         linear_case(R_FP8_BLOCK, 1000, 128, 192);
         opts = backend_opts_default();
         must(gpu->set_run_opts(gpu, &opts, &e), "the default run options", &e);
+        weight_cache_case(R_FP8_BLOCK, 300, 192, 256);
         refusals();
     } else if (prop.major == 10) {
         linear_case(R_MXFP8, 300, 192, 256);
         linear_case(R_MXFP8, 1000, 256, 128);
+        weight_cache_case(R_MXFP8, 300, 192, 256);
     } else {
         printf("  fp8_block / mxfp8 skipped: compute capability %d.%d is neither Hopper nor "
                "Blackwell\n", prop.major, prop.minor);

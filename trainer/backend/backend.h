@@ -122,12 +122,13 @@ typedef struct {
     int expert_chunk_rows;      /* an expert's rows go through the backward this many at a time */
     moe_gemm_lib gemm;          /* the bf16 GEMMs through cuBLASLt or cublasGemmEx */
     moe_attn_kernels attention; /* the attention kernel family tried first */
+    int fp8_weight_cache;       /* the weights' FP8 copies made once an optimizer step */
 } moe_backend_opts;
 
 static inline moe_backend_opts backend_opts_default(void)
 {
     moe_backend_opts o = {MOE_FP8_FPROP | MOE_FP8_DGRAD | MOE_FP8_WGRAD, 8192, 1, 8192,
-                          MOE_GEMM_CUBLASLT, MOE_ATTN_CUDNN};
+                          MOE_GEMM_CUBLASLT, MOE_ATTN_CUDNN, 1};
     return o;
 }
 

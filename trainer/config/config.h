@@ -139,6 +139,7 @@ typedef struct {
     char fp8_gemms[32];             /* runtime.fp8_gemms: comma list of fprop,dgrad,wgrad or none */
     int fp8_chunk_rows;             /* runtime.fp8_chunk_rows: FP8 rows per expert GEMM (128k) */
     int fp8_fused_save;             /* runtime.fp8_fused_save (bool): SwiGLU kernel quantises h */
+    int fp8_weight_cache;           /* runtime.fp8_weight_cache (bool): FP8 weights once a step */
     int expert_chunk_rows;          /* runtime.expert_chunk_rows: an expert's backward rows at a time */
     moe_rt_gemm gemm;               /* runtime.gemm: cublaslt|cublas */
     moe_rt_attention attention;     /* runtime.attention: mma|wmma|simt */

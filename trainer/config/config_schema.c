@@ -211,6 +211,11 @@ const config_key config_keys[] = {
     BOOL_KEY("runtime.fp8_fused_save", runtime.fp8_fused_save, "true",
              "fp8_block: the SwiGLU kernel quantises the saved h1, h3 itself; false runs the "
              "quantiser after it (the same bytes; a check and an ablation)"),
+    BOOL_KEY("runtime.fp8_weight_cache", runtime.fp8_weight_cache, "true",
+             "fp8_block / mxfp8: each weight's FP8 copies made once an optimizer step and kept "
+             "for every micro-batch, backward and recompute (the plan's row: 2 x 3 x hidden x "
+             "intermediate bytes an expert and layer); false quantises at every use, where "
+             "memory is short"),
     ENUM_KEY("runtime.gemm", runtime.gemm, gemm_choices, "cublaslt",
              "library of the bf16 GEMMs: cublaslt (an algorithm per shape family) or cublas "
              "(cublasGemmEx every call; to compare)"),

@@ -33,6 +33,34 @@ static size_t fp8_copies(const moe_config *c, int mx, size_t C, size_t I, size_t
     return act + slot(w) + slot(wscales) + slot(w);
 }
 
+/* one weight [out, in]'s FP8 copy in one orientation: codes and scales, as
+ * the cache allocates them (cuda_fp8_weight_cache.cu: their exact sizes,
+ * not grown like scratch) */
+static size_t fp8_weight_copy(int mx, size_t out, size_t in)
+{
+    size_t scales = mx ? cuda_fp8_row_scale_bytes(1, out, in) : 4 * lowp_fp8blk_128x128_scales(out, in);
+    return out * in + (scales ? scales : 16);
+}
+
+/* runtime.fp8_weight_cache: every weight an FP8 GEMM reads, as w and as w^T
+ * (the forward's and the data gradient's operands), kept for the step: the
+ * local experts' w1, w3, w2 in every layer, and with precision.layers = all
+ * the attention projections */
+static size_t fp8_kept_weights(const moe_config *c, int mx, int ep, size_t C, size_t I, size_t QD)
+{
+    const moe_model_cfg *m = &c->model;
+    size_t local = (size_t)(m->num_experts / (ep > 0 ? ep : 1));
+    size_t HD = m->head_dim ? (size_t)m->head_dim : C / (size_t)m->num_heads;
+    size_t KVD = (size_t)m->num_kv_heads * HD;
+    size_t layer = local * (2 * (fp8_weight_copy(mx, I, C) + fp8_weight_copy(mx, C, I)) +
+                            fp8_weight_copy(mx, C, I) + fp8_weight_copy(mx, I, C));
+    if (!strcmp(c->precision.layers, "all"))
+        layer += fp8_weight_copy(mx, QD, C) + fp8_weight_copy(mx, C, QD) +
+                 2 * (fp8_weight_copy(mx, KVD, C) + fp8_weight_copy(mx, C, KVD)) +
+                 fp8_weight_copy(mx, C, QD) + fp8_weight_copy(mx, QD, C);
+    return (size_t)m->num_layers * layer;
+}
+
 void plan_device_rows(const moe_config *c, int ep, int dp, size_t cap_rows, size_t params_local,
                       size_t bytes[PLAN_DEV_ROWS])
 {
@@ -61,6 +89,8 @@ void plan_device_rows(const moe_config *c, int ep, int dp, size_t cap_rows, size
     }
     if (fp8)
         bytes[PLAN_DEV_FP8_COPIES] = fp8_copies(c, prec == MOE_PREC_MXFP8, C, I, QD);
+    if (fp8 && c->runtime.fp8_weight_cache)
+        bytes[PLAN_DEV_FP8_WEIGHTS] = fp8_kept_weights(c, prec == MOE_PREC_MXFP8, ep, C, I, QD);
     else if (prec == MOE_PREC_MXFP8_EMULATED) /* four bf16 copies of a pass's rows, one weight */
         bytes[PLAN_DEV_FP8_COPIES] = 4 * slot(cap_rows * max2(C, I) * 2) + slot(C * I * 2);
     bytes[PLAN_DEV_ATTENTION] =
@@ -90,6 +120,7 @@ const char *plan_device_row_name(plan_dev_row r)
         [PLAN_DEV_EXPERT_BWD] = "scratch: experts' backward chunks",
         [PLAN_DEV_FP8_H] = "scratch: FP8 forward's h1, h3 / w2",
         [PLAN_DEV_FP8_COPIES] = "scratch: FP8 quantised copies",
+        [PLAN_DEV_FP8_WEIGHTS] = "FP8 weights kept for a step",
         [PLAN_DEV_ATTENTION] = "scratch: attention backward",
         [PLAN_DEV_OTHER_SCRATCH] = "scratch: logits, router, norms",
         [PLAN_DEV_GEMM_WS] = "cuBLASLt workspaces",
@@ -107,6 +138,8 @@ const char *plan_device_row_source(plan_dev_row r)
         [PLAN_DEV_FP8_H] = "chunked: one expert's w2 in E4M3; else 2 x pass rows x I bf16 less the "
                            "backward's slots (cuda_scratch_sizes.h)",
         [PLAN_DEV_FP8_COPIES] = "runtime.fp8_chunk_rows of codes and scales, one weight (cuda_scratch_sizes.h)",
+        [PLAN_DEV_FP8_WEIGHTS] = "runtime.fp8_weight_cache: layers x local experts x w1, w3, w2 as w and w^T "
+                                 "(and the attention projections with precision.layers = all)",
         [PLAN_DEV_ATTENTION] = "fp32 delta + dQ [B, NH, T, HD] (cuda_scratch_sizes.h) + cuDNN's own, estimated",
         [PLAN_DEV_OTHER_SCRATCH] = "cuda_scratch_sizes.h",
         [PLAN_DEV_GEMM_WS] = "32 MiB each (cuda_scratch_sizes.h)",

@@ -20,6 +20,7 @@ typedef enum {
     PLAN_DEV_EXPERT_BWD,    /* the experts' backward chunks a, da, dh1, dh3 */
     PLAN_DEV_FP8_H,         /* the FP8 forward's bf16 h1, h3 beyond the backward's slots */
     PLAN_DEV_FP8_COPIES,    /* the FP8 paths' quantised copies of activations and weights */
+    PLAN_DEV_FP8_WEIGHTS,   /* the weights' FP8 copies kept for a step (runtime.fp8_weight_cache) */
     PLAN_DEV_ATTENTION,     /* the attention backward's fp32 delta and dQ accumulator */
     PLAN_DEV_OTHER_SCRATCH, /* LM-head logits chunk, router gradients, norm partials, staging */
     PLAN_DEV_GEMM_WS,       /* cuBLASLt's workspaces (bf16 and FP8 GEMMs) */

@@ -376,6 +376,7 @@ static moe_backend_opts backend_opts_from_config(const moe_runtime_cfg *rt)
                       (mask & MOE_RT_FP8_WGRAD ? MOE_FP8_WGRAD : 0);
     o.fp8_chunk_rows = rt->fp8_chunk_rows;
     o.fp8_fused_save = rt->fp8_fused_save;
+    o.fp8_weight_cache = rt->fp8_weight_cache;
     o.expert_chunk_rows = rt->expert_chunk_rows;
     o.gemm = rt->gemm == MOE_RT_GEMM_CUBLAS ? MOE_GEMM_CUBLAS : MOE_GEMM_CUBLASLT;
     o.attention = rt->attention == MOE_RT_ATTN_SIMT   ? MOE_ATTN_SIMT

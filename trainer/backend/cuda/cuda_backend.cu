@@ -8,6 +8,7 @@
 #include "../../../common/host_wait.h"
 #include "lowp/fp8_gemm.h"
 #include "cuda_internal.h"
+#include "cuda_fp8_weight_cache.h"
 
 void cuda_note(moe_backend *be, const char *op, const char *what)
 {
@@ -178,6 +179,7 @@ static int cu_copy_on(moe_backend *be, moe_queue *q, void *dst, const void *src,
 {
     if (!bytes || dst == src)
         return 0;
+    cuda_wcache_wrote(be, dst, bytes);
     cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_of(be, q));
     if (err != cudaSuccess)
         return moe_errf(e, "cuda copy of %zu bytes between ranks: %s", bytes,
@@ -235,6 +237,10 @@ static void cu_free(moe_backend *be, void *p)
 {
     if (!p)
         return;
+    const alloc_ledger *l = &CTX(be)->live;
+    for (size_t i = 0; i < l->n; i++)
+        if (l->e[i].p == p)
+            cuda_wcache_forget(be, p, l->e[i].bytes); /* its weights' FP8 copies with it */
     alloc_ledger_remove(&CTX(be)->live, be->mem_bytes, p);
     cudaFree(p);
 }
@@ -242,6 +248,7 @@ static size_t cu_act_bytes(moe_backend *be, size_t n) { return n * sizeof(bf16);
 
 static int cu_upload(moe_backend *be, void *dst, const void *src, size_t bytes, moe_err *e)
 {
+    cuda_wcache_wrote(be, dst, bytes);
     cudaError_t err = cuda_from_host(be, dst, src, bytes);
     if (err != cudaSuccess)
         return moe_errf(e, "cuda upload of %zu bytes: %s", bytes, cudaGetErrorString(err));
@@ -271,6 +278,7 @@ static void cu_pinned_free(moe_backend *be, void *p) { cudaFreeHost(p); }
 
 static void cu_memset0(moe_backend *be, void *p, size_t bytes)
 {
+    cuda_wcache_wrote(be, p, bytes);
     CU(be, "memset", cudaMemsetAsync(p, 0, bytes, CTX(be)->stream));
 }
 
@@ -298,6 +306,8 @@ static int cu_copy(moe_backend *be, void *dst, const void *src, size_t bytes, mo
     int dst_host = is_host_memory(dst);
     if (dst_host != is_host_memory(src))
         be->host_bytes[dst_host] += bytes;
+    if (!dst_host)
+        cuda_wcache_wrote(be, dst, bytes);
     cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, CTX(be)->stream);
     if (err == cudaSuccess && dst_host) /* the caller reads it next */
         err = cuda_wait(be, "copy to host");
@@ -328,6 +338,7 @@ static int cu_act_from_real(moe_backend *be, act *dst, const real *src, size_t n
         return cuda_check(be, e);
     if (cu_upload(be, tmp, src, n * sizeof(float), e))
         return -1;
+    cuda_wcache_wrote(be, dst, n * sizeof(bf16));
     f32_to_bf16_kernel<<<cuda_grid(n), CUDA_THREADS, 0, CTX(be)->stream>>>((bf16 *)dst, tmp, n);
     LAUNCHED(be, "act_from_real");
     return cuda_check(be, e);
@@ -345,6 +356,7 @@ static int cu_act_to_real(moe_backend *be, real *dst, const act *src, size_t n, 
 
 static void cu_weights_from_master(moe_backend *be, act *wc, const real *master, size_t n)
 {
+    cuda_wcache_weights_changed(be);
     f32_to_bf16_kernel<<<cuda_grid(n), CUDA_THREADS, 0, CTX(be)->stream>>>((bf16 *)wc, master, n);
     LAUNCHED(be, "weights_from_master");
 }
@@ -365,6 +377,7 @@ static void cu_destroy(moe_backend *be)
     for (int i = 0; i < CUDA_SCRATCH_SLOTS; i++)
         if (c->scratch[i])
             cudaFree(c->scratch[i]);
+    cuda_wcache_destroy(be);
     lowp_fp8_gemm_destroy(c->fp8_gemm);
     for (int i = 0; i < CUDA_ADAM_LAYOUTS; i++) {
         if (c->adam[i].chunks)
@@ -435,6 +448,7 @@ static int cu_set_run_opts(moe_backend *be, const moe_backend_opts *o, moe_err *
     c->expert_chunk_rows = o->expert_chunk_rows;
     c->fp8_fused_save = o->fp8_fused_save != 0;
     c->attention = o->attention;
+    cuda_wcache_set(be, o->fp8_weight_cache != 0);
     return 0;
 }
 
@@ -503,6 +517,7 @@ extern "C" int cuda_backend_create(moe_backend **out, int device, moe_err *e)
     c->expert_chunk_rows = opts.expert_chunk_rows;
     c->fp8_fused_save = opts.fp8_fused_save;
     c->attention = opts.attention;
+    cuda_wcache_set(be, opts.fp8_weight_cache);
     /* the backend's own stream (backend.h's contract): cuBLAS, cuDNN and our
      * kernels in order on it, ordered against other streams by events only */
     if ((err = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess ||

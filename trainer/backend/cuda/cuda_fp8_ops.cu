@@ -7,6 +7,7 @@
 #include "lowp/fp8_gemm.h"
 #include "lowp/lowp_cuda.h"
 #include "cuda_fp8_ops.h"
+#include "cuda_fp8_weight_cache.h"
 
 #define U16(p) ((const uint16_t *)(p))
 
@@ -93,18 +94,45 @@ int fp8_quant_act(moe_backend *be, const char *op, const q8 *q, const bf16 *x, s
 /* one expert's weight w [out, in] as the operand w (k = in) into slots dst,
  * dst + 1, or, transposed, w^T (k = out) into S_W, S_WS (mxfp8: S_WT holds
  * the untransposed codes on the way) */
+static int fp8_quant_weight_into(moe_backend *be, const char *op, const bf16 *w, size_t out,
+                                 size_t in, int transposed, int dst, uint8_t *to_codes,
+                                 void *to_scales, lowp_fp8_operand *o);
+
 int fp8_quant_weight(moe_backend *be, const char *op, const bf16 *w, size_t out, size_t in,
                      int transposed, int dst, lowp_fp8_operand *o)
 {
-    cuda_ctx *c = CTX(be);
-    moe_err e = {{0}};
     if (transposed)
         dst = S_W;
+    if (cuda_wcache_find(be, w, out, in, transposed, o))
+        return 0; /* quantised since the weights last changed */
+    const size_t scale_bytes =
+        fp8_is_mx(be) ? (transposed ? fp8_row_scale_bytes(be, in, out) : fp8_row_scale_bytes(be, out, in))
+           : 4 * (transposed ? lowp_fp8blk_128x128_scales(in, out)
+                             : lowp_fp8blk_128x128_scales(out, in));
+    void *kept_codes = NULL, *kept_scales = NULL;
+    cuda_fp8_wcopy *kept = cuda_wcache_claim(be, w, out, in, transposed, out * in, scale_bytes,
+                                             &kept_codes, &kept_scales);
+    int rc = fp8_quant_weight_into(be, op, w, out, in, transposed, dst,
+                                   kept ? (uint8_t *)kept_codes : NULL, kept_scales, o);
+    if (rc == 0 && kept)
+        cuda_wcache_keep(be, kept, o);
+    return rc;
+}
+
+/* fp8_quant_weight's quantisation, into codes and scales (NULL: slots dst,
+ * dst + 1) */
+static int fp8_quant_weight_into(moe_backend *be, const char *op, const bf16 *w, size_t out,
+                                 size_t in, int transposed, int dst, uint8_t *to_codes,
+                                 void *to_scales, lowp_fp8_operand *o)
+{
+    cuda_ctx *c = CTX(be);
+    moe_err e = {{0}};
     if (fp8_is_mx(be)) {
         q8 q = {NULL, NULL, NULL, NULL};
-        uint8_t *codes = (uint8_t *)cuda_scratch(be, dst, out * in);
-        void *scales = cuda_scratch(be, dst + 1, transposed ? fp8_row_scale_bytes(be, in, out)
-                                                            : fp8_row_scale_bytes(be, out, in));
+        uint8_t *codes = to_codes ? to_codes : (uint8_t *)cuda_scratch(be, dst, out * in);
+        void *scales = to_scales ? to_scales
+                                 : cuda_scratch(be, dst + 1, transposed ? fp8_row_scale_bytes(be, in, out)
+                                                                        : fp8_row_scale_bytes(be, out, in));
         uint8_t *tmp = transposed ? (uint8_t *)cuda_scratch(be, S_WT, out * in) : NULL;
         if (!codes || !scales || (transposed && !tmp))
             return -1;
@@ -120,8 +148,8 @@ int fp8_quant_weight(moe_backend *be, const char *op, const bf16 *w, size_t out,
     /* fp8_block: w, or w^T's codes and scales straight from w in one pass */
     size_t n_scales = transposed ? lowp_fp8blk_128x128_scales(in, out)
                                  : lowp_fp8blk_128x128_scales(out, in);
-    uint8_t *codes = (uint8_t *)cuda_scratch(be, dst, out * in);
-    float *scales = (float *)cuda_scratch(be, dst + 1, 4 * n_scales);
+    uint8_t *codes = to_codes ? to_codes : (uint8_t *)cuda_scratch(be, dst, out * in);
+    float *scales = to_scales ? (float *)to_scales : (float *)cuda_scratch(be, dst + 1, 4 * n_scales);
     if (!codes || !scales)
         return -1;
     int rc = transposed ? lowp_cuda_fp8blk_128x128(U16(w), out, in, NULL, NULL, codes, scales,

@@ -81,6 +81,7 @@ typedef struct {
     moe_attn_kernels attention; /* the attention kernels tried first (runtime.attention) */
     int linear_lowp;    /* the attention projections in expert_lowp's recipe too */
     struct lowp_fp8_gemm *fp8_gemm;
+    struct cuda_fp8_wcache *wcache; /* the weights' FP8 copies (cuda_fp8_weight_cache.h) */
     /* the bf16 GEMMs through cuBLASLt (cuda_gemm.cu); lt NULL: cublasGemmEx */
     cublasLtHandle_t lt;
     void *gemm_ws;

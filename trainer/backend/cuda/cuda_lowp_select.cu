@@ -14,13 +14,16 @@
  * runtime.fp8_gemms (set_run_opts) picks which of fprop, dgrad, wgrad go FP8
  * in the last two. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lowp/fp8_gemm.h"
 #include "../route_plan.h"
+
 #include "cuda_internal.h"
+#include "cuda_fp8_weight_cache.h"
 
 /* fp8_block: a 128 x 16 x 128 GEMM on zero codes and scales must run */
 static int fp8_block_probe(cuda_ctx *c, moe_err *e)
@@ -194,6 +197,7 @@ extern "C" int cuda_set_expert_precision(moe_backend *be, moe_precision p, int C
     if (!precision_gpu_can_run(p, c->cc_major, c->cc_minor, why, sizeof why))
         return moe_errf(e, "precision.compute=%s on %s: %s; use bf16", precision,
                         c->device_name, why);
+    cuda_wcache_forget(be, NULL, SIZE_MAX); /* copies of another recipe: made again */
     if (p == MOE_PREC_BF16 || p == MOE_PREC_MXFP8_EMULATED) {
         c->expert_lowp = p; /* plain kernels and bf16 GEMMs */
         return 0;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cuda_internal.h"
+#include "cuda_fp8_weight_cache.h"
 #include "../split_master.h"
 #include "../../model/init_normal.h"
 
@@ -421,6 +422,7 @@ static int masters_init(moe_backend *be, uint16_t *lo, act *wc, size_t n, uint64
 {
     if (n == 0)
         return 0;
+    cuda_wcache_weights_changed(be);
     masters_init_kernel<<<cuda_grid((n + 3) / 2), CUDA_THREADS, 0, CTX(be)->stream>>>(
         (unsigned short *)lo, (unsigned short *)wc, n, start, normal, key, std, fill);
     LAUNCHED(be, "masters_init");
@@ -515,6 +517,7 @@ static int adam_args_of(moe_backend *be, const moe_adamw_hyper *h, adam_args *a)
 static void adamw(moe_backend *be, real *master, act *wc, const real *grad, void *m, void *v,
                   const moe_param_span *spans, int n_spans, const moe_adamw_hyper *h)
 {
+    cuda_wcache_weights_changed(be); /* the weights' FP8 copies are made again at their next use */
     int n_chunks = 0;
     const adam_chunk *chunks = adam_chunks_for(be, spans, n_spans, &n_chunks);
     adam_args a;
@@ -532,6 +535,7 @@ static void adamw(moe_backend *be, real *master, act *wc, const real *grad, void
 static void adamw_split(moe_backend *be, uint16_t *lo, act *wc, const real *grad, void *m, void *v,
                         const moe_param_span *spans, int n_spans, const moe_adamw_hyper *h)
 {
+    cuda_wcache_weights_changed(be);
     int n_chunks = 0;
     const adam_chunk *chunks = adam_chunks_for(be, spans, n_spans, &n_chunks);
     adam_args a;
@@ -618,6 +622,7 @@ static const shard_chunk *shard_chunks_for(moe_backend *be, const moe_shard_piec
 static void adamw_shard(moe_backend *be, const real *grad, act *wc, uint16_t *lo, void *m, void *v,
                         const moe_shard_piece *pieces, int n_pieces, const moe_adamw_hyper *h)
 {
+    cuda_wcache_weights_changed(be); /* and the all-gather that follows writes the rest */
     if (!lo) {
         cuda_note(be, "adamw_shard", "the bf16 compute copy needs the masters' low halves");
         return;

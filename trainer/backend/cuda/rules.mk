@@ -10,7 +10,8 @@ CUDA_SRCS := trainer/backend/cuda/cuda_backend.cu trainer/backend/cuda/cuda_dens
 	trainer/backend/cuda/cuda_moe.cu trainer/backend/cuda/cuda_moe_fp8.cu \
 	trainer/backend/cuda/cuda_fp8_ops.cu trainer/backend/cuda/cuda_linear_lowp.cu \
 	trainer/backend/cuda/cuda_moe_mxemu.cu trainer/backend/cuda/cuda_lowp_select.cu \
-	trainer/backend/cuda/cuda_optim.cu trainer/backend/cuda/cuda_gemm.cu
+	trainer/backend/cuda/cuda_optim.cu trainer/backend/cuda/cuda_gemm.cu \
+	trainer/backend/cuda/cuda_fp8_weight_cache.cu
 # the host-side route plan builder is shared with the CPU backend (also in libmoe_cpu.a, so
 # either library links alone)
 CUDA_OBJS := $(patsubst %.cu,$(B)/obj/%.o,$(CUDA_SRCS)) $(call obj,trainer/backend/route_plan.c)
