@@ -658,7 +658,7 @@ case_preempt_usr1_requeue_resume() {
     expect "the job was requeued once (Restarts=$(job_field "$id" Restarts))" equals "$(job_field "$id" Restarts)" 1
     stopped=$(sed -nE 's/.*stopping at step ([0-9]+) of.*stop signal.*/\1/p' job.out | head -1)
     expect "moe-train stopped on the signal" test -n "$stopped"
-    expect "the script requeued the job" contains job.out "requeued job $id"
+    expect "the script requeued the job" contains job.out "requeueing job $id"
     expect "the second run resumed at step $stopped" grep -q "resuming from .*step_0*$stopped (step $stopped)" job.out
     expect "it finished all 400 steps" contains job.out "moe-train: done: 400 steps"
     expect "each step once, same loss/lr/grad_norm as the straight run: $(same_metrics ref/run/metrics.jsonl run/metrics.jsonl 2>&1)" \
