@@ -187,6 +187,9 @@ struct moe_backend {
     /* how rope and attention take moe_segments (packed windows, data.pack):
      * MOE_SEGMENTS_* */
     int segments;
+    /* the GPU's compute capability, which decides the recipe (precision_choice.h); -1 where
+     * there is no GPU */
+    int cc_major, cc_minor;
     /* the memory plan's counting backend: its buffers are counted, never used, so
      * nothing runs and the host-side tables of what they would hold need not be made */
     int counts_only;

@@ -30,7 +30,8 @@ typedef struct {
     int have_par, have_dev;
     moe_zero *zero;         /* the distributed optimizer when world > 1 (else the model keeps
                                the moments) */
-    const char *precision;  /* what the backend computes in */
+    const char *precision;  /* what the backend computes in, as the summary says it */
+    moe_precision compute;  /* the experts' recipe (fp32 on the cpu backend) */
     char precision_label[80]; /* its text when composed ("mxfp8 (experts) + bf16") */
     /* host staging of one global batch */
     int32_t *inputs, *targets;
