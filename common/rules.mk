@@ -10,7 +10,7 @@ MOE_CUDA_ARCH_DEFS := -DMOE_CUDA_SASS='"$(MOE_CUDA_SASS)"' -DMOE_CUDA_PTX='"$(MO
 $(call obj,common/precision.c): CFLAGS += $(MOE_CUDA_ARCH_DEFS)
 $(call obj,common/precision.c): common/rules.mk
 
-COMMON_SRCS := common/err.c common/precision.c common/precision_choice.c \
+COMMON_SRCS := common/err.c common/precision.c common/precision_choice.c common/device_peak.c \
 	common/layout.c common/install_dirs.c \
 	common/alloc_ledger.c common/host_wait.c
 COMMON_LIB := $(B)/lib/libmoe_common.a

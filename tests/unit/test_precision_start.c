@@ -1,8 +1,11 @@
 /* moekit: moe-train's start-up recipe without a plugin
  * (trainer/train/precision_start.h) on given compute capabilities, from the
- * shipped configs as the command line overrides them. */
+ * shipped configs as the command line overrides them; and the MFU's peak
+ * for the recipe a run computes in (trainer_peak_tflops). */
+#include <math.h>
 #include <string.h>
 
+#include "../../common/device_peak.h"
 #include "../../trainer/train/precision_start.h"
 #include "../../trainer/train/trainer.h"
 #include "../check.h"
@@ -104,11 +107,48 @@ static void test_backend_refusal(void)
     CHECK(trainer_precision_backend_refused(&pc, MOE_PREC_MXFP8, "hidden 20", &tp, &e) == 0);
 }
 
+/* The MFU's peak: a run in an FP8 recipe is measured against the GPU's FP8
+ * peak, whatever the summary's label says ("fp8_block (experts) + bf16"). */
+static double h100_peak(moe_backend *be, moe_precision p)
+{
+    (void)be;
+    return device_peak_tflops(9, 0, p);
+}
+
+static void test_mfu_peak_follows_the_recipe(void)
+{
+    moe_backend be;
+    memset(&be, 0, sizeof be);
+    be.peak_tflops = h100_peak;
+    static moe_trainer t;
+    memset(&t, 0, sizeof t);
+    t.be = &be;
+    const struct {
+        moe_precision p;
+        const char *label;
+        double peak;
+    } runs[] = {{MOE_PREC_FP8_BLOCK, "fp8_block (experts) + bf16", 1978},
+                {MOE_PREC_FP8_BLOCK, "fp8_block (experts, attention projections) + bf16", 1978},
+                {MOE_PREC_MXFP8, "mxfp8 (experts) + bf16", 1978},
+                {MOE_PREC_BF16, "bf16", 989},
+                {MOE_PREC_MXFP8_EMULATED, "mxfp8_emulated (experts) + bf16", 989}};
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        t.compute = runs[i].p;
+        t.precision = runs[i].label;
+        CHECK_MSG(trainer_peak_tflops(&t) == runs[i].peak, "%s: peak %g, want %g",
+                  runs[i].label, trainer_peak_tflops(&t), runs[i].peak);
+    }
+    CHECK(device_peak_tflops(10, 0, MOE_PREC_MXFP8) == 4500 &&
+          device_peak_tflops(10, 0, MOE_PREC_BF16) == 2250);
+    CHECK(device_peak_tflops(8, 0, MOE_PREC_BF16) == 312 && device_peak_tflops(8, 9, MOE_PREC_BF16) == 0);
+}
+
 int main(void)
 {
     RUN(test_l1_on_hopper_falls_back);
     RUN(test_auto);
     RUN(test_plugin_decided);
     RUN(test_backend_refusal);
+    RUN(test_mfu_peak_follows_the_recipe);
     return check_summary("precision_start");
 }

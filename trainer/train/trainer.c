@@ -853,6 +853,11 @@ static uint64_t step_host_waits(char *json, size_t jn, char *text, size_t tn)
     return host_wait_total();
 }
 
+double trainer_peak_tflops(const moe_trainer *t)
+{
+    return t->be->peak_tflops ? t->be->peak_tflops(t->be, t->compute) : 0;
+}
+
 static int log_step(moe_trainer *t, double loss, double aux, double lr, double gnorm, double dt,
                     double elapsed, moe_err *e)
 {
@@ -862,7 +867,7 @@ static int log_step(moe_trainer *t, double loss, double aux, double lr, double g
     moe_dims d = trainer_model_dims(&c->model);
     double tflops = dt > 0 ? metrics_flops_per_token(&d, c->train.seq_length) * tokens / dt / 1e12
                            : NAN;
-    double peak = t->be->peak_tflops ? t->be->peak_tflops(t->be, t->precision) : 0;
+    double peak = trainer_peak_tflops(t);
     moe_step_metrics m = {
         .step = t->step, .loss = loss, .aux_loss = aux, .lr = lr, .grad_norm = gnorm,
         .tokens = t->tokens_seen, .wall_time = wall_clock(), .elapsed_s = elapsed,

@@ -64,6 +64,9 @@ void trainer_destroy(moe_trainer *t);
  * stopped early on a signal after checkpointing, 2 when it resumed at or
  * past train.steps and had nothing to train (said on stdout), -1 on error. */
 int trainer_run(moe_trainer *t, moe_err *e);
+/* The devices' dense peak for the recipe the run computes in (the MFU's
+ * denominator, per device), 0 when not known. */
+double trainer_peak_tflops(const moe_trainer *t);
 /* Mean held-out loss over train.eval_batches validation micro-batches. */
 int trainer_evaluate(moe_trainer *t, double *val_loss, moe_err *e);
 
