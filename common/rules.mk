@@ -10,7 +10,8 @@ MOE_CUDA_ARCH_DEFS := -DMOE_CUDA_SASS='"$(MOE_CUDA_SASS)"' -DMOE_CUDA_PTX='"$(MO
 $(call obj,common/precision.c): CFLAGS += $(MOE_CUDA_ARCH_DEFS)
 $(call obj,common/precision.c): common/rules.mk
 
-COMMON_SRCS := common/err.c common/precision.c common/layout.c common/install_dirs.c \
+COMMON_SRCS := common/err.c common/precision.c common/precision_choice.c common/device_peak.c \
+	common/layout.c common/install_dirs.c \
 	common/alloc_ledger.c common/host_wait.c
 COMMON_LIB := $(B)/lib/libmoe_common.a
 $(COMMON_LIB): $(call obj,$(COMMON_SRCS))
@@ -20,5 +21,10 @@ $(call obj,common/install_dirs.c): CFLAGS += -DMOE_BUILD_DIR='"$(abspath $(B))"'
 # The shared rules' own test.
 UNIT_TESTS += $(B)/tests/test_common
 $(B)/tests/test_common: $(call obj,tests/unit/test_common.c) $(COMMON_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
+
+UNIT_TESTS += $(B)/tests/test_precision_choice
+$(B)/tests/test_precision_choice: $(call obj,tests/unit/test_precision_choice.c) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)

@@ -27,13 +27,7 @@
 #include <string.h>
 
 #include "../common/layout.h"
-
-/* What one GPU can run, by precision_gpu_can_run (common/precision.h), the
- * rule the CUDA backend applies too. */
-static int gpu_runs(const moe_step_gpu *g, moe_precision p)
-{
-    return precision_gpu_can_run(p, g->cc_major, g->cc_minor, NULL, 0);
-}
+#include "../common/precision_choice.h"
 
 const char *verdict_arch_name(int cc_major, int cc_minor)
 {
@@ -246,48 +240,35 @@ static void decide_cpu(const moe_policy *pol, const moe_request *req, const moe_
     say(v, " Running EP=%d x DP=%d on %d task%s.", v->ep, v->dp, ranks, ranks == 1 ? "" : "s");
 }
 
-/* Precision for a GPU step, or a refusal. Appends the why. */
+/* Precision for a GPU step, or a refusal (precision_choose decides, this
+ * says it). Appends the why. */
 static int choose_precision(const moe_policy *pol, const moe_request *req, const moe_step *s,
                             moe_verdict *v)
 {
-    int all_bw = 1, all_hopper = 1, too_old = -1;
-    for (int i = 0; i < s->n_gpus; i++) {
-        all_bw &= gpu_runs(&s->gpus[i], MOE_PREC_MXFP8);
-        all_hopper &= gpu_runs(&s->gpus[i], MOE_PREC_FP8_BLOCK);
-        if (!gpu_runs(&s->gpus[i], MOE_PREC_BF16) && too_old < 0)
-            too_old = i;
-    }
+    precision_gpu gpus[MOE_VERDICT_MAX_GPUS];
+    for (int i = 0; i < s->n_gpus; i++)
+        gpus[i] = (precision_gpu){s->gpus[i].cc_major, s->gpus[i].cc_minor};
+    const precision_rules rules = {pol->on_non_blackwell == MOE_NONBW_REJECT,
+                                   pol->allow_fp8_block, req->precision_strict};
+    moe_precision want = req->precision;
+    const precision_choice c = precision_choose(want, gpus, s->n_gpus, &rules);
+    const int fp8_block_ok = precision_choose(MOE_PREC_AUTO, gpus, s->n_gpus, &rules).precision ==
+                             MOE_PREC_FP8_BLOCK;
     int mixed = 0;
     for (int i = 1; i < s->n_gpus; i++)
         mixed |= !same_kind(&s->gpus[0], &s->gpus[i]);
     /* What follows the list of GPUs, before the decision. */
     const char *lead = mixed ? "; the weakest GPU decides the precision. " : ". ";
-    moe_precision want = req->precision;
 
-    if (too_old >= 0) {
+    if (c.why == PRECISION_WHY_TOO_OLD) {
         char sm[16];
-        verdict_sm_name(sm, sizeof sm, s->gpus[too_old].cc_major, s->gpus[too_old].cc_minor);
+        verdict_sm_name(sm, sizeof sm, s->gpus[c.gpu].cc_major, s->gpus[c.gpu].cc_minor);
         say(v, "%s%s is %s, and moekit trains in BF16 at the least, which needs compute "
                "capability 8.0 (Ampere) or newer. Run on newer GPUs.", lead,
-            s->gpus[too_old].model, sm);
+            s->gpus[c.gpu].model, sm);
         return -1;
     }
-    if (all_bw) {
-        if (want == MOE_PREC_BF16) {
-            set_precision(v, MOE_PREC_BF16);
-            say(v, "%sThe job trains in BF16 as requested (--moe-precision=bf16); these GPUs "
-                   "could also run MXFP8.", lead);
-        } else if (want == MOE_PREC_FP8_BLOCK) {
-            set_precision(v, MOE_PREC_MXFP8);
-            say(v, "%sfp8_block is moekit's Hopper recipe; on Blackwell the job trains in MXFP8 "
-                   "instead (finer 1x32 block scaling).", lead);
-        } else {
-            set_precision(v, MOE_PREC_MXFP8);
-            say(v, "%sEvery GPU is Blackwell, so the job trains in MXFP8.", lead);
-        }
-        return 0;
-    }
-    if (pol->on_non_blackwell == MOE_NONBW_REJECT) {
+    if (c.why == PRECISION_WHY_BLACKWELL_ONLY) {
         say(v, ", and this cluster's policy admits only Blackwell GPUs for moekit jobs "
                "(on_non_blackwell=reject). ");
         say_not_blackwell(v, s);
@@ -295,46 +276,62 @@ static int choose_precision(const moe_policy *pol, const moe_request *req, const
                "with --partition or --constraint, or ask your administrator.");
         return -1;
     }
-    int fp8_block_ok = all_hopper && pol->allow_fp8_block;
+    if (c.outcome == PRECISION_REFUSED) { /* precision.strict: the recipe asked, or none */
+        char why[320];
+        precision_choice_reason(&c, want, gpus, why, sizeof why);
+        say(v, "%s--moe-precision=%s was requested with precision.strict = true, but %s, so "
+               "the job is refused instead of training in %s. Request GPUs that run %s, or "
+               "drop precision.strict.", lead, precision_name(want), why,
+            c.why == PRECISION_WHY_STRICT ? "MXFP8" : "BF16", precision_name(want));
+        return -1;
+    }
+    set_precision(v, c.precision);
+    if (c.precision == MOE_PREC_MXFP8) {
+        if (c.outcome == PRECISION_UPGRADED)
+            say(v, "%sfp8_block is moekit's Hopper recipe; on Blackwell the job trains in MXFP8 "
+                   "instead (finer 1x32 block scaling).", lead);
+        else
+            say(v, "%sEvery GPU is Blackwell, so the job trains in MXFP8.", lead);
+        return 0;
+    }
+    if (want == MOE_PREC_BF16 && c.why == PRECISION_WHY_NONE &&
+        precision_choose(MOE_PREC_AUTO, gpus, s->n_gpus, &rules).precision == MOE_PREC_MXFP8) {
+        say(v, "%sThe job trains in BF16 as requested (--moe-precision=bf16); these GPUs "
+               "could also run MXFP8.", lead);
+        return 0;
+    }
     say(v, "%s", lead);
-    switch (want) {
-    case MOE_PREC_BF16:
-        set_precision(v, MOE_PREC_BF16);
-        say(v, "The job trains in BF16 as requested (--moe-precision=bf16).");
-        break;
-    case MOE_PREC_FP8_BLOCK:
-        if (fp8_block_ok) {
-            set_precision(v, MOE_PREC_FP8_BLOCK);
-            say(v, "The job trains in FP8 with block scaling as requested "
-                   "(--moe-precision=fp8_block, allowed on Hopper by allow_fp8_block=yes).");
-        } else {
-            set_precision(v, MOE_PREC_BF16);
-            if (all_hopper)
-                say(v, "Warning: --moe-precision=fp8_block was requested, but the policy does "
-                       "not allow it (allow_fp8_block=no), so the job falls back to BF16.");
-            else
-                say(v, "Warning: --moe-precision=fp8_block was requested, but it needs every "
-                       "GPU to be Hopper (sm_90), so the job falls back to BF16.");
-        }
-        break;
-    case MOE_PREC_MXFP8:
-        set_precision(v, MOE_PREC_BF16);
+    switch (c.why) {
+    case PRECISION_WHY_FP8_NOT_ALLOWED:
+        say(v, "Warning: --moe-precision=fp8_block was requested, but the policy does "
+               "not allow it (allow_fp8_block=no), so the job falls back to BF16.");
+        return 0;
+    case PRECISION_WHY_FP8_NOT_HOPPER:
+        say(v, "Warning: --moe-precision=fp8_block was requested, but it needs every "
+               "GPU to be Hopper (sm_90), so the job falls back to BF16.");
+        return 0;
+    case PRECISION_WHY_NOT_BLACKWELL:
         say(v, "Warning: --moe-precision=mxfp8 was requested, but ");
         say_not_blackwell(v, s);
         say(v, ", so the job falls back to BF16 (policy on_non_blackwell=bf16).");
         if (fp8_block_ok)
             say(v, " On these Hopper GPUs --moe-precision=fp8_block is also allowed.");
-        break;
+        return 0;
     default:
+        break;
+    }
+    if (want == MOE_PREC_BF16) {
+        say(v, "The job trains in BF16 as requested (--moe-precision=bf16).");
+    } else if (want == MOE_PREC_FP8_BLOCK) {
+        say(v, "The job trains in FP8 with block scaling as requested "
+               "(--moe-precision=fp8_block, allowed on Hopper by allow_fp8_block=yes).");
+    } else {
         say_not_blackwell(v, s);
-        if (fp8_block_ok) {
-            set_precision(v, MOE_PREC_FP8_BLOCK);
+        if (c.precision == MOE_PREC_FP8_BLOCK)
             say(v, "; on Hopper the policy allows FP8 with block scaling (allow_fp8_block=yes), "
                    "so the job trains in fp8_block.");
-        } else {
-            set_precision(v, MOE_PREC_BF16);
+        else
             say(v, ", so the job falls back to BF16 (policy on_non_blackwell=bf16).");
-        }
     }
     return 0;
 }

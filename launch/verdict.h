@@ -40,6 +40,8 @@ typedef struct {
     int ep;                    /* --moe-ep=N (0 = not given: 1) */
     int dp;                    /* --moe-dp=N (0 = not given: GPUs / EP) */
     moe_precision precision;   /* --moe-precision: auto, mxfp8, bf16 or fp8_block */
+    int precision_strict;      /* precision.strict (the config with --moe-set): a recipe
+                                  asked that cannot run is refused, not trained in BF16 */
     char set[16384];           /* --moe-set=k=v[,k=v] (raw, validated syntax); users get
                                   half at submit, the rest is for the job script's items */
     int check_only;            /* --moe-check */

@@ -102,6 +102,7 @@ int resolve_config_facts(const moe_policy *pol, const char *path, char *const *i
         facts->num_experts = cfg->model.num_experts;
         facts->ep = cfg->parallel.ep;
         facts->dp = cfg->parallel.dp;
+        facts->precision_strict = cfg->precision.strict;
     }
     free(cfg);
     return rc;
@@ -129,5 +130,6 @@ int resolve_request(const moe_policy *pol, const moe_request *req, moe_resolved 
         resolve_config_facts(pol, out->config_path, out->items, out->n_items, &out->facts, e) < 0)
         return -1;
     resolve_apply_layout(&out->want, &out->facts);
+    out->want.precision_strict = out->facts.precision_strict;
     return 0;
 }

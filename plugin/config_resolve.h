@@ -27,6 +27,7 @@ int resolve_config_path(const moe_policy *pol, const char *requested, char *out,
 typedef struct {
     int num_experts; /* model.num_experts */
     int ep, dp;      /* parallel.ep, parallel.dp (0 = world / ep) */
+    int precision_strict; /* precision.strict: the verdict refuses what it would fall back from */
 } moe_config_facts;
 
 /* Load the config with the --moe-set items (so a bad override is reported
@@ -52,8 +53,8 @@ typedef struct {
 } moe_resolved;
 
 /* Split --moe-set, find the config (resolve_config_path), load it with the
- * items (resolve_config_facts) and apply its layout (resolve_apply_layout).
- * Returns 0, or -1 with the reason in e. */
+ * items (resolve_config_facts) and apply its layout (resolve_apply_layout)
+ * and its precision.strict. Returns 0, or -1 with the reason in e. */
 int resolve_request(const moe_policy *pol, const moe_request *req, moe_resolved *out, moe_err *e);
 
 #endif

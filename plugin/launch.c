@@ -125,10 +125,16 @@ int launch_build(moe_launch *l, const moe_verdict *v, const char *config_path,
         ok &= vec_pushf(&argv, "cpu") == 0;
     }
     ok &= vec_pushf(&argv, "precision.compute=%s", precision_name(v->precision)) == 0;
+    /* fp8_block is chosen only where the site allows it: a config's false must not undo it */
+    if (v->precision == MOE_PREC_FP8_BLOCK)
+        ok &= vec_pushf(&argv, "precision.allow_fp8_block=true") == 0;
     ok &= vec_pushf(&argv, "parallel.ep=%d", v->ep) == 0;
     ok &= vec_pushf(&argv, "parallel.dp=%d", v->dp) == 0;
     for (int i = 0; i < n_items; i++)
         ok &= vec_pushf(&argv, "%s", set_items[i]) == 0;
+    /* The verdict decided: moe-train trains in exactly that or stops, never deciding again
+     * (after the items, which may name precision.strict for the verdict). */
+    ok &= vec_pushf(&argv, "precision.strict=true") == 0;
 
     for (char *const *p = job_env; p && *p; p++)
         if (!replaced_by_plugin(*p, cuda_visible != NULL))

@@ -3,8 +3,10 @@
  * Plain C, no Slurm: from the verdict, the resolved config and the task's
  * place in the step, build what task_init hands to execve. The argv follows
  * the trainer's contract
- *   moe-train --config PATH [--backend cpu] precision.compute=P parallel.ep=E
- *             parallel.dp=D [--moe-set items...]
+ *   moe-train --config PATH [--backend cpu] precision.compute=P
+ *             [precision.allow_fp8_block=true] parallel.ep=E parallel.dp=D
+ *             [--moe-set items...] precision.strict=true
+ * (strict: the trainer trains in the verdict's P or stops, never choosing again)
  * and the environment is the job's with every inherited MOE_* variable
  * replaced by the plugin's own, so only the verdict and the policy (data=)
  * speak to the trainer. */

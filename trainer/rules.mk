@@ -59,7 +59,8 @@ $(B)/tests/test_recompute: $(call obj,tests/unit/test_recompute.c) $(MODEL_LIB) 
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
 
 # Training loop, checkpoints, eval and the CLI.
-TRAIN_SRCS := trainer/train/trainer.c trainer/train/checkpoint.c trainer/train/weights_io.c \
+TRAIN_SRCS := trainer/train/trainer.c trainer/train/precision_start.c trainer/train/checkpoint.c \
+	trainer/train/weights_io.c \
 	trainer/train/schedule.c trainer/train/metrics.c trainer/train/metrics_plot.c \
 	trainer/train/tb_writer.c trainer/backend/select.c trainer/eval.c trainer/cli.c \
 	trainer/train/ckpt_io.c trainer/train/ckpt_allowance.c trainer/train/hf_export.c \
@@ -97,6 +98,11 @@ $(B)/tests/test_hf_agreement: $(call obj,tests/unit/test_hf_agreement.c) $(TRAIN
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LIBCONFIG) $(LIBPROTOBUF_C) $(NCCL_LDLIBS) $(CUDA_LDLIBS) $(LDLIBS_BASE)
 
+
+UNIT_TESTS += $(B)/tests/test_precision_start
+$(B)/tests/test_precision_start: $(call obj,tests/unit/test_precision_start.c) $(TRAINER_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LIBCONFIG) $(LIBPROTOBUF_C) $(NCCL_LDLIBS) $(CUDA_LDLIBS) $(LDLIBS_BASE)
 
 UNIT_TESTS += $(B)/tests/test_training
 $(B)/tests/test_training: $(call obj,tests/unit/test_training.c) $(TRAINER_LIBS)

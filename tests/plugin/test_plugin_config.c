@@ -43,10 +43,10 @@ static void test_shipped_names(void)
 
     moe_config_facts f;
     CHECK_MSG(resolve_config_facts(&p, path, NULL, 0, &f, &e) == 0, "%s", e.msg);
-    CHECK(f.num_experts == 4 && f.ep == 2 && f.dp == 1);
-    char *items[] = {"model.num_experts=8", "model.top_k=2"};
-    CHECK_MSG(resolve_config_facts(&p, path, items, 2, &f, &e) == 0, "%s", e.msg);
-    CHECK(f.num_experts == 8);
+    CHECK(f.num_experts == 4 && f.ep == 2 && f.dp == 1 && !f.precision_strict);
+    char *items[] = {"model.num_experts=8", "model.top_k=2", "precision.strict=true"};
+    CHECK_MSG(resolve_config_facts(&p, path, items, 3, &f, &e) == 0, "%s", e.msg);
+    CHECK(f.num_experts == 8 && f.precision_strict); /* the verdict's precision.strict */
 
     /* A bad override is reported here, before the trainer starts. */
     char *bad[] = {"train.no_such_key=1"};

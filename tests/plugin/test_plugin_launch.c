@@ -56,10 +56,11 @@ static void test_argv_contract(void)
           0);
     const char *want[] = {"moe-train",       "--config",      "/etc/moekit/configs/L0_sanity.cfg",
                           "precision.compute=mxfp8", "parallel.ep=2", "parallel.dp=4",
-                          "train.steps=20",  "checkpoint.ckpt_dir=/tmp/c d"};
+                          "train.steps=20",  "checkpoint.ckpt_dir=/tmp/c d",
+                          "precision.strict=true"};
     int n = argv_count(l.argv);
-    CHECK(n == 8);
-    for (int i = 0; i < n && i < 8; i++)
+    CHECK(n == 9);
+    for (int i = 0; i < n && i < 9; i++)
         CHECK_MSG(strcmp(l.argv[i], want[i]) == 0, "argv[%d] = '%s', want '%s'", i, l.argv[i],
                   want[i]);
     launch_free(&l);
@@ -69,9 +70,23 @@ static void test_argv_contract(void)
     v.cpu_only = 1;
     v.precision = MOE_PREC_FP32;
     CHECK(launch_build(&l, &v, "c.cfg", NULL, NULL, 0, &p, env, NULL, &e) == 0);
-    CHECK(argv_count(l.argv) == 8);
+    CHECK(argv_count(l.argv) == 9);
     CHECK(strcmp(l.argv[3], "--backend") == 0 && strcmp(l.argv[4], "cpu") == 0);
     CHECK(strcmp(l.argv[5], "precision.compute=fp32") == 0);
+    launch_free(&l);
+
+    /* fp8_block, which the site allowed: a config's precision.allow_fp8_block=false must not
+     * make moe-train refuse it; the user's precision.strict=false must not make it decide
+     * again: the plugin's strict comes last */
+    v = gpu_verdict();
+    v.precision = MOE_PREC_FP8_BLOCK;
+    char *loose[] = {"precision.strict=false"};
+    CHECK(launch_build(&l, &v, "c.cfg", NULL, loose, 1, &p, env, NULL, &e) == 0);
+    CHECK(argv_count(l.argv) == 9);
+    CHECK(strcmp(l.argv[3], "precision.compute=fp8_block") == 0);
+    CHECK(strcmp(l.argv[4], "precision.allow_fp8_block=true") == 0);
+    CHECK(strcmp(l.argv[7], "precision.strict=false") == 0);
+    CHECK(strcmp(l.argv[8], "precision.strict=true") == 0);
     launch_free(&l);
 }
 

@@ -239,6 +239,38 @@ static void test_h200_fallbacks(void)
     expect_run(&v, "bf16", 2, 1);
 }
 
+/* precision.strict (the config or --moe-set): what would fall back is refused,
+ * naming the key; what runs as asked is unchanged; auto is never refused. */
+static void test_strict_requests(void)
+{
+    moe_step h200 = step_of("h200x8.xml", "0,1"), b200 = step_of("b200x8.xml", "0,1");
+    moe_request r = request(2, 0, MOE_PREC_MXFP8);
+    r.precision_strict = 1;
+    moe_verdict v = decide("", r, h200);
+    expect_refuse(&v);
+    HAS(v, "moekit: refusing this job: this step has 2x NVIDIA H200 (sm_90, Hopper)");
+    HAS(v, "--moe-precision=mxfp8 was requested with precision.strict = true");
+    HAS(v, "mxfp8 needs data-centre Blackwell (compute capability 10.x)");
+    HAS(v, "instead of training in BF16");
+    v = decide("", r, b200);
+    expect_run(&v, "mxfp8", 2, 1);
+    r.precision = MOE_PREC_FP8_BLOCK;
+    v = decide("", r, h200); /* the site does not allow fp8_block */
+    expect_refuse(&v);
+    HAS(v, "allow_fp8_block");
+    v = decide("allow_fp8_block=yes", r, h200);
+    expect_run(&v, "fp8_block", 2, 1);
+    v = decide("", r, b200); /* no MXFP8 in fp8_block's place */
+    expect_refuse(&v);
+    HAS(v, "instead of training in MXFP8");
+    r.precision = MOE_PREC_AUTO;
+    v = decide("", r, h200);
+    expect_run(&v, "bf16", 2, 1);
+    r.precision = MOE_PREC_BF16;
+    v = decide("", r, h200);
+    expect_run(&v, "bf16", 2, 1);
+}
+
 static void test_reject_policy(void)
 {
     moe_step s = step_of("h200x8.xml", NULL);
@@ -510,6 +542,7 @@ int main(void)
     RUN(test_layout_errors);
     RUN(test_multi_node);
     RUN(test_h200_fallbacks);
+    RUN(test_strict_requests);
     RUN(test_reject_policy);
     RUN(test_mixed_node);
     RUN(test_consumer_pcie_node);

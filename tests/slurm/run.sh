@@ -630,8 +630,12 @@ def steps(p):
     return out
 ref, got = steps(sys.argv[1]), steps(sys.argv[2])
 if ref != got:
-    bad = [s for s in sorted(set(ref) | set(got)) if ref.get(s) != got.get(s)]
-    sys.exit('steps differ from the straight run: %s' % bad[:10])
+    missing = sorted(set(ref) - set(got))
+    extra = sorted(set(got) - set(ref))
+    bad = [s for s in sorted(set(ref) & set(got)) if ref[s] != got[s]]
+    sys.exit('not the straight run: %d step(s) missing %s, %d extra %s, %d differ %s' %
+             (len(missing), missing[:5], len(extra), extra[:5], len(bad),
+              ['%d: %s vs %s' % (s, ref[s], got[s]) for s in bad[:3]]))
 PY
 }
 
@@ -647,18 +651,24 @@ case_preempt_usr1_requeue_resume() {
     else
         case_failures+=("the job never logged 30 steps: $(tail -3 job.out)")
     fi
-    # Slurm holds a requeued job for two minutes (BeginTime); once requeued, let it start now
-    local i
+    # Slurm holds a requeued job for two minutes (BeginTime), and not for nothing: slurmd refuses
+    # a credential issued in the second its requeue revoked the old one (cred->ctime <=
+    # revoked, whole seconds), so a job started in that second fails ("Job credential revoked")
+    # and never resumes. Once requeued and its node is free, let it start in a later second.
+    local i seen
     for ((i = 0; i < 300; i++)); do
         [ "$(job_field "$id" Restarts)" = 1 ] && [ "$(job_field "$id" JobState)" = PENDING ] && break
         sleep 0.2
     done
+    seen=$(date +%s)
+    for ((i = 0; i < 300; i++)); do [ "$(node_state)" = idle ] && break; sleep 0.2; done
+    while [ "$(date +%s)" -le "$seen" ]; do sleep 0.1; done
     scontrol update JobId="$id" StartTime=now
     expect "the requeued job completes" equals "$(wait_job "$id" 240)" COMPLETED
     expect "the job was requeued once (Restarts=$(job_field "$id" Restarts))" equals "$(job_field "$id" Restarts)" 1
     stopped=$(sed -nE 's/.*stopping at step ([0-9]+) of.*stop signal.*/\1/p' job.out | head -1)
     expect "moe-train stopped on the signal" test -n "$stopped"
-    expect "the script requeued the job" contains job.out "requeued job $id"
+    expect "the script requeued the job" contains job.out "requeueing job $id"
     expect "the second run resumed at step $stopped" grep -q "resuming from .*step_0*$stopped (step $stopped)" job.out
     expect "it finished all 400 steps" contains job.out "moe-train: done: 400 steps"
     expect "each step once, same loss/lr/grad_norm as the straight run: $(same_metrics ref/run/metrics.jsonl run/metrics.jsonl 2>&1)" \

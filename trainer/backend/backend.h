@@ -188,6 +188,9 @@ struct moe_backend {
     /* how rope and attention take moe_segments (packed windows, data.pack):
      * MOE_SEGMENTS_* */
     int segments;
+    /* the GPU's compute capability, which decides the recipe (precision_choice.h); -1 where
+     * there is no GPU */
+    int cc_major, cc_minor;
     /* the memory plan's counting backend: its buffers are counted, never used, so
      * nothing runs and the host-side tables of what they would hold need not be made */
     int counts_only;
@@ -261,12 +264,12 @@ struct moe_backend {
     void (*destroy)(moe_backend *be);
     /* For the metrics: bytes of the device's memory in use now (the GPU's
      * whole use, cudaMemGetInfo; the process's resident set on the CPU), and
-     * the device's dense peak in TFLOP/s for a compute precision ("bf16",
-     * "fp8_block", "mxfp8"), 0 when not known (the MFU is then not given). */
+     * the device's dense peak in TFLOP/s for the recipe the run computes in
+     * (device_peak.h), 0 when not known (the MFU is then not given). */
     size_t (*mem_in_use)(moe_backend *be);
     /* bytes of the device's memory free now (cudaMemGetInfo); NULL on the CPU */
     size_t (*mem_free)(moe_backend *be);
-    double (*peak_tflops)(moe_backend *be, const char *precision);
+    double (*peak_tflops)(moe_backend *be, moe_precision p);
 
     /* ---- forward ---- */
     void (*embedding_fwd)(moe_backend *be, act *out, const int32_t *tokens, const act *wte,

@@ -115,7 +115,8 @@ typedef struct {
 
 typedef struct {
     moe_precision compute;          /* precision.compute: auto|fp32|bf16|fp8_block|mxfp8|mxfp8_emulated */
-    int allow_fp8_block;            /* precision.allow_fp8_block (bool): auto may pick fp8_block on Hopper */
+    int allow_fp8_block;            /* precision.allow_fp8_block (bool): fp8_block may run on Hopper */
+    int strict;                     /* precision.strict (bool): refuse rather than fall back */
     int fp8_saved_activations;      /* precision.fp8_saved_activations (bool): fp8_block keeps h1, h3 in E4M3 */
     char layers[64];                /* precision.layers: experts|all (which GEMMs go low precision) */
 } moe_precision_cfg;

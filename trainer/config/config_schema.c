@@ -182,9 +182,14 @@ const config_key config_keys[] = {
     {.path = "precision.compute", .type = KEY_ENUM, .offset = AT(precision.compute),
      .choices = precision_names, .def = "auto",
      .doc = "GEMM precision; auto = mxfp8 experts on data-centre Blackwell, fp8_block experts "
-            "on Hopper (when allow_fp8_block), bf16 on other GPUs, fp32 on CPU"},
+            "on Hopper (when allow_fp8_block), bf16 on other GPUs, fp32 on CPU; a recipe the "
+            "GPU cannot run falls back to bf16 with the reason (see precision.strict)"},
     BOOL_KEY("precision.allow_fp8_block", precision.allow_fp8_block, "true",
-             "let auto pick fp8_block on Hopper"),
+             "fp8_block may run on Hopper: auto picks it there; false trains an asked "
+             "fp8_block in bf16"),
+    BOOL_KEY("precision.strict", precision.strict, "false",
+             "a precision.compute the GPU cannot run stops the run at start-up instead of "
+             "falling back to bf16 (the plugin sets it with the recipe its verdict chose)"),
     BOOL_KEY("precision.fp8_saved_activations", precision.fp8_saved_activations, "true",
              "fp8_block: keep the SwiGLU inputs for the backward in E4M3 (1x128 blocks), half "
              "of bf16's memory; false keeps them in bf16"),

@@ -22,6 +22,7 @@
 #include "../parallel/dispatch_ep.h"
 #include "ckpt_allowance.h"
 #include "../plan/memory_check.h"
+#include "precision_start.h"
 #include "schedule.h"
 
 volatile sig_atomic_t moe_stop_requested = 0;
@@ -90,6 +91,7 @@ static int set_layers(moe_trainer *t, moe_precision p, int all, moe_err *e)
 static int try_precision(moe_trainer *t, moe_precision p, moe_err *e)
 {
     const moe_model_cfg *mc = &t->cfg.model;
+    t->compute = p;
     if (p == MOE_PREC_BF16) {
         t->precision = precision_name(MOE_PREC_BF16);
         return 0;
@@ -100,48 +102,47 @@ static int try_precision(moe_trainer *t, moe_precision p, moe_err *e)
     return t->be->set_expert_precision(t->be, p, mc->hidden_size, mc->intermediate_size, e);
 }
 
+/* The recipe: precision_start.h decides it for this GPU, as the plugin's
+ * verdict does (a plugin-launched run names it, strict); the backend may
+ * still refuse it (shapes, kernels), which falls back to bf16 unless strict.
+ * A fallback says so in one line at start-up. */
 static int resolve_precision(moe_trainer *t, moe_err *e)
 {
-    moe_precision p = t->cfg.precision.compute;
+    const moe_precision_cfg *pc = &t->cfg.precision;
     if (!strcmp(t->be->name, "cpu")) {
-        if (p != MOE_PREC_AUTO && p != MOE_PREC_FP32)
+        if (pc->compute != MOE_PREC_AUTO && pc->compute != MOE_PREC_FP32)
             return moe_errf(e,
                             "precision.compute=%s needs the cuda backend; the cpu backend "
                             "computes in fp32 (set precision.compute=auto or fp32)",
-                            precision_name(p));
+                            precision_name(pc->compute));
         t->precision = sizeof(real) == 8 ? "fp64" : precision_name(MOE_PREC_FP32);
+        t->compute = MOE_PREC_FP32;
         return 0;
     }
-    if (p == MOE_PREC_FP32)
-        return moe_errf(e, "precision.compute=fp32 runs on the cpu backend only; on a GPU use "
-                           "bf16 (or auto)");
+    trainer_precision tp;
+    if (trainer_precision_for_gpu(pc, t->be->cc_major, t->be->cc_minor, &tp, e))
+        return -1;
     if (t->be->set_fp8_saved_activations)
-        t->be->set_fp8_saved_activations(t->be, t->cfg.precision.fp8_saved_activations);
-    const int all = strcmp(t->cfg.precision.layers, "all") == 0;
-    /* auto: the first recipe this GPU runs, in this order (fp8_block only
-     * when allowed); an explicit recipe is the only one tried, and refused
-     * with the backend's reason */
-    moe_precision order[3] = {MOE_PREC_MXFP8, MOE_PREC_FP8_BLOCK, MOE_PREC_BF16};
-    int n = 3;
-    if (p != MOE_PREC_AUTO)
-        order[0] = p, n = 1;
-    else if (!t->cfg.precision.allow_fp8_block)
-        order[1] = MOE_PREC_BF16, n = 2;
-    for (int i = 0; i < n; i++) {
-        moe_err why = {{0}};
-        if (try_precision(t, order[i], p == MOE_PREC_AUTO ? &why : e))
-            continue;
-        if (order[i] == MOE_PREC_BF16)
-            return 0;
-        if (p != MOE_PREC_AUTO)
-            return set_layers(t, order[i], all, e);
-        /* projections auto cannot block stay in bf16, with the reason */
-        if (set_layers(t, order[i], all, &why) && !t->quiet && t->rank == 0)
-            printf("moe-train: precision auto: the attention projections stay in bf16: %s\n",
-                   why.msg);
-        return 0;
+        t->be->set_fp8_saved_activations(t->be, pc->fp8_saved_activations);
+    moe_err why = {{0}};
+    if (try_precision(t, tp.precision, &why)) {
+        if (trainer_precision_backend_refused(pc, tp.precision, why.msg, &tp, e) ||
+            try_precision(t, tp.precision, e))
+            return -1;
     }
-    return -1; /* an explicit recipe refused: e says why */
+    if (tp.note[0] && t->rank == 0)
+        fprintf(stderr, "%s\n", tp.note);
+    if (tp.precision == MOE_PREC_BF16)
+        return 0;
+    const int all = strcmp(pc->layers, "all") == 0;
+    if (pc->compute != MOE_PREC_AUTO)
+        return set_layers(t, tp.precision, all, e);
+    /* projections auto cannot block stay in bf16, with the reason */
+    moe_err lw = {{0}};
+    if (set_layers(t, tp.precision, all, &lw) && !t->quiet && t->rank == 0)
+        printf("moe-train: precision auto: the attention projections stay in bf16: %s\n",
+               lw.msg);
+    return 0;
 }
 
 /* The memory plan of this run (plan.h) beside what the backend allocated. */
@@ -853,6 +854,11 @@ static uint64_t step_host_waits(char *json, size_t jn, char *text, size_t tn)
     return host_wait_total();
 }
 
+double trainer_peak_tflops(const moe_trainer *t)
+{
+    return t->be->peak_tflops ? t->be->peak_tflops(t->be, t->compute) : 0;
+}
+
 static int log_step(moe_trainer *t, double loss, double aux, double lr, double gnorm, double dt,
                     double elapsed, moe_err *e)
 {
@@ -862,7 +868,7 @@ static int log_step(moe_trainer *t, double loss, double aux, double lr, double g
     moe_dims d = trainer_model_dims(&c->model);
     double tflops = dt > 0 ? metrics_flops_per_token(&d, c->train.seq_length) * tokens / dt / 1e12
                            : NAN;
-    double peak = t->be->peak_tflops ? t->be->peak_tflops(t->be, t->precision) : 0;
+    double peak = trainer_peak_tflops(t);
     moe_step_metrics m = {
         .step = t->step, .loss = loss, .aux_loss = aux, .lr = lr, .grad_norm = gnorm,
         .tokens = t->tokens_seen, .wall_time = wall_clock(), .elapsed_s = elapsed,

@@ -30,7 +30,8 @@ typedef struct {
     int have_par, have_dev;
     moe_zero *zero;         /* the distributed optimizer when world > 1 (else the model keeps
                                the moments) */
-    const char *precision;  /* what the backend computes in */
+    const char *precision;  /* what the backend computes in, as the summary says it */
+    moe_precision compute;  /* the experts' recipe (fp32 on the cpu backend) */
     char precision_label[80]; /* its text when composed ("mxfp8 (experts) + bf16") */
     /* host staging of one global batch */
     int32_t *inputs, *targets;
@@ -63,6 +64,9 @@ void trainer_destroy(moe_trainer *t);
  * stopped early on a signal after checkpointing, 2 when it resumed at or
  * past train.steps and had nothing to train (said on stdout), -1 on error. */
 int trainer_run(moe_trainer *t, moe_err *e);
+/* The devices' dense peak for the recipe the run computes in (the MFU's
+ * denominator, per device), 0 when not known. */
+double trainer_peak_tflops(const moe_trainer *t);
 /* Mean held-out loss over train.eval_batches validation micro-batches. */
 int trainer_evaluate(moe_trainer *t, double *val_loss, moe_err *e);
 

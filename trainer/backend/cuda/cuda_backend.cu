@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include "../../../common/device_peak.h"
 #include "../../../common/host_wait.h"
 #include "lowp/fp8_gemm.h"
 #include "cuda_internal.h"
@@ -468,17 +469,11 @@ static size_t cu_mem_free(moe_backend *be)
     return cudaMemGetInfo(&free_b, &total_b) == cudaSuccess ? free_b : 0;
 }
 
-/* Dense tensor-core peaks from NVIDIA's data sheets (SXM parts; H200 has
- * H100's compute): bf16, and twice that in fp8. Other GPUs: unknown. */
-static double cu_peak_tflops(moe_backend *be, const char *precision)
+/* the GPU's dense peak for the recipe the run computes in (device_peak.h) */
+static double cu_peak_tflops(moe_backend *be, moe_precision p)
 {
     const cuda_ctx *c = (const cuda_ctx *)be->ctx;
-    double bf16 = c->cc_major == 9 && c->cc_minor == 0    ? 989.0   /* H100, H200 */
-                  : c->cc_major == 10 && c->cc_minor == 0 ? 2250.0  /* B200 */
-                  : c->cc_major == 8 && c->cc_minor == 0  ? 312.0   /* A100 */
-                                                          : 0.0;
-    int fp8 = precision && (!strcmp(precision, "fp8_block") || !strcmp(precision, "mxfp8"));
-    return fp8 && c->cc_major >= 9 ? 2 * bf16 : bf16;
+    return device_peak_tflops(c->cc_major, c->cc_minor, p);
 }
 
 extern "C" int cuda_backend_create(moe_backend **out, int device, moe_err *e)
@@ -509,6 +504,8 @@ extern "C" int cuda_backend_create(moe_backend **out, int device, moe_err *e)
     c->sm_count = prop.multiProcessorCount;
     c->cc_major = prop.major;
     c->cc_minor = prop.minor;
+    be->cc_major = prop.major;
+    be->cc_minor = prop.minor;
     c->expert_lowp = MOE_PREC_BF16;
     c->fp8_saved_on = 1;
     moe_backend_opts opts = backend_opts_default();

@@ -1,0 +1,13 @@
+/* moekit: GPU peaks (device_peak.h). Dense tensor-core peaks from NVIDIA's
+ * data sheets (SXM parts; H200 has H100's compute). */
+#include "device_peak.h"
+
+double device_peak_tflops(int cc_major, int cc_minor, moe_precision p)
+{
+    const double bf16 = cc_major == 9 && cc_minor == 0    ? 989.0  /* H100, H200 */
+                        : cc_major == 10 && cc_minor == 0 ? 2250.0 /* B200 */
+                        : cc_major == 8 && cc_minor == 0  ? 312.0  /* A100 */
+                                                          : 0.0;
+    const int fp8 = p == MOE_PREC_FP8_BLOCK || p == MOE_PREC_MXFP8;
+    return fp8 && cc_major >= 9 ? 2 * bf16 : bf16;
+}
