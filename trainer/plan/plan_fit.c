@@ -102,6 +102,12 @@ int plan_fit_room(const moe_config *c, int ep, int dp, const plan_room *room, in
             alternative(&t, "precision.compute=fp8_block (E4M3 saved activations)", c2, ep, dp,
                         room);
         }
+        if ((c->precision.compute == MOE_PREC_FP8_BLOCK || c->precision.compute == MOE_PREC_MXFP8) &&
+            c->runtime.fp8_weight_cache) {
+            *c2 = *c;
+            c2->runtime.fp8_weight_cache = 0;
+            alternative(&t, "runtime.fp8_weight_cache=false", c2, ep, dp, room);
+        }
         if (strcmp(c->optimizer.moments_dtype, "bf16")) {
             *c2 = *c;
             snprintf(c2->optimizer.moments_dtype, sizeof c2->optimizer.moments_dtype, "bf16");
