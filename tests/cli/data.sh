@@ -79,6 +79,28 @@ else
     bad files_directory_and_glob "$(tail -3 "$T/out")"
 fi
 
+# ---- directories with symlink loops: each file read once, the loops named (two links back to the
+# directory once made both commands run forever)
+mkdir -p "$T/loops"
+cp "$T/many/sub/f1.fa" "$T/loops/a.fa"
+ln -s . "$T/loops/self" && ln -s . "$T/loops/again" && ln -s a.fa "$T/loops/alias.fa"
+if timeout -k 5 30 "$DATA" prepare --quiet --out "$T/loops_store" "$T/loops" >"$T/out" 2>"$T/err" &&
+   grep -q "^files *1$" <("$DATA" info "$T/loops_store") &&
+   grep -q "warning: $T/loops/self leads back to $T/loops (a symlink loop)" "$T/err" &&
+   grep -q "warning: $T/loops/again leads back to $T/loops" "$T/err" &&
+   grep -q "warning: $T/loops/alias.fa is the same file as $T/loops/a.fa" "$T/err"; then
+    ok prepare_symlink_loops_read_once
+else
+    bad prepare_symlink_loops_read_once "exit $?:" "$(cat "$T/out" "$T/err" | tail -5)"
+fi
+if timeout -s KILL 30 "$TRAIN" --config L0_sanity data.files="$T/loops" "${TINY[@]:0:${#TINY[@]}-1}" train.steps=1 \
+       >"$T/out" 2>"$T/err" && grep -q "data  *1 file(s), 1 record(s)" "$T/out" &&
+   grep -q "warning: $T/loops/again leads back to $T/loops" "$T/err"; then
+    ok files_symlink_loops_read_once
+else
+    bad files_symlink_loops_read_once "$(cat "$T/out" "$T/err" | tail -5)"
+fi
+
 # ---- eval --fasta: windows of the FASTA as training cuts them
 CK="$T/ckpt"
 if "$TRAIN" --config L0_sanity checkpoint.ckpt_dir="$CK" "${TINY[@]}" >"$T/out" 2>&1 &&

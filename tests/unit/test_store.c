@@ -317,6 +317,31 @@ static void test_bad_inputs(void)
     path_list_free(&list);
 }
 
+/* every file once, whatever the links: a directory linking to itself is a
+ * loop not followed (it once listed the same file 41 times, until ELOOP;
+ * tests/cli/data.sh has two such links, which never ended), a second name
+ * of a file or of a directory is read once */
+static void test_inputs_links(void)
+{
+    CHECK(mkdir(tmp_path("links"), 0755) == 0);
+    CHECK(mkdir(tmp_path("links/sub"), 0755) == 0);
+    write_text("links/a.fa", ">a\nACGT\n");
+    write_text("links/sub/b.fa", ">b\nACGT\n");
+    CHECK(symlink(".", tmp_path("links/self")) == 0);
+    CHECK(symlink("sub", tmp_path("links/sub2")) == 0);
+    CHECK(link(tmp_path("links/a.fa"), tmp_path("links/hard.fa")) == 0);
+    moe_path_list list = {0};
+    moe_err e = {{0}};
+    CHECK_MSG(inputs_expand(&list, tmp_path("links"), NULL, &e) == 0, "%s", e.msg);
+    CHECK_MSG(list.n == 2, "%zu files listed", list.n);
+    CHECK(list.n >= 1 && !strcmp(list.paths[0], tmp_path("links/a.fa")));
+    CHECK(list.n >= 2 && !strcmp(list.paths[1], tmp_path("links/sub/b.fa")));
+    /* an input naming only files already listed is no error */
+    CHECK_MSG(inputs_expand(&list, tmp_path("links/hard.fa"), NULL, &e) == 0, "%s", e.msg);
+    CHECK(list.n == 2);
+    path_list_free(&list);
+}
+
 /* ---- the index checks ----------------------------------------------------- */
 
 static void test_damaged_index(void)
@@ -647,6 +672,7 @@ int main(void)
     RUN(test_up_to_date_and_replace);
     RUN(test_limits);
     RUN(test_bad_inputs);
+    RUN(test_inputs_links);
     RUN(test_damaged_index);
     RUN(test_store_equals_files);
     RUN(test_feistel_order);
