@@ -553,7 +553,9 @@ static void test_feistel_order(void)
     free(seen);
 }
 
-static void blend_run(const char *pack)
+/* Stores of A and of C blended wa : wc over one period: count_a of 4096
+ * draws from the A store. */
+static void blend_run(const char *pack, double wa, double wc, int want_a)
 {
     const char *fa[] = {write_text("ba.fa", ">a\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\n")};
     const char *fc[] = {write_text("bc.fa", ">c\nCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCC\n")};
@@ -561,7 +563,7 @@ static void blend_run(const char *pack)
     moe_err e = {{0}};
     CHECK(prepare(tmp_path("sba"), fa, 1, NULL, &res, &e) == 0);
     CHECK(prepare(tmp_path("sbc"), fc, 1, NULL, &res, &e) == 0);
-    moe_blend_entry bl[2] = {{tmp_path("sba"), 3.0}, {tmp_path("sbc"), 1.0}};
+    moe_blend_entry bl[2] = {{tmp_path("sba"), wa}, {tmp_path("sbc"), wc}};
     moe_data_cfg dc = {.n_blend = 2, .blend = bl, .shuffle = 1};
     snprintf(dc.pack, sizeof dc.pack, "%s", pack);
     moe_dataset *ds = NULL, *again = NULL;
@@ -580,7 +582,8 @@ static void blend_run(const char *pack)
             count_a += is_a;
         }
     }
-    CHECK_MSG(count_a == 3072, "%d of 4096 draws from the 0.75 store", count_a);
+    CHECK_MSG(count_a == want_a, "%d of 4096 draws from the A store (weights %g : %g), expected %d",
+              count_a, wa, wc, want_a);
     /* resume: a cursor taken now continues identically in another dataset */
     CHECK(dataset_seek(again, dataset_cursor(ds), &e) == 0);
     CHECK(dataset_next_train(ds, 8, in, tg, &e) == 0 && dataset_next_train(again, 8, in2, tg2, &e) == 0);
@@ -596,10 +599,26 @@ static void blend_run(const char *pack)
 /* a blend draws its weights' shares and resumes exactly, padded or packed */
 static void test_blend(void)
 {
-    blend_run("padded");
-    blend_run("packed");
+    blend_run("padded", 3.0, 1.0, 3072);
+    blend_run("packed", 3.0, 1.0, 3072);
+    /* weights whose sum overflows a double keep their shares (their sum was
+     * once inf: every draw went to the first store) */
+    blend_run("padded", 1.5e308, 0.5e308, 3072);
+    blend_run("padded", 1e308, 1e308, 2048);
     moe_dataset *ds = NULL;
     moe_err e = {{0}};
+    /* a weight that did not come through the config's checks is refused by name */
+    moe_blend_entry zero[2] = {{tmp_path("sba"), 1.0}, {tmp_path("sbc"), 0.0}};
+    moe_data_cfg dz = {.n_blend = 2, .blend = zero};
+    snprintf(dz.pack, sizeof dz.pack, "padded");
+    CHECK(dataset_open(&ds, &dz, 4, 1, 0, 1, NULL, &e) == -1);
+    CHECK_MSG_HAS(e, "data.blend[1].weight");
+    zero[1].weight = NAN;
+    CHECK(dataset_open(&ds, &dz, 4, 1, 0, 1, NULL, &e) == -1);
+    CHECK_MSG_HAS(e, "data.blend[1].weight");
+    zero[1].weight = INFINITY;
+    CHECK(dataset_open(&ds, &dz, 4, 1, 0, 1, NULL, &e) == -1);
+    CHECK_MSG_HAS(e, "data.blend[1].weight = inf: must be finite");
     moe_blend_entry bl[1] = {{tmp_path("sba"), 1.0}};
     moe_data_cfg dc = {.n_blend = 1, .blend = bl};
     snprintf(dc.pack, sizeof dc.pack, "auto");
