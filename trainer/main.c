@@ -17,6 +17,7 @@
 #include "../common/version.h"
 #include "cli.h"
 #include "config/config.h"
+#include "config/config_scale.h"
 #include "eval.h"
 #include "plan/plan_cli.h"
 #include "train/hf_export.h"
@@ -35,7 +36,7 @@ static const cli_option train_options[] = {
         "(default: L0_sanity)"),
     OPT("backend", CLI_CHOICE, backend, 0, "auto|cpu|cuda", NULL,
         "auto (default: cuda if a GPU is visible), cpu or cuda"),
-    OPT("threads", CLI_COUNT, threads, 4096, NULL, "N", "CPU threads (runtime.threads)"),
+    OPT("threads", CLI_COUNT, threads, MOE_MAX_THREADS, NULL, "N", "CPU threads (runtime.threads)"),
     OPT("stop-after-steps", CLI_COUNT, stop_after_steps, 1000000000, NULL, "N",
         "train N steps in this run, checkpoint, exit 75"),
     OPT("quiet", CLI_FLAG, quiet, 0, NULL, NULL, "no progress lines"),

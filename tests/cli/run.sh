@@ -24,6 +24,10 @@ expect_status() {
 expect_status cli_unknown_option_is_usage 2 "unknown option '--frobnicate'" "$BIN" --frobnicate
 expect_status cli_missing_value_is_usage 2 "--threads needs a value" "$BIN" --threads
 expect_status cli_bad_count_is_usage 2 "--threads 'x'" "$BIN" --threads=x
+# one thread limit (MOE_MAX_THREADS) for --threads and runtime.threads: 2000 passed --threads once
+# and failed later as runtime.threads
+expect_status cli_threads_over_the_limit 2 "--threads '2000': expected a whole number from 0 to 1024" \
+    "$BIN" --threads 2000 --print-config
 # --backend gpu is refused while parsing: before the (missing) config is even looked up
 expect_status cli_backend_gpu_refused_at_parse 2 "--backend 'gpu': expected one of auto\\|cpu\\|cuda" \
     "$BIN" --config=L9_nothing --backend gpu
