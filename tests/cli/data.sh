@@ -101,6 +101,19 @@ else
     bad files_symlink_loops_read_once "$(cat "$T/out" "$T/err" | tail -5)"
 fi
 
+# ---- gzip: concatenated members are one file; bytes after the last member are said, with their count
+{ printf '>one\nACGT\n' | gzip; printf '>two\nGGCC\n' | gzip; } > "$T/members.fa.gz"
+cp "$T/members.fa.gz" "$T/trailing.fa.gz" && printf 'not gzip' >> "$T/trailing.fa.gz"
+if "$DATA" prepare --quiet --out "$T/members_store" "$T/members.fa.gz" >"$T/out" 2>"$T/err" &&
+   grep -q "^records *2$" <("$DATA" info "$T/members_store") && ! grep -q warning "$T/err" &&
+   "$DATA" prepare --quiet --out "$T/trailing_store" "$T/trailing.fa.gz" >"$T/out" 2>"$T/err" &&
+   grep -q "^records *2$" <("$DATA" info "$T/trailing_store") &&
+   grep -q "warning: $T/trailing.fa.gz: 8 bytes after the last gzip member are not gzip data" "$T/err"; then
+    ok gzip_trailing_bytes_warned
+else
+    bad gzip_trailing_bytes_warned "$(cat "$T/out" "$T/err")"
+fi
+
 # ---- eval --fasta: windows of the FASTA as training cuts them
 CK="$T/ckpt"
 if "$TRAIN" --config L0_sanity checkpoint.ckpt_dir="$CK" "${TINY[@]}" >"$T/out" 2>&1 &&
