@@ -114,6 +114,14 @@ else
     bad gzip_trailing_bytes_warned "$(cat "$T/out" "$T/err")"
 fi
 
+# ---- a gzip bomb in data.files (1 MB of gzip, 1 GB of 'A's): refused at prepare's inflate limit with
+# the advice to prepare a store (it was read whole: 2.1 GB of memory here, OOM-killed when larger)
+printf '>bomb\n' | gzip > "$T/bomb.fa.gz"
+head -c 64000000 /dev/zero | tr '\0' A | gzip -9 > "$T/as.gz"
+for i in $(seq 16); do cat "$T/as.gz"; done >> "$T/bomb.fa.gz"
+expect_fail files_gzip_bomb_refused "bomb.fa.gz: 2[0-9][0-9] MB of text from 0 MB of gzip, more than 1000x.*moe-data prepare" \
+    timeout -s KILL 60 "$TRAIN" --config L0_sanity data.files="$T/bomb.fa.gz" "${TINY[@]}"
+
 # ---- eval --fasta: windows of the FASTA as training cuts them
 CK="$T/ckpt"
 if "$TRAIN" --config L0_sanity checkpoint.ckpt_dir="$CK" "${TINY[@]}" >"$T/out" 2>&1 &&
