@@ -85,8 +85,8 @@ static void usage(FILE *f)
             "export writes a checkpoint (a step directory, or the newest in a checkpoint\n"
             "directory) as a Hugging Face model directory with its tokenizer.\n"
             "\n"
-            "Signals: SIGTERM, SIGUSR1 or Ctrl-C (SIGINT) finish the step, save a checkpoint\n"
-            "and exit %d; a second SIGINT aborts at once without saving.\n"
+            "Signals: SIGTERM, SIGHUP, SIGUSR1 or Ctrl-C (SIGINT) finish the step, save a\n"
+            "checkpoint and exit %d; a second SIGINT aborts at once without saving.\n"
             "\n"
             "Exit status: %d done, %d failure, %d usage (bad command line), %d stopped by a\n"
             "signal or --stop-after-steps after saving a checkpoint (requeue and resume).\n",
@@ -118,6 +118,11 @@ static void install_signals(void)
     sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
+    /* a closed terminal: save and stop, as on SIGTERM; under nohup (SIGHUP
+     * ignored from the start) it stays ignored */
+    struct sigaction hup;
+    if (sigaction(SIGHUP, NULL, &hup) == 0 && hup.sa_handler != SIG_IGN)
+        sigaction(SIGHUP, &sa, NULL);
     sigaction(SIGUSR1, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
 }

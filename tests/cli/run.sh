@@ -97,6 +97,16 @@ if [ $rc -eq 75 ] && ls -d "$T"/int1/step_* >/dev/null 2>&1 && grep -q "Ctrl-C a
 else
     bad sigint_checkpoints_and_exits_75 "exit $rc, checkpoints: $(ls "$T/int1" 2>&1)" "$(tail -3 "$T/int1.err")"
 fi
+# SIGHUP (a closed terminal or ssh session, a hung-up tmux) is SIGTERM: finish the step, save, exit 75
+# (it killed the run without saving)
+"$BIN" --config L0_sanity "${LONG[@]}" checkpoint.ckpt_dir="$T/hup" logger.run_dir="$T/hupr" \
+    >"$T/hup.out" 2>"$T/hup.err" & pid=$!
+wait_for_steps "$T/hupr"; kill -HUP $pid; wait $pid; rc=$?
+if [ $rc -eq 75 ] && ls -d "$T"/hup/step_* >/dev/null 2>&1; then
+    ok sighup_checkpoints_and_exits_75
+else
+    bad sighup_checkpoints_and_exits_75 "exit $rc, checkpoints: $(ls "$T/hup" 2>&1)" "$(tail -3 "$T/hup.err")"
+fi
 # the second SIGINT, once the first was taken (its note printed), aborts without saving:
 # L0_sanity's own model, whose steps take far longer than the gap between the two
 "$BIN" --config L0_sanity train.steps=1000000 train.eval_every_n_steps=0 logger.frequency=1 \
