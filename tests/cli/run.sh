@@ -330,6 +330,21 @@ else
     bad export_sharded_equals_final_model "$(cat "$T/out" "$T/err" "$T/exp.json" "$T/final.json" 2>/dev/null)"
 fi
 expect_fail export_refuses_existing_out "exists" "$BIN" export --checkpoint "$CK" --out "$T/exp"
+# an empty --out is refused before anything is written (it was refused after the whole export)
+expect_status export_refuses_empty_out 2 "--out is empty" "$BIN" export --checkpoint "$CK" --out ""
+# weights that are not finite are refused, naming the tensor (they were exported without a word)
+cp -r "$CK/final_model" "$T/nan_model" && rm -f "$T/nan_model/MANIFEST"
+python3 - "$T/nan_model/model.safetensors" <<'PY'
+import json, struct, sys
+p = sys.argv[1]; b = bytearray(open(p, "rb").read())
+n = struct.unpack("<Q", b[:8])[0]; t = json.loads(b[8:8 + n])["model.layers.0.self_attn.q_proj.weight"]
+at = 8 + n + t["data_offsets"][0] + 5 * (2 if t["dtype"] == "BF16" else 4)
+b[at:at + 4] = b"\xc0\x7f\xc0\x7f" if t["dtype"] == "BF16" else struct.pack("<f", float("nan"))
+open(p, "wb").write(b)
+PY
+expect_fail export_refuses_nan_weights "model.layers.0.self_attn.q_proj.weight: element 5 is NaN" \
+    "$BIN" export --checkpoint "$T/nan_model" --out "$T/nan_exp"
+[ -e "$T/nan_exp" ] && bad export_nan_leaves_no_out "$T/nan_exp exists" || ok export_nan_leaves_no_out
 
 # eval checks config.json against the weights before sizing anything by it
 cp -r "$CK/final_model" "$T/liar"
