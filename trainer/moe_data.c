@@ -102,6 +102,10 @@ static int prepare_main(int argc, char **argv)
         default: usage(stderr); return 2;
         }
     }
+    if (out && !out[0]) { /* refused now, not after the whole store is written */
+        fprintf(stderr, "moe-data prepare: --out is empty: name the store directory\n");
+        return 2;
+    }
     if (!out || optind >= argc) {
         fprintf(stderr, "moe-data prepare: %s\n", out ? "no INPUT given" : "--out STORE is required");
         usage(stderr);

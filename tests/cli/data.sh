@@ -33,6 +33,8 @@ printf '>only a header\n' > "$T/hdr.fa"
 expect_fail prepare_header_only "hdr.fa:1: record 'only a header' has no sequence" \
     "$DATA" prepare --quiet --out "$T/x" "$T/hdr.fa"
 expect_fail prepare_no_match "no file matches" "$DATA" prepare --quiet --out "$T/x" "$T/none*.fa"
+# an empty --out is refused before the inputs are read (it was refused after the whole store)
+expect_fail prepare_empty_out "--out is empty" "$DATA" prepare --quiet --out "" "$LAMBDA"
 expect_fail store_not_a_store "not a directory" "$TRAIN" --config L0_sanity data.store="$LAMBDA" "${TINY[@]}"
 [ -e "$T/x" ] && bad no_half_store "$T/x exists" || ok no_half_store
 
