@@ -350,10 +350,29 @@ expect_fail export_refuses_nan_weights "model.layers.0.self_attn.q_proj.weight: 
 cp -r "$CK/final_model" "$T/liar"
 python3 - "$T/liar/config.json" <<'PY'
 import json, sys
-p = sys.argv[1]; c = json.load(open(p)); c["vocab_size"] = 30000000; json.dump(c, open(p, "w"))
+p = sys.argv[1]; c = json.load(open(p)); c["vocab_size"] = 300000; json.dump(c, open(p, "w"))
 PY
-expect_fail eval_config_disagrees_with_weights "embed_tokens.weight is \\[256,16\\] but its config.json implies \\[30000000,16\\]" \
+expect_fail eval_config_disagrees_with_weights "embed_tokens.weight is \\[256,16\\] but its config.json implies \\[300000,16\\]" \
     "$BIN" eval --checkpoint "$T/liar" --tokens "$T/tokens.txt"
+# sizes past the config schema's limits are refused as config.json is read (3,000,000 layers made
+# eval's layout 6 GB before a tensor was compared); within them, the headers' tensor count comes
+# before the layout: eval and checkpoint.init_from alike
+liar_layers() { # DIR LAYERS
+    rm -rf "$1"; cp -r "$CK/final_model" "$1"
+    python3 - "$1/config.json" "$2" <<'PY'
+import json, sys
+p = sys.argv[1]; c = json.load(open(p)); c["num_hidden_layers"] = int(sys.argv[2]); json.dump(c, open(p, "w"))
+PY
+}
+NO_LAYERS=("${TINY[@]/model.num_layers=1/train.steps=3}")
+liar_layers "$T/liar_huge" 3000000
+expect_fail eval_config_past_the_schema_limits "\"num_hidden_layers\" = 3000000 is out of range \\(1..65536, the limit of model.num_layers\\)" \
+    "$BIN" eval --checkpoint "$T/liar_huge" --tokens "$T/tokens.txt"
+liar_layers "$T/liar_many" 65536
+expect_fail eval_tensor_count_before_layout "liar_many holds [0-9]+ model tensors but its config.json \\(65536 layers of [0-9]+, 2 experts\\) implies [0-9]+" \
+    "$BIN" eval --checkpoint "$T/liar_many" --tokens "$T/tokens.txt"
+expect_fail init_from_tensor_count_before_layout "checkpoint.init_from: .*liar_many holds [0-9]+ model tensors but its config.json \\(65536 layers" \
+    "$BIN" --config L0_sanity "${NO_LAYERS[@]}" checkpoint.init_from="$T/liar_many"
 
 # ---- the checkpoint directory: one run at a time, no silent reuse
 expect_fail reuse_without_resume_refused "already holds 1 checkpoint.*resume_from_checkpoint=true.*overwrite=true" \
