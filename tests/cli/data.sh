@@ -38,6 +38,39 @@ expect_fail prepare_empty_out "--out is empty" "$DATA" prepare --quiet --out "" 
 expect_fail store_not_a_store "not a directory" "$TRAIN" --config L0_sanity data.store="$LAMBDA" "${TINY[@]}"
 [ -e "$T/x" ] && bad no_half_store "$T/x exists" || ok no_half_store
 
+# ---- two prepares into one store at once: the first stopped halfway (SIGSTOP) while the second
+# runs whole; both finish, the store is whole, no temporary directory is left. Where PID
+# namespaces can be made, each prepare is pid 1 of its own (two containers, two nodes): the
+# pid-named temporary directory was then shared, and the second removed the first's
+{ printf '>big\n'; head -c 100000000 /dev/zero | tr '\0' A; printf '\n'; } > "$T/big.fa"
+NS=()
+unshare --pid --fork --kill-child true 2>/dev/null && NS=(unshare --pid --fork --kill-child)
+"${NS[@]}" "$DATA" prepare --quiet --threads 1 --out "$T/shared" "$T/big.fa" >"$T/first.out" 2>&1 & first=$!
+busy=
+for ((i = 0; i < 2000; i++)); do
+    busy=$(pgrep -f "prepare --quiet --threads 1 --out $T/shared" | grep -vx $first | tail -1)
+    [ -n "$busy" ] && compgen -G "$T/shared.tmp-*" >/dev/null && break
+    busy=; sleep 0.005
+done
+[ -z "$NS" ] && busy=$first
+if [ -n "$busy" ]; then
+    kill -STOP $busy
+    "${NS[@]}" "$DATA" prepare --quiet --out "$T/shared" "$LAMBDA" >"$T/second.out" 2>&1; second=$?
+    kill -CONT $busy
+    wait $first; first_rc=$?
+    if [ $first_rc -eq 0 ] && [ $second -eq 0 ] && "$DATA" info --verify "$T/shared" >"$T/info" 2>&1 &&
+       ! compgen -G "$T/shared.tmp-*" >/dev/null; then
+        ok concurrent_prepares_one_store${NS:+_same_pid}
+    else
+        bad concurrent_prepares_one_store "first exit $first_rc, second exit $second:" \
+            "$(cat "$T/first.out" "$T/second.out" 2>/dev/null | tail -4)" "$(ls -d "$T"/shared* 2>&1)"
+    fi
+else
+    wait $first
+    bad concurrent_prepares_one_store "the first prepare ended before it could be stopped"
+fi
+rm -f "$T/big.fa"
+
 # ---- L0_sanity on the store of phage lambda: the FASTA run's losses, step for step
 L0=(--config L0_sanity train.steps=3 scheduler.warmup_steps=1 logger.frequency=1
     train.eval_every_n_steps=2 train.eval_batches=1 --quiet)

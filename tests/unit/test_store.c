@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <math.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,18 @@ static int prepare(const char *out, const char *const *paths, size_t n, store_pr
 }
 
 #define CHECK_MSG_HAS(e, needle) CHECK_MSG(strstr((e).msg, needle) != NULL, "message lacks \"%s\": %s", needle, (e).msg)
+
+/* Temporary directories of store out (out.tmp-*) there are now. */
+static int count_tmp_dirs(const char *out)
+{
+    char pattern[4200];
+    snprintf(pattern, sizeof pattern, "%s.tmp-*", out);
+    glob_t g;
+    int n = glob(pattern, 0, NULL, &g) == 0 ? (int)g.gl_pathc : 0;
+    if (n)
+        globfree(&g);
+    return n;
+}
 
 /* ---- what a store holds ------------------------------------------------- */
 
@@ -238,13 +251,75 @@ static void test_up_to_date_and_replace(void)
     CHECK_MSG_HAS(e, "bad.fa:4:3");
     CHECK(store_open(&s, tmp_path("su"), &e) == 0 && s.hdr->n_bases == 8);
     store_close(&s);
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", tmp_path("su"), (long)getpid());
-    CHECK(access(tmp, F_OK) != 0);
+    CHECK(count_tmp_dirs(tmp_path("su")) == 0);
     /* never replace something that is not a store */
     write_text("notastore", "precious");
     CHECK(prepare(tmp_path("notastore"), paths, 1, NULL, &res, &e) == -1);
     CHECK_MSG_HAS(e, "not a token store");
+}
+
+/* A child that holds an fcntl lock on path until it is told to go (the
+ * owner of a temporary directory, alive on another node); returns its pid
+ * and the pipe that lets it go. */
+static pid_t hold_lock(const char *path, int *release)
+{
+    int ready[2], go[2];
+    CHECK(pipe(ready) == 0 && pipe(go) == 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(go[1]); /* the parent's close is the signal to go */
+        int fd = open(path, O_RDWR | O_CREAT, 0644);
+        struct flock l = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+        char c = fd >= 0 && fcntl(fd, F_SETLK, &l) == 0 ? 'y' : 'n';
+        if (write(ready[1], &c, 1) != 1 || read(go[0], &c, 1) < 0)
+            _exit(1);
+        _exit(0);
+    }
+    char c = 0;
+    CHECK(read(ready[0], &c, 1) == 1 && c == 'y');
+    close(ready[0]);
+    close(ready[1]);
+    close(go[0]);
+    *release = go[1];
+    return pid;
+}
+
+/* prepare removes only temporary directories whose owner is provably dead:
+ * another node's run (its pid means nothing here) was once removed by the
+ * pid check, and the same pid in two PID namespaces shared one name */
+static void test_tmp_dirs_of_others(void)
+{
+    const char *paths[] = {write_text("o.fa", ">o\nACGT\n")};
+    store_prepare_result res;
+    moe_err e = {{0}};
+    char old_style[4200], elsewhere[4200], lock[4300], file[4300];
+    pid_t gone = fork();
+    if (gone == 0)
+        _exit(0);
+    waitpid(gone, NULL, 0); /* a pid nobody here has: as another node's */
+    snprintf(old_style, sizeof old_style, "%s.tmp-%ld", tmp_path("so"), (long)gone);
+    CHECK(mkdir(old_style, 0755) == 0);
+    snprintf(file, sizeof file, "%s/tokens.bin", old_style);
+    CHECK(close(open(file, O_WRONLY | O_CREAT, 0644)) == 0);
+    snprintf(elsewhere, sizeof elsewhere, "%s.tmp-othernode-4242-0badcafe", tmp_path("so"));
+    CHECK(mkdir(elsewhere, 0755) == 0);
+    snprintf(lock, sizeof lock, "%s/owner.lock", elsewhere);
+    int release;
+    pid_t owner = hold_lock(lock, &release);
+    CHECK_MSG(prepare(tmp_path("so"), paths, 1, NULL, &res, &e) == 0, "%s", e.msg);
+    CHECK_MSG(access(file, F_OK) == 0, "%s was removed: another node's run would fail", old_style);
+    CHECK_MSG(access(lock, F_OK) == 0, "%s was removed while its owner lives", elsewhere);
+    CHECK(count_tmp_dirs(tmp_path("so")) == 2); /* and this run's own is gone */
+    /* its owner dies: the next prepare removes it, and only it */
+    close(release);
+    waitpid(owner, NULL, 0);
+    store_prepare_opts o = quiet_opts();
+    o.force = 1;
+    CHECK_MSG(prepare(tmp_path("so"), paths, 1, &o, &res, &e) == 0, "%s", e.msg);
+    CHECK_MSG(access(elsewhere, F_OK) != 0, "%s outlived its owner", elsewhere);
+    CHECK(access(file, F_OK) == 0);
+    CHECK(count_tmp_dirs(tmp_path("so")) == 1);
 }
 
 /* ---- limits and bad inputs ---------------------------------------------- */
@@ -689,6 +764,7 @@ int main(void)
     RUN(test_many_files_in_order);
     RUN(test_spill_and_park);
     RUN(test_up_to_date_and_replace);
+    RUN(test_tmp_dirs_of_others);
     RUN(test_limits);
     RUN(test_bad_inputs);
     RUN(test_inputs_links);
