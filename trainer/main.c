@@ -17,6 +17,7 @@
 #include "../common/version.h"
 #include "cli.h"
 #include "config/config.h"
+#include "config/config_scale.h"
 #include "eval.h"
 #include "plan/plan_cli.h"
 #include "train/hf_export.h"
@@ -35,7 +36,7 @@ static const cli_option train_options[] = {
         "(default: L0_sanity)"),
     OPT("backend", CLI_CHOICE, backend, 0, "auto|cpu|cuda", NULL,
         "auto (default: cuda if a GPU is visible), cpu or cuda"),
-    OPT("threads", CLI_COUNT, threads, 4096, NULL, "N", "CPU threads (runtime.threads)"),
+    OPT("threads", CLI_COUNT, threads, MOE_MAX_THREADS, NULL, "N", "CPU threads (runtime.threads)"),
     OPT("stop-after-steps", CLI_COUNT, stop_after_steps, 1000000000, NULL, "N",
         "train N steps in this run, checkpoint, exit 75"),
     OPT("quiet", CLI_FLAG, quiet, 0, NULL, NULL, "no progress lines"),
@@ -84,8 +85,8 @@ static void usage(FILE *f)
             "export writes a checkpoint (a step directory, or the newest in a checkpoint\n"
             "directory) as a Hugging Face model directory with its tokenizer.\n"
             "\n"
-            "Signals: SIGTERM, SIGUSR1 or Ctrl-C (SIGINT) finish the step, save a checkpoint\n"
-            "and exit %d; a second SIGINT aborts at once without saving.\n"
+            "Signals: SIGTERM, SIGHUP, SIGUSR1 or Ctrl-C (SIGINT) finish the step, save a\n"
+            "checkpoint and exit %d; a second SIGINT aborts at once without saving.\n"
             "\n"
             "Exit status: %d done, %d failure, %d usage (bad command line), %d stopped by a\n"
             "signal or --stop-after-steps after saving a checkpoint (requeue and resume).\n",
@@ -117,6 +118,11 @@ static void install_signals(void)
     sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
+    /* a closed terminal: save and stop, as on SIGTERM; under nohup (SIGHUP
+     * ignored from the start) it stays ignored */
+    struct sigaction hup;
+    if (sigaction(SIGHUP, NULL, &hup) == 0 && hup.sa_handler != SIG_IGN)
+        sigaction(SIGHUP, &sa, NULL);
     sigaction(SIGUSR1, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
 }

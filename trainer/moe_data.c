@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/config_scale.h"
 #include "data/inputs.h"
 #include "data/store.h"
 
@@ -80,8 +81,8 @@ static int prepare_main(int argc, char **argv)
         case 'o': out = optarg; break;
         case 't':
             o.threads = (int)strtol(optarg, &end, 10);
-            if (*end || o.threads < 1 || o.threads > 1024) {
-                fprintf(stderr, "moe-data: --threads '%s': expected 1..1024\n", optarg);
+            if (*end || end == optarg || o.threads < 1 || o.threads > MOE_MAX_THREADS) {
+                fprintf(stderr, "moe-data: --threads '%s': expected 1..%d\n", optarg, MOE_MAX_THREADS);
                 return 2;
             }
             break;
@@ -100,6 +101,10 @@ static int prepare_main(int argc, char **argv)
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
+    }
+    if (out && !out[0]) { /* refused now, not after the whole store is written */
+        fprintf(stderr, "moe-data prepare: --out is empty: name the store directory\n");
+        return 2;
     }
     if (!out || optind >= argc) {
         fprintf(stderr, "moe-data prepare: %s\n", out ? "no INPUT given" : "--out STORE is required");

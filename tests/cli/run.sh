@@ -24,6 +24,10 @@ expect_status() {
 expect_status cli_unknown_option_is_usage 2 "unknown option '--frobnicate'" "$BIN" --frobnicate
 expect_status cli_missing_value_is_usage 2 "--threads needs a value" "$BIN" --threads
 expect_status cli_bad_count_is_usage 2 "--threads 'x'" "$BIN" --threads=x
+# one thread limit (MOE_MAX_THREADS) for --threads and runtime.threads: 2000 passed --threads once
+# and failed later as runtime.threads
+expect_status cli_threads_over_the_limit 2 "--threads '2000': expected a whole number from 0 to 1024" \
+    "$BIN" --threads 2000 --print-config
 # --backend gpu is refused while parsing: before the (missing) config is even looked up
 expect_status cli_backend_gpu_refused_at_parse 2 "--backend 'gpu': expected one of auto\\|cpu\\|cuda" \
     "$BIN" --config=L9_nothing --backend gpu
@@ -92,6 +96,16 @@ if [ $rc -eq 75 ] && ls -d "$T"/int1/step_* >/dev/null 2>&1 && grep -q "Ctrl-C a
     ok sigint_checkpoints_and_exits_75
 else
     bad sigint_checkpoints_and_exits_75 "exit $rc, checkpoints: $(ls "$T/int1" 2>&1)" "$(tail -3 "$T/int1.err")"
+fi
+# SIGHUP (a closed terminal or ssh session, a hung-up tmux) is SIGTERM: finish the step, save, exit 75
+# (it killed the run without saving)
+"$BIN" --config L0_sanity "${LONG[@]}" checkpoint.ckpt_dir="$T/hup" logger.run_dir="$T/hupr" \
+    >"$T/hup.out" 2>"$T/hup.err" & pid=$!
+wait_for_steps "$T/hupr"; kill -HUP $pid; wait $pid; rc=$?
+if [ $rc -eq 75 ] && ls -d "$T"/hup/step_* >/dev/null 2>&1; then
+    ok sighup_checkpoints_and_exits_75
+else
+    bad sighup_checkpoints_and_exits_75 "exit $rc, checkpoints: $(ls "$T/hup" 2>&1)" "$(tail -3 "$T/hup.err")"
 fi
 # the second SIGINT, once the first was taken (its note printed), aborts without saving:
 # L0_sanity's own model, whose steps take far longer than the gap between the two
@@ -316,15 +330,49 @@ else
     bad export_sharded_equals_final_model "$(cat "$T/out" "$T/err" "$T/exp.json" "$T/final.json" 2>/dev/null)"
 fi
 expect_fail export_refuses_existing_out "exists" "$BIN" export --checkpoint "$CK" --out "$T/exp"
+# an empty --out is refused before anything is written (it was refused after the whole export)
+expect_status export_refuses_empty_out 2 "--out is empty" "$BIN" export --checkpoint "$CK" --out ""
+# weights that are not finite are refused, naming the tensor (they were exported without a word)
+cp -r "$CK/final_model" "$T/nan_model" && rm -f "$T/nan_model/MANIFEST"
+python3 - "$T/nan_model/model.safetensors" <<'PY'
+import json, struct, sys
+p = sys.argv[1]; b = bytearray(open(p, "rb").read())
+n = struct.unpack("<Q", b[:8])[0]; t = json.loads(b[8:8 + n])["model.layers.0.self_attn.q_proj.weight"]
+at = 8 + n + t["data_offsets"][0] + 5 * (2 if t["dtype"] == "BF16" else 4)
+b[at:at + 4] = b"\xc0\x7f\xc0\x7f" if t["dtype"] == "BF16" else struct.pack("<f", float("nan"))
+open(p, "wb").write(b)
+PY
+expect_fail export_refuses_nan_weights "model.layers.0.self_attn.q_proj.weight: element 5 is NaN" \
+    "$BIN" export --checkpoint "$T/nan_model" --out "$T/nan_exp"
+[ -e "$T/nan_exp" ] && bad export_nan_leaves_no_out "$T/nan_exp exists" || ok export_nan_leaves_no_out
 
 # eval checks config.json against the weights before sizing anything by it
 cp -r "$CK/final_model" "$T/liar"
 python3 - "$T/liar/config.json" <<'PY'
 import json, sys
-p = sys.argv[1]; c = json.load(open(p)); c["vocab_size"] = 30000000; json.dump(c, open(p, "w"))
+p = sys.argv[1]; c = json.load(open(p)); c["vocab_size"] = 300000; json.dump(c, open(p, "w"))
 PY
-expect_fail eval_config_disagrees_with_weights "embed_tokens.weight is \\[256,16\\] but its config.json implies \\[30000000,16\\]" \
+expect_fail eval_config_disagrees_with_weights "embed_tokens.weight is \\[256,16\\] but its config.json implies \\[300000,16\\]" \
     "$BIN" eval --checkpoint "$T/liar" --tokens "$T/tokens.txt"
+# sizes past the config schema's limits are refused as config.json is read (3,000,000 layers made
+# eval's layout 6 GB before a tensor was compared); within them, the headers' tensor count comes
+# before the layout: eval and checkpoint.init_from alike
+liar_layers() { # DIR LAYERS
+    rm -rf "$1"; cp -r "$CK/final_model" "$1"
+    python3 - "$1/config.json" "$2" <<'PY'
+import json, sys
+p = sys.argv[1]; c = json.load(open(p)); c["num_hidden_layers"] = int(sys.argv[2]); json.dump(c, open(p, "w"))
+PY
+}
+NO_LAYERS=("${TINY[@]/model.num_layers=1/train.steps=3}")
+liar_layers "$T/liar_huge" 3000000
+expect_fail eval_config_past_the_schema_limits "\"num_hidden_layers\" = 3000000 is out of range \\(1..65536, the limit of model.num_layers\\)" \
+    "$BIN" eval --checkpoint "$T/liar_huge" --tokens "$T/tokens.txt"
+liar_layers "$T/liar_many" 65536
+expect_fail eval_tensor_count_before_layout "liar_many holds [0-9]+ model tensors but its config.json \\(65536 layers of [0-9]+, 2 experts\\) implies [0-9]+" \
+    "$BIN" eval --checkpoint "$T/liar_many" --tokens "$T/tokens.txt"
+expect_fail init_from_tensor_count_before_layout "checkpoint.init_from: .*liar_many holds [0-9]+ model tensors but its config.json \\(65536 layers" \
+    "$BIN" --config L0_sanity "${NO_LAYERS[@]}" checkpoint.init_from="$T/liar_many"
 
 # ---- the checkpoint directory: one run at a time, no silent reuse
 expect_fail reuse_without_resume_refused "already holds 1 checkpoint.*resume_from_checkpoint=true.*overwrite=true" \

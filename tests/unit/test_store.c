@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <math.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,18 @@ static int prepare(const char *out, const char *const *paths, size_t n, store_pr
 }
 
 #define CHECK_MSG_HAS(e, needle) CHECK_MSG(strstr((e).msg, needle) != NULL, "message lacks \"%s\": %s", needle, (e).msg)
+
+/* Temporary directories of store out (out.tmp-*) there are now. */
+static int count_tmp_dirs(const char *out)
+{
+    char pattern[4200];
+    snprintf(pattern, sizeof pattern, "%s.tmp-*", out);
+    glob_t g;
+    int n = glob(pattern, 0, NULL, &g) == 0 ? (int)g.gl_pathc : 0;
+    if (n)
+        globfree(&g);
+    return n;
+}
 
 /* ---- what a store holds ------------------------------------------------- */
 
@@ -238,13 +251,75 @@ static void test_up_to_date_and_replace(void)
     CHECK_MSG_HAS(e, "bad.fa:4:3");
     CHECK(store_open(&s, tmp_path("su"), &e) == 0 && s.hdr->n_bases == 8);
     store_close(&s);
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", tmp_path("su"), (long)getpid());
-    CHECK(access(tmp, F_OK) != 0);
+    CHECK(count_tmp_dirs(tmp_path("su")) == 0);
     /* never replace something that is not a store */
     write_text("notastore", "precious");
     CHECK(prepare(tmp_path("notastore"), paths, 1, NULL, &res, &e) == -1);
     CHECK_MSG_HAS(e, "not a token store");
+}
+
+/* A child that holds an fcntl lock on path until it is told to go (the
+ * owner of a temporary directory, alive on another node); returns its pid
+ * and the pipe that lets it go. */
+static pid_t hold_lock(const char *path, int *release)
+{
+    int ready[2], go[2];
+    CHECK(pipe(ready) == 0 && pipe(go) == 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(go[1]); /* the parent's close is the signal to go */
+        int fd = open(path, O_RDWR | O_CREAT, 0644);
+        struct flock l = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+        char c = fd >= 0 && fcntl(fd, F_SETLK, &l) == 0 ? 'y' : 'n';
+        if (write(ready[1], &c, 1) != 1 || read(go[0], &c, 1) < 0)
+            _exit(1);
+        _exit(0);
+    }
+    char c = 0;
+    CHECK(read(ready[0], &c, 1) == 1 && c == 'y');
+    close(ready[0]);
+    close(ready[1]);
+    close(go[0]);
+    *release = go[1];
+    return pid;
+}
+
+/* prepare removes only temporary directories whose owner is provably dead:
+ * another node's run (its pid means nothing here) was once removed by the
+ * pid check, and the same pid in two PID namespaces shared one name */
+static void test_tmp_dirs_of_others(void)
+{
+    const char *paths[] = {write_text("o.fa", ">o\nACGT\n")};
+    store_prepare_result res;
+    moe_err e = {{0}};
+    char old_style[4200], elsewhere[4200], lock[4300], file[4300];
+    pid_t gone = fork();
+    if (gone == 0)
+        _exit(0);
+    waitpid(gone, NULL, 0); /* a pid nobody here has: as another node's */
+    snprintf(old_style, sizeof old_style, "%s.tmp-%ld", tmp_path("so"), (long)gone);
+    CHECK(mkdir(old_style, 0755) == 0);
+    snprintf(file, sizeof file, "%s/tokens.bin", old_style);
+    CHECK(close(open(file, O_WRONLY | O_CREAT, 0644)) == 0);
+    snprintf(elsewhere, sizeof elsewhere, "%s.tmp-othernode-4242-0badcafe", tmp_path("so"));
+    CHECK(mkdir(elsewhere, 0755) == 0);
+    snprintf(lock, sizeof lock, "%s/owner.lock", elsewhere);
+    int release;
+    pid_t owner = hold_lock(lock, &release);
+    CHECK_MSG(prepare(tmp_path("so"), paths, 1, NULL, &res, &e) == 0, "%s", e.msg);
+    CHECK_MSG(access(file, F_OK) == 0, "%s was removed: another node's run would fail", old_style);
+    CHECK_MSG(access(lock, F_OK) == 0, "%s was removed while its owner lives", elsewhere);
+    CHECK(count_tmp_dirs(tmp_path("so")) == 2); /* and this run's own is gone */
+    /* its owner dies: the next prepare removes it, and only it */
+    close(release);
+    waitpid(owner, NULL, 0);
+    store_prepare_opts o = quiet_opts();
+    o.force = 1;
+    CHECK_MSG(prepare(tmp_path("so"), paths, 1, &o, &res, &e) == 0, "%s", e.msg);
+    CHECK_MSG(access(elsewhere, F_OK) != 0, "%s outlived its owner", elsewhere);
+    CHECK(access(file, F_OK) == 0);
+    CHECK(count_tmp_dirs(tmp_path("so")) == 1);
 }
 
 /* ---- limits and bad inputs ---------------------------------------------- */
@@ -314,6 +389,31 @@ static void test_bad_inputs(void)
     CHECK(inputs_expand(&list, at, NULL, &e) == -1);
     CHECK_MSG_HAS(e, "list.txt:4");
     CHECK_MSG_HAS(e, "missing.fa");
+    path_list_free(&list);
+}
+
+/* every file once, whatever the links: a directory linking to itself is a
+ * loop not followed (it once listed the same file 41 times, until ELOOP;
+ * tests/cli/data.sh has two such links, which never ended), a second name
+ * of a file or of a directory is read once */
+static void test_inputs_links(void)
+{
+    CHECK(mkdir(tmp_path("links"), 0755) == 0);
+    CHECK(mkdir(tmp_path("links/sub"), 0755) == 0);
+    write_text("links/a.fa", ">a\nACGT\n");
+    write_text("links/sub/b.fa", ">b\nACGT\n");
+    CHECK(symlink(".", tmp_path("links/self")) == 0);
+    CHECK(symlink("sub", tmp_path("links/sub2")) == 0);
+    CHECK(link(tmp_path("links/a.fa"), tmp_path("links/hard.fa")) == 0);
+    moe_path_list list = {0};
+    moe_err e = {{0}};
+    CHECK_MSG(inputs_expand(&list, tmp_path("links"), NULL, &e) == 0, "%s", e.msg);
+    CHECK_MSG(list.n == 2, "%zu files listed", list.n);
+    CHECK(list.n >= 1 && !strcmp(list.paths[0], tmp_path("links/a.fa")));
+    CHECK(list.n >= 2 && !strcmp(list.paths[1], tmp_path("links/sub/b.fa")));
+    /* an input naming only files already listed is no error */
+    CHECK_MSG(inputs_expand(&list, tmp_path("links/hard.fa"), NULL, &e) == 0, "%s", e.msg);
+    CHECK(list.n == 2);
     path_list_free(&list);
 }
 
@@ -528,7 +628,9 @@ static void test_feistel_order(void)
     free(seen);
 }
 
-static void blend_run(const char *pack)
+/* Stores of A and of C blended wa : wc over one period: count_a of 4096
+ * draws from the A store. */
+static void blend_run(const char *pack, double wa, double wc, int want_a)
 {
     const char *fa[] = {write_text("ba.fa", ">a\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\n")};
     const char *fc[] = {write_text("bc.fa", ">c\nCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCC\n")};
@@ -536,7 +638,7 @@ static void blend_run(const char *pack)
     moe_err e = {{0}};
     CHECK(prepare(tmp_path("sba"), fa, 1, NULL, &res, &e) == 0);
     CHECK(prepare(tmp_path("sbc"), fc, 1, NULL, &res, &e) == 0);
-    moe_blend_entry bl[2] = {{tmp_path("sba"), 3.0}, {tmp_path("sbc"), 1.0}};
+    moe_blend_entry bl[2] = {{tmp_path("sba"), wa}, {tmp_path("sbc"), wc}};
     moe_data_cfg dc = {.n_blend = 2, .blend = bl, .shuffle = 1};
     snprintf(dc.pack, sizeof dc.pack, "%s", pack);
     moe_dataset *ds = NULL, *again = NULL;
@@ -555,7 +657,8 @@ static void blend_run(const char *pack)
             count_a += is_a;
         }
     }
-    CHECK_MSG(count_a == 3072, "%d of 4096 draws from the 0.75 store", count_a);
+    CHECK_MSG(count_a == want_a, "%d of 4096 draws from the A store (weights %g : %g), expected %d",
+              count_a, wa, wc, want_a);
     /* resume: a cursor taken now continues identically in another dataset */
     CHECK(dataset_seek(again, dataset_cursor(ds), &e) == 0);
     CHECK(dataset_next_train(ds, 8, in, tg, &e) == 0 && dataset_next_train(again, 8, in2, tg2, &e) == 0);
@@ -571,10 +674,26 @@ static void blend_run(const char *pack)
 /* a blend draws its weights' shares and resumes exactly, padded or packed */
 static void test_blend(void)
 {
-    blend_run("padded");
-    blend_run("packed");
+    blend_run("padded", 3.0, 1.0, 3072);
+    blend_run("packed", 3.0, 1.0, 3072);
+    /* weights whose sum overflows a double keep their shares (their sum was
+     * once inf: every draw went to the first store) */
+    blend_run("padded", 1.5e308, 0.5e308, 3072);
+    blend_run("padded", 1e308, 1e308, 2048);
     moe_dataset *ds = NULL;
     moe_err e = {{0}};
+    /* a weight that did not come through the config's checks is refused by name */
+    moe_blend_entry zero[2] = {{tmp_path("sba"), 1.0}, {tmp_path("sbc"), 0.0}};
+    moe_data_cfg dz = {.n_blend = 2, .blend = zero};
+    snprintf(dz.pack, sizeof dz.pack, "padded");
+    CHECK(dataset_open(&ds, &dz, 4, 1, 0, 1, NULL, &e) == -1);
+    CHECK_MSG_HAS(e, "data.blend[1].weight");
+    zero[1].weight = NAN;
+    CHECK(dataset_open(&ds, &dz, 4, 1, 0, 1, NULL, &e) == -1);
+    CHECK_MSG_HAS(e, "data.blend[1].weight");
+    zero[1].weight = INFINITY;
+    CHECK(dataset_open(&ds, &dz, 4, 1, 0, 1, NULL, &e) == -1);
+    CHECK_MSG_HAS(e, "data.blend[1].weight = inf: must be finite");
     moe_blend_entry bl[1] = {{tmp_path("sba"), 1.0}};
     moe_data_cfg dc = {.n_blend = 1, .blend = bl};
     snprintf(dc.pack, sizeof dc.pack, "auto");
@@ -645,8 +764,10 @@ int main(void)
     RUN(test_many_files_in_order);
     RUN(test_spill_and_park);
     RUN(test_up_to_date_and_replace);
+    RUN(test_tmp_dirs_of_others);
     RUN(test_limits);
     RUN(test_bad_inputs);
+    RUN(test_inputs_links);
     RUN(test_damaged_index);
     RUN(test_store_equals_files);
     RUN(test_feistel_order);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../config/config_scale.h"
 #include "fsio.h"
 #include "json.h"
 
@@ -37,8 +38,12 @@ static int fail(const ctx *c, const json_value *at, const char *fmt, ...)
 
 static int is_absent(const json_value *v) { return !v || v->type == JSON_NULL; }
 
-/* An integer >= min; absent/null gives dflt, or an error when required. */
-static int get_int(const ctx *c, const json_value *root, const char *key, int required, int dflt, int min, int *out)
+/* An integer in min..max; absent/null gives dflt, or an error when
+ * required. max is the config schema's limit for the same model.* key
+ * (config_scale.h): a config.json claiming more is refused here, before
+ * anything is sized by it. */
+static int get_int(const ctx *c, const json_value *root, const char *key, int required, int dflt, int min,
+                   int max, const char *model_key, int *out)
 {
     const json_value *v = json_get(root, key);
     if (is_absent(v)) {
@@ -50,8 +55,9 @@ static int get_int(const ctx *c, const json_value *root, const char *key, int re
     if (v->type != JSON_NUMBER || !v->num.is_integer)
         return fail(c, v, "\"%s\" must be an integer, got %s", key,
                     v->type == JSON_NUMBER ? "a fractional number" : json_type_name(v->type));
-    if (v->num.integer < min || v->num.integer > INT_MAX)
-        return fail(c, v, "\"%s\" = %lld is out of range (%d..%d)", key, (long long)v->num.integer, min, INT_MAX);
+    if (v->num.integer < min || v->num.integer > max)
+        return fail(c, v, "\"%s\" = %lld is out of range (%d..%d, the limit of %s)", key,
+                    (long long)v->num.integer, min, max, model_key);
     *out = (int)v->num.integer;
     return 0;
 }
@@ -185,15 +191,18 @@ int hf_config_read(const char *path, moe_model_cfg *out, moe_err *e)
     }
     if (check_unsupported(&c, root) != 0)
         goto done;
-    if (get_int(&c, root, "hidden_size", 1, 0, 1, &m.hidden_size) != 0 ||
-        get_int(&c, root, "intermediate_size", 1, 0, 1, &m.intermediate_size) != 0 ||
-        get_int(&c, root, "num_hidden_layers", 1, 0, 1, &m.num_layers) != 0 ||
-        get_int(&c, root, "num_attention_heads", 1, 0, 1, &m.num_heads) != 0 ||
-        get_int(&c, root, "num_key_value_heads", 0, m.num_heads, 1, &m.num_kv_heads) != 0 ||
-        get_int(&c, root, "num_local_experts", 1, 0, 1, &m.num_experts) != 0 ||
-        get_int(&c, root, "num_experts_per_tok", 1, 0, 1, &m.top_k) != 0 ||
-        get_int(&c, root, "vocab_size", 1, 0, 1, &m.vocab_size) != 0 ||
-        get_int(&c, root, "max_position_embeddings", 0, HF_DEFAULT_MAX_POSITIONS, 1, &m.max_position_embeddings) != 0)
+    if (get_int(&c, root, "hidden_size", 1, 0, 1, MOE_MAX_HIDDEN, "model.hidden_size", &m.hidden_size) != 0 ||
+        get_int(&c, root, "intermediate_size", 1, 0, 1, MOE_MAX_INTERMEDIATE, "model.intermediate_size",
+                &m.intermediate_size) != 0 ||
+        get_int(&c, root, "num_hidden_layers", 1, 0, 1, MOE_MAX_LAYERS, "model.num_layers", &m.num_layers) != 0 ||
+        get_int(&c, root, "num_attention_heads", 1, 0, 1, MOE_MAX_HEADS, "model.num_heads", &m.num_heads) != 0 ||
+        get_int(&c, root, "num_key_value_heads", 0, m.num_heads, 1, MOE_MAX_HEADS, "model.num_kv_heads",
+                &m.num_kv_heads) != 0 ||
+        get_int(&c, root, "num_local_experts", 1, 0, 1, MOE_MAX_EXPERTS, "model.num_experts", &m.num_experts) != 0 ||
+        get_int(&c, root, "num_experts_per_tok", 1, 0, 1, MOE_MAX_EXPERTS, "model.top_k", &m.top_k) != 0 ||
+        get_int(&c, root, "vocab_size", 1, 0, 1, MOE_MAX_VOCAB, "model.vocab_size", &m.vocab_size) != 0 ||
+        get_int(&c, root, "max_position_embeddings", 0, HF_DEFAULT_MAX_POSITIONS, 1, MOE_MAX_POSITIONS,
+                "model.max_position_embeddings", &m.max_position_embeddings) != 0)
         goto done;
     if (m.num_heads % m.num_kv_heads != 0) {
         fail(&c, json_get(root, "num_key_value_heads"), "\"num_key_value_heads\" = %d does not divide \"num_attention_heads\" = %d",
@@ -210,7 +219,8 @@ int hf_config_read(const char *path, moe_model_cfg *out, moe_err *e)
              m.hidden_size, m.num_heads);
         goto done;
     }
-    if (get_int(&c, root, "head_dim", 0, m.hidden_size / m.num_heads, 1, &m.head_dim) != 0 ||
+    if (get_int(&c, root, "head_dim", 0, m.hidden_size / m.num_heads, 1, MOE_MAX_HEAD_DIM, "model.head_dim",
+                &m.head_dim) != 0 ||
         get_double(&c, json_get(root, "rms_norm_eps"), "rms_norm_eps", HF_DEFAULT_RMS_NORM_EPS, 1, &m.rms_norm_eps) != 0 ||
         get_double(&c, json_get(root, "router_aux_loss_coef"), "router_aux_loss_coef", HF_DEFAULT_ROUTER_AUX_LOSS_COEF, 0,
                    &m.router_aux_loss_coef) != 0 ||

@@ -24,6 +24,8 @@
 #define MOE_MAX_MICRO_BATCH 65536
 #define MOE_MAX_EP 1024
 #define MOE_MAX_DP 65536
+/* CPU threads: runtime.threads, moe-train --threads, moe-data --threads */
+#define MOE_MAX_THREADS 1024
 /* tokens of one micro-batch (train.micro_batch_size x train.seq_length) */
 #define MOE_MAX_TOKENS (1 << 24)
 /* ranks of one run (EP x DP) */

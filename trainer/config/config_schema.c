@@ -199,7 +199,7 @@ const config_key config_keys[] = {
     CHOICE_KEY("runtime.backend", runtime.backend, backend_choices, "auto",
                "compute backend; auto = cuda when a GPU is usable, else cpu"),
     /* libgomp crashes on a team of 65536; no node has more than 1024 CPUs. */
-    INT_KEY("runtime.threads", runtime.threads, BETWEEN(0, 1024), "0",
+    INT_KEY("runtime.threads", runtime.threads, BETWEEN(0, MOE_MAX_THREADS), "0",
             "CPU threads, at most 1024; 0 = the OpenMP default"),
     STRING_KEY("runtime.fp8_gemms", runtime.fp8_gemms, "fprop,dgrad,wgrad",
                "which expert GEMMs fp8_block and mxfp8 run in FP8: a comma list of fprop, "

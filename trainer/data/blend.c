@@ -10,12 +10,16 @@
 #include <math.h>
 #include <string.h>
 
-static void quotas(data_blend *b, const data_part *parts, int n, double total)
+/* share[d]: part d's weight over the largest (0..1], so their sum cannot
+ * overflow whatever the weights. */
+static void quotas(data_blend *b, const double *share, int n)
 {
-    double rem[256];
+    double rem[256], total = 0;
     uint32_t used = 0;
+    for (int d = 0; d < n; d++)
+        total += share[d];
     for (int d = 0; d < n; d++) {
-        double exact = parts[d].weight / total * BLEND_PERIOD;
+        double exact = share[d] / total * BLEND_PERIOD;
         b->quota[d] = (uint32_t)floor(exact);
         if (b->quota[d] == 0)
             b->quota[d] = 1;
@@ -47,11 +51,18 @@ int blend_build(data_blend *b, const data_part *parts, int n, moe_err *e)
         return moe_errf(e, "data.blend: %d stores, need 1..256", n);
     if (n > BLEND_PERIOD)
         return moe_errf(e, "data.blend: too many stores");
-    double total = 0;
+    double max = 0, share[256];
+    for (int d = 0; d < n; d++) {
+        double w = parts[d].weight;
+        if (!(w > 0) || !isfinite(w))
+            return moe_errf(e, "data.blend[%d].weight = %g: must be finite and > 0", d, w);
+        if (w > max)
+            max = w;
+    }
     for (int d = 0; d < n; d++)
-        total += parts[d].weight;
+        share[d] = parts[d].weight / max;
     memset(b, 0, sizeof *b);
-    quotas(b, parts, n, total);
+    quotas(b, share, n);
     uint32_t taken[256] = {0};
     for (uint32_t i = 0; i < BLEND_PERIOD; i++) {
         int best = 0;

@@ -67,6 +67,17 @@ out:
     return h;
 }
 
+/* A blend weight in the fingerprint: weight x 1e9 as it always was, its
+ * bits where that would not fit 64 bits (the conversion would be undefined). */
+static uint64_t weight_word(double weight)
+{
+    if (weight * 1e9 < 18446744073709551615.0)
+        return (uint64_t)(weight * 1e9);
+    uint64_t bits;
+    memcpy(&bits, &weight, sizeof bits);
+    return bits;
+}
+
 /* Identifies what positions in the order mean: the tokens, the window
  * layout, the seed and whether it shuffles. Augmentation and masking are
  * left out: changing them on resume is a legitimate choice. */
@@ -81,7 +92,7 @@ static uint64_t fingerprint(const moe_dataset *ds)
         const data_part *p = &ds->parts[d];
         if (p->mapped) { /* the store's checksum stands for its tokens */
             h = rng_hash3(h, p->store.hdr->tokens_crc32, p->n_tokens);
-            h = rng_hash3(h, (uint64_t)(p->weight * 1e9), (uint64_t)ds->n_parts);
+            h = rng_hash3(h, weight_word(p->weight), (uint64_t)ds->n_parts);
             continue;
         }
         uint64_t i = 0, word;
@@ -139,8 +150,9 @@ static int check_settings(const moe_data_cfg *dc, int seq_length, int dp_rank, i
     if (dc->n_files < 1 && !dc->store[0] && !dc->n_blend)
         return moe_errf(e, "data.files is empty: name at least one FASTA file (or set data.store)");
     for (int i = 0; i < dc->n_blend; i++)
-        if (!(dc->blend[i].weight > 0))
-            return moe_errf(e, "data.blend[%d].weight = %g: must be > 0", i, dc->blend[i].weight);
+        if (!(dc->blend[i].weight > 0) || !isfinite(dc->blend[i].weight))
+            return moe_errf(e, "data.blend[%d].weight = %g: must be finite and > 0", i,
+                            dc->blend[i].weight);
     return 0;
 }
 

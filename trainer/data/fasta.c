@@ -1,4 +1,4 @@
-/* FASTA reader: plain or gzip (zlib reads both through gzread), in 1 MiB
+/* FASTA reader: plain or gzip (gz_source.h), in 1 MiB
  * chunks, one table lookup per byte. fasta_read gathers a record's sequence
  * in one growing buffer and hands over whole records; fasta_stream hands the
  * bases over chunk by chunk, so its memory stays bounded whatever the record
@@ -14,7 +14,8 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
+
+#include "gz_source.h"
 
 #define FASTA_CHUNK (1u << 20)
 /* Longer headers are cut here; the rest of the line is still read. */
@@ -269,19 +270,17 @@ static int parse_chunk(fasta_reader *r, const unsigned char *buf, size_t n, moe_
     return 0;
 }
 
-static int read_all(fasta_reader *r, gzFile gz, unsigned char *buf, moe_err *e)
+static int read_all(fasta_reader *r, gz_source *gz, unsigned char *buf, moe_err *e)
 {
     for (;;) {
         if (reserve(r, r->len + FASTA_CHUNK, e) < 0)
             return -1;
-        int n = gzread(gz, buf, FASTA_CHUNK);
-        int errnum = Z_OK;
-        const char *zmsg = gzerror(gz, &errnum);
-        if (n < 0 || (errnum != Z_OK && errnum != Z_STREAM_END)) {
-            if (errnum == Z_ERRNO)
-                return moe_err_errno(e, errno, "%s: read error near line %" PRIu64, r->path, r->line);
-            return moe_errf(e, "%s: read error near line %" PRIu64 ": %s (corrupt or truncated gzip?)",
-                            r->path, r->line, zmsg);
+        long n = gz_source_read(gz, buf, FASTA_CHUNK, e);
+        if (n < 0) {
+            char what[MOE_ERR_LEN];
+            snprintf(what, sizeof what, "%s", e ? e->msg : "");
+            return moe_errf(e, "%s: read error near line %" PRIu64 ": %s%s", r->path, r->line, what,
+                            gz->gzip ? " (corrupt or truncated gzip?)" : "");
         }
         if (n == 0)
             return 0;
@@ -296,7 +295,7 @@ static int read_all(fasta_reader *r, gzFile gz, unsigned char *buf, moe_err *e)
         r->offset += (uint64_t)n - skip;
         if (r->stream && (flush_bases(r, e) < 0 ||
                           (r->stream->progress &&
-                           r->stream->progress((uint64_t)gzoffset(gz), r->offset, r->ctx, e) < 0)))
+                           r->stream->progress(gz_source_offset(gz), r->offset, r->ctx, e) < 0)))
             return -1;
     }
 }
@@ -325,8 +324,8 @@ static int read_file(const char *path, moe_fasta_record_fn fn, const moe_fasta_s
         return -1;
     fasta_reader *r = calloc(1, sizeof *r);
     unsigned char *buf = malloc(FASTA_CHUNK);
-    gzFile gz = NULL;
-    int rc = -1, fd = -1;
+    gz_source gz;
+    int rc = -1, fd = -1, gz_open = 0;
     if (!r || !buf) {
         moe_errf(e, "%s: out of memory for the read buffers", path);
         goto out;
@@ -346,14 +345,18 @@ static int read_file(const char *path, moe_fasta_record_fn fn, const moe_fasta_s
         goto out;
     }
     posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-    gz = gzdopen(dup(fd), "rb");
-    if (!gz) {
-        moe_err_errno(e, errno ? errno : ENOMEM, "%s: cannot open FASTA file", path);
+    int gz_fd = dup(fd);
+    if (gz_fd < 0) {
+        moe_err_errno(e, errno, "%s: cannot open FASTA file", path);
         goto out;
     }
-    gzbuffer(gz, 1u << 18);
-    if (read_all(r, gz, buf, e) < 0)
+    gz_open = 1;
+    if (gz_source_open(&gz, gz_fd, path, e) < 0 || read_all(r, &gz, buf, e) < 0)
         goto out;
+    if (gz.trailing)
+        fprintf(stderr, "%s: warning: %s: %" PRIu64 " bytes after the last gzip member are not "
+                "gzip data: ignored (a damaged or overwritten file?)\n",
+                program_invocation_short_name, path, gz.trailing);
     if (r->offset == 0) {
         moe_errf(e, "%s: empty file (expected FASTA: '>' header lines followed by sequence)", path);
         goto out;
@@ -369,8 +372,8 @@ static int read_file(const char *path, moe_fasta_record_fn fn, const moe_fasta_s
     }
     rc = 0;
 out:
-    if (gz)
-        gzclose(gz);
+    if (gz_open)
+        gz_source_close(&gz);
     if (fd >= 0) {
         posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
         close(fd);

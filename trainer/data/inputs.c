@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <glob.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,24 +20,99 @@ void path_list_free(moe_path_list *list)
 {
     for (size_t i = 0; i < list->n; i++)
         free(list->paths[i]);
+    for (size_t i = 0; i < list->n_dirs; i++)
+        free(list->dir_names[i]);
     free(list->paths);
+    free(list->dir_names);
+    free(list->seen);
     memset(list, 0, sizeof *list);
 }
 
-static int push(moe_path_list *list, const char *path, moe_err *e)
+static int grow(char ***names, size_t n, size_t *cap, moe_err *e)
 {
-    if (list->n == list->cap) {
-        size_t cap = list->cap ? 2 * list->cap : 64;
-        char **p = realloc(list->paths, cap * sizeof *p);
-        if (!p)
-            return moe_errf(e, "out of memory for %zu input paths", cap);
-        list->paths = p;
-        list->cap = cap;
-    }
+    if (n < *cap)
+        return 0;
+    size_t c = *cap ? 2 * *cap : 64;
+    char **p = realloc(*names, c * sizeof *p);
+    if (!p)
+        return moe_errf(e, "out of memory for %zu input paths", c);
+    *names = p;
+    *cap = c;
+    return 0;
+}
+
+/* Append a name, with no identity check (a directory's entries before
+ * sorting). */
+static int push_name(moe_path_list *list, const char *path, moe_err *e)
+{
+    if (grow(&list->paths, list->n, &list->cap, e) < 0)
+        return -1;
     if (!(list->paths[list->n] = strdup(path)))
         return moe_errf(e, "out of memory for input paths");
     list->n++;
     return 0;
+}
+
+static size_t seen_slot(const moe_path_list *list, dev_t dev, ino_t ino)
+{
+    uint64_t h = ((uint64_t)dev * 0x9e3779b97f4a7c15ull) ^ (uint64_t)ino;
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 32;
+    size_t i = (size_t)h & (list->seen_cap - 1);
+    while (list->seen[i].used && (list->seen[i].dev != dev || list->seen[i].ino != ino))
+        i = (i + 1) & (list->seen_cap - 1);
+    return i;
+}
+
+/* The name st's file or directory was first taken under, if it was; else
+ * NULL, and st is recorded as taken, its name at index `first`. */
+static const char *seen_before(moe_path_list *list, const struct stat *st, int is_dir,
+                               size_t first, moe_err *e, int *failed)
+{
+    *failed = 0;
+    if (2 * (list->n_seen + 1) > list->seen_cap) {
+        size_t cap = list->seen_cap ? 2 * list->seen_cap : 256;
+        moe_seen_entry *old = list->seen, *grown = calloc(cap, sizeof *grown);
+        if (!grown) {
+            *failed = 1;
+            moe_errf(e, "out of memory for %zu input paths", cap);
+            return NULL;
+        }
+        size_t old_cap = list->seen_cap;
+        list->seen = grown;
+        list->seen_cap = cap;
+        for (size_t i = 0; i < old_cap; i++)
+            if (old[i].used)
+                list->seen[seen_slot(list, old[i].dev, old[i].ino)] = old[i];
+        free(old);
+    }
+    size_t i = seen_slot(list, st->st_dev, st->st_ino);
+    const moe_seen_entry *s = &list->seen[i];
+    if (s->used)
+        return s->is_dir ? list->dir_names[s->first] : list->paths[s->first];
+    list->seen[i] = (moe_seen_entry){st->st_dev, st->st_ino, first, is_dir, 1};
+    list->n_seen++;
+    return NULL;
+}
+
+/* Append a file, unless another name of it is in the list already. */
+static int push(moe_path_list *list, const char *path, const struct stat *st, moe_err *e)
+{
+    int failed;
+    list->n_named++;
+    const char *prev = seen_before(list, st, 0, list->n, e, &failed);
+    if (failed)
+        return -1;
+    if (prev && !strcmp(prev, path))
+        fprintf(stderr, "%s: warning: %s is named more than once: read once\n",
+                program_invocation_short_name, path);
+    else if (prev)
+        fprintf(stderr, "%s: warning: %s is the same file as %s (a link?): read once\n",
+                program_invocation_short_name, path, prev);
+    if (prev)
+        return 0;
+    return push_name(list, path, e);
 }
 
 int inputs_is_fasta_name(const char *name)
@@ -58,8 +134,47 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* The directories from an input down to the one being scanned. */
+typedef struct dir_frame {
+    dev_t dev;
+    ino_t ino;
+    const char *path;
+    const struct dir_frame *up;
+} dir_frame;
+
+static int scan_dir(moe_path_list *list, const char *dir, const dir_frame *frame, moe_err *e);
+
+/* Scan dir unless it is one of the directories above it (a symlink loop)
+ * or was scanned already under another name. */
+static int enter_dir(moe_path_list *list, const char *dir, const struct stat *st,
+                     const dir_frame *up, moe_err *e)
+{
+    for (const dir_frame *f = up; f; f = f->up)
+        if (f->dev == st->st_dev && f->ino == st->st_ino) {
+            fprintf(stderr, "%s: warning: %s leads back to %s (a symlink loop): not followed\n",
+                    program_invocation_short_name, dir, f->path);
+            return 0;
+        }
+    int failed;
+    const char *prev = seen_before(list, st, 1, list->n_dirs, e, &failed);
+    if (failed)
+        return -1;
+    if (prev) {
+        fprintf(stderr, "%s: warning: %s is the same directory as %s (a link?): read once\n",
+                program_invocation_short_name, dir, prev);
+        return 0;
+    }
+    if (grow(&list->dir_names, list->n_dirs, &list->dirs_cap, e) < 0)
+        return -1;
+    if (!(list->dir_names[list->n_dirs] = strdup(dir)))
+        return moe_errf(e, "out of memory scanning %s", dir);
+    list->n_dirs++;
+    dir_frame frame = {st->st_dev, st->st_ino, dir, up};
+    return scan_dir(list, dir, &frame, e);
+}
+
 /* Every FASTA file under dir, sorted by path; hidden entries skipped. */
-static int scan_dir(moe_path_list *list, const char *dir, moe_err *e)
+static int scan_dir(moe_path_list *list, const char *dir, const dir_frame *frame, moe_err *e)
 {
     DIR *d = opendir(dir);
     if (!d)
@@ -79,7 +194,7 @@ static int scan_dir(moe_path_list *list, const char *dir, moe_err *e)
         struct stat st;
         if (stat(path, &st) == 0 && (S_ISDIR(st.st_mode) ||
                                       (S_ISREG(st.st_mode) && inputs_is_fasta_name(de->d_name))))
-            rc = push(&here, path, e);
+            rc = push_name(&here, path, e);
         free(path);
     }
     closedir(d);
@@ -87,10 +202,10 @@ static int scan_dir(moe_path_list *list, const char *dir, moe_err *e)
         qsort(here.paths, here.n, sizeof *here.paths, cmp_str);
     for (size_t i = 0; !rc && i < here.n; i++) {
         struct stat st;
-        if (stat(here.paths[i], &st) == 0 && S_ISDIR(st.st_mode))
-            rc = scan_dir(list, here.paths[i], e);
-        else
-            rc = push(list, here.paths[i], e);
+        if (stat(here.paths[i], &st) != 0)
+            continue; /* gone since the listing */
+        rc = S_ISDIR(st.st_mode) ? enter_dir(list, here.paths[i], &st, frame, e)
+                                 : push(list, here.paths[i], &st, e);
     }
     path_list_free(&here);
     return rc;
@@ -188,7 +303,7 @@ static int expand(moe_path_list *list, const char *input, const char *fallback_d
         return read_list(list, input + 1, fallback_dir, depth, e);
     struct stat st;
     if (stat(input, &st) == 0)
-        return S_ISDIR(st.st_mode) ? scan_dir(list, input, e) : push(list, input, e);
+        return S_ISDIR(st.st_mode) ? enter_dir(list, input, &st, NULL, e) : push(list, input, &st, e);
     if (strpbrk(input, "*?["))
         return expand_glob(list, input, depth, e);
     return moe_err_errno(e, errno, "%s: cannot open FASTA file", input);
@@ -196,10 +311,10 @@ static int expand(moe_path_list *list, const char *input, const char *fallback_d
 
 int inputs_expand(moe_path_list *list, const char *input, const char *fallback_dir, moe_err *e)
 {
-    size_t before = list->n;
+    size_t before = list->n_named;
     if (expand(list, input, fallback_dir, 0, e) < 0)
         return -1;
-    if (list->n == before)
+    if (list->n_named == before)
         return moe_errf(e, "'%s': no FASTA files (directories are searched for .fa, .fasta, .fna, "
                         ".ffn, .frn, .fas, each optionally .gz)", input);
     return 0;

@@ -1,5 +1,6 @@
 /* Where a dataset's tokens come from: data.files read into memory (small
- * inputs: directories, globs and @lists expanded, no cap on the count), or
+ * inputs: directories, globs and @lists expanded, no cap on the count of
+ * files, FILES_MAX_TOKENS in all), or
  * token stores mapped read-only (data.store, data.blend): nothing of a
  * store is copied, so start-up and memory do not grow with the corpus. */
 #include "data_internal.h"
@@ -10,6 +11,7 @@
 #include <string.h>
 
 #include "inputs.h"
+#include "store.h"
 
 static int reserve(void **p, uint64_t *cap, uint64_t need, size_t elem, const char *path,
                    moe_err *e)
@@ -28,24 +30,77 @@ static int reserve(void **p, uint64_t *cap, uint64_t need, size_t elem, const ch
     return 0;
 }
 
-/* fasta_read callback: append the record's tokens (BOS, bases, EOS). */
-static int add_record(const moe_fasta_record *rec, void *ctx, moe_err *e)
+/* data.files are copied into every rank's memory: past this many tokens a
+ * store (moe-data prepare: mapped, shared by the ranks of a node, no copy)
+ * is the way, and a gzip bomb stops here instead of at the OOM killer. */
+#define FILES_MAX_TOKENS (1ull << 30)
+
+typedef struct {
+    data_part *p;
+    const char *path;
+    const store_prepare_opts *limits; /* prepare's gzip inflate check, the same numbers */
+    int rec_open;
+    uint64_t rec_start;
+} files_reader;
+
+static int too_large(const files_reader *r, moe_err *e)
 {
-    data_part *p = ctx;
-    uint64_t start = p->n_tokens, len = (uint64_t)rec->len + MOE_TOK_RECORD_OVERHEAD;
-    if (reserve((void **)&p->own_tokens, &p->tokens_cap, start + len, 1, rec->path, e) < 0 ||
-        reserve((void **)&p->own_records, &p->records_cap, p->n_records + 1,
-                sizeof(data_record), rec->path, e) < 0)
+    return moe_errf(e, "%s: data.files would hold more than %llu Mi tokens in memory on every rank: "
+                    "prepare a token store (moe-data prepare --out STORE INPUT...) and set "
+                    "data.store = \"STORE\"", r->path, FILES_MAX_TOKENS >> 20);
+}
+
+/* fasta_stream callbacks: each record's tokens (BOS, bases, EOS) appended
+ * as its bases arrive, so a record is never held twice. */
+static int on_bases(const moe_fasta_record *rec, const uint8_t *seq, size_t n, void *ctx, moe_err *e)
+{
+    files_reader *r = ctx;
+    data_part *p = r->p;
+    uint64_t start = p->n_tokens, need = start + n + 2; /* room for a BOS and the EOS */
+    if (need > FILES_MAX_TOKENS)
+        return too_large(r, e);
+    if (reserve((void **)&p->own_tokens, &p->tokens_cap, need, 1, rec->path, e) < 0)
         return -1;
-    uint8_t *t = p->own_tokens + start;
-    t[0] = MOE_TOK_BOS;
-    tok_encode(rec->seq, t + 1, rec->len);
-    t[len - 1] = MOE_TOK_EOS;
-    p->own_records[p->n_records++] = (data_record){.offset = start, .length = len};
-    p->n_tokens += len;
-    p->n_bases += rec->len;
+    if (!r->rec_open) {
+        r->rec_open = 1;
+        r->rec_start = start;
+        p->own_tokens[p->n_tokens++] = MOE_TOK_BOS;
+    }
+    tok_encode(seq, p->own_tokens + p->n_tokens, n);
+    p->n_tokens += n;
+    p->n_bases += n;
     return 0;
 }
+
+static int on_record_end(const moe_fasta_record *rec, void *ctx, moe_err *e)
+{
+    files_reader *r = ctx;
+    data_part *p = r->p;
+    if (reserve((void **)&p->own_records, &p->records_cap, p->n_records + 1, sizeof(data_record),
+                rec->path, e) < 0)
+        return -1;
+    p->own_tokens[p->n_tokens++] = MOE_TOK_EOS; /* on_bases left room for it */
+    p->own_records[p->n_records++] =
+        (data_record){.offset = r->rec_start, .length = p->n_tokens - r->rec_start};
+    r->rec_open = 0;
+    return 0;
+}
+
+static int on_progress(uint64_t file_bytes, uint64_t text_bytes, void *ctx, moe_err *e)
+{
+    const files_reader *r = ctx;
+    double ratio = r->limits->max_inflate_ratio;
+    if (ratio > 0 && text_bytes > r->limits->inflate_check_after &&
+        text_bytes > ratio * (double)file_bytes)
+        return moe_errf(e, "%s: %llu MB of text from %llu MB of gzip, more than %gx: a "
+                        "decompression bomb? stopped (moe-data prepare --max-inflate-ratio "
+                        "takes such files into a store, if they are real)", r->path,
+                        (unsigned long long)(text_bytes >> 20),
+                        (unsigned long long)(file_bytes >> 20), ratio);
+    return 0;
+}
+
+static const moe_fasta_stream FILES_STREAM = {on_bases, on_record_end, on_progress};
 
 static int open_files(data_part *p, const moe_data_cfg *dc, const char *data_dir, moe_err *e)
 {
@@ -61,14 +116,18 @@ static int open_files(data_part *p, const moe_data_cfg *dc, const char *data_dir
             goto out;
         }
     }
-    for (size_t i = 0; i < list.n; i++)
-        if (fasta_read(list.paths[i], add_record, p, e) < 0) {
+    store_prepare_opts limits;
+    store_prepare_defaults(&limits);
+    for (size_t i = 0; i < list.n; i++) {
+        files_reader r = {.p = p, .path = list.paths[i], .limits = &limits};
+        if (fasta_stream(list.paths[i], &FILES_STREAM, &r, e) < 0) {
             if (list.n == (size_t)dc->n_files) /* one file per entry: name the entry */
                 moe_err_prefix(e, "data.files[%zu]", i);
             else
                 moe_err_prefix(e, "data.files");
             goto out;
         }
+    }
     p->n_files = list.n;
     p->tokens = p->own_tokens;
     rc = 0;

@@ -1,7 +1,9 @@
 /* moe-data prepare around the workers: the inputs' sizes and dates, the
- * up-to-date check, the temporary directory, the index, and the rename that
- * makes a finished store appear at once. */
+ * up-to-date check, the temporary directory (store_tmp.h: its own name and
+ * owner lock, so concurrent prepares never remove each other's), the index,
+ * and the rename that makes a finished store appear at once. */
 #include "store_prepare.h"
+#include "store_tmp.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -15,7 +17,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define TMP_TAG ".tmp-"
 
 static int stat_inputs(prep *p, moe_err *e)
 {
@@ -62,23 +63,6 @@ static int up_to_date(const prep *p, const char *dir)
     return same;
 }
 
-/* Remove a directory holding only files (a store or its temporary). */
-static void remove_flat_dir(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *de;
-    char path[PATH_MAX + 256];
-    while ((de = readdir(d)))
-        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
-            snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-            unlink(path);
-        }
-    closedir(d);
-    rmdir(dir);
-}
-
 /* out may be replaced only when it is a store (or a damaged one): a
  * directory holding nothing but a store's files. */
 static int check_replaceable(const char *out, moe_err *e)
@@ -104,35 +88,6 @@ static int check_replaceable(const char *out, moe_err *e)
     return rc;
 }
 
-/* Temporary directories of runs that were killed: <out>.tmp-<pid> whose
- * process is gone. */
-static void remove_stale_tmp(const char *out)
-{
-    char parent[PATH_MAX], prefix[PATH_MAX], path[PATH_MAX * 2];
-    const char *slash = strrchr(out, '/');
-    snprintf(parent, sizeof parent, "%.*s", slash ? (int)(slash - out) : 1, slash ? out : ".");
-    if (slash == out)
-        snprintf(parent, sizeof parent, "/");
-    snprintf(prefix, sizeof prefix, "%s" TMP_TAG, slash ? slash + 1 : out);
-    DIR *d = opendir(parent);
-    if (!d)
-        return;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (strncmp(de->d_name, prefix, strlen(prefix)) != 0)
-            continue;
-        char *end;
-        long pid = strtol(de->d_name + strlen(prefix), &end, 10);
-        if (*end || pid <= 0 || pid == (long)getpid())
-            continue;
-        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
-            continue; /* its run is still going (or belongs to someone else) */
-        snprintf(path, sizeof path, "%s/%s", parent, de->d_name);
-        remove_flat_dir(path);
-    }
-    closedir(d);
-}
-
 static int open_out(const char *dir, const char *name, char *path, size_t cap, moe_err *e)
 {
     snprintf(path, cap, "%s/%s", dir, name);
@@ -144,10 +99,10 @@ static int open_out(const char *dir, const char *name, char *path, size_t cap, m
 
 static int make_tmp(prep *p, const char *out, moe_err *e)
 {
-    snprintf(p->tmp_dir, sizeof p->tmp_dir, "%s" TMP_TAG "%ld", out, (long)getpid());
-    remove_flat_dir(p->tmp_dir);
-    if (mkdir(p->tmp_dir, 0755) != 0)
-        return moe_err_errno(e, errno, "cannot create %s", p->tmp_dir);
+    if (store_tmp_create(out, p->tmp_dir, sizeof p->tmp_dir, &p->lock_fd, e) < 0) {
+        p->tmp_dir[0] = '\0';
+        return -1;
+    }
     if ((p->tok_fd = open_out(p->tmp_dir, STORE_TOKENS_FILE, p->tok_path, sizeof p->tok_path, e)) < 0 ||
         (p->rec_fd = open_out(p->tmp_dir, "records.tmp", p->rec_path, sizeof p->rec_path, e)) < 0 ||
         (p->names_fd = open_out(p->tmp_dir, "names.tmp", p->names_path, sizeof p->names_path, e)) < 0)
@@ -261,13 +216,14 @@ static int publish(prep *p, const char *out, moe_err *e)
         return moe_err_errno(e, errno, "cannot write %s", p->tok_path);
     unlink(p->rec_path);
     unlink(p->names_path);
+    store_tmp_disown(p->tmp_dir);
     if (rename(p->tmp_dir, out) == 0)
         return 0;
     if (errno != ENOTEMPTY && errno != EEXIST)
         return moe_err_errno(e, errno, "cannot rename %s to %s", p->tmp_dir, out);
     if (renameat2(AT_FDCWD, p->tmp_dir, AT_FDCWD, out, RENAME_EXCHANGE) != 0)
         return moe_err_errno(e, errno, "cannot replace %s with %s", out, p->tmp_dir);
-    remove_flat_dir(p->tmp_dir); /* now the old store */
+    store_remove_flat_dir(p->tmp_dir); /* now the old store */
     return 0;
 }
 
@@ -282,7 +238,7 @@ static int run(prep *p, const char *out, moe_err *e)
 {
     if (check_replaceable(out, e) < 0)
         return -1;
-    remove_stale_tmp(out);
+    store_tmp_remove_stale(out);
     if (make_tmp(p, out, e) < 0)
         return -1;
     int threads = p->o->threads > 0 ? p->o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -301,7 +257,8 @@ int store_prepare(const char *out_dir, const char *const *paths, size_t n,
     memset(res, 0, sizeof *res);
     if (n == 0)
         return moe_errf(e, "no input files");
-    prep p = {.paths = paths, .n = n, .o = o, .tok_fd = -1, .rec_fd = -1, .names_fd = -1};
+    prep p = {.paths = paths, .n = n, .o = o, .tok_fd = -1, .rec_fd = -1, .names_fd = -1,
+              .lock_fd = -1};
     p.t_start = prep_now();
     p.files = calloc(n, sizeof *p.files);
     if (!p.files)
@@ -319,7 +276,8 @@ int store_prepare(const char *out_dir, const char *const *paths, size_t n,
         close_fd(&p.rec_fd);
         close_fd(&p.names_fd);
         if (rc < 0 && p.tmp_dir[0])
-            remove_flat_dir(p.tmp_dir);
+            store_remove_flat_dir(p.tmp_dir);
+        close_fd(&p.lock_fd); /* after the directory is gone or published */
         res->n_records = p.n_records;
         res->n_bases = p.n_bases;
     }

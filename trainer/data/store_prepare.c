@@ -7,7 +7,8 @@
  * finished early is parked (its tokens in memory, spilled past the buffer)
  * and its worker goes on with another job, 2 per worker; whoever commits the
  * file ahead commits the parked ones that follow. Everything is written
- * under <out>.tmp-<pid> and renamed into place at the end (store_dir.c). */
+ * under <out>.tmp-<host>-<pid>-<random> and renamed into place at the end
+ * (store_dir.c, store_tmp.c). */
 #include "store_prepare.h"
 
 #include <errno.h>

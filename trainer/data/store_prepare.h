@@ -40,6 +40,7 @@ struct prep {
     const store_prepare_opts *o;
     char tmp_dir[4200], tok_path[4300], rec_path[4300], names_path[4300];
     int tok_fd, rec_fd, names_fd;
+    int lock_fd;               /* the temporary directory's owner lock (store_tmp.h) */
     store_file *files;         /* n entries: size and mtime up front, the rest at commit */
     uint64_t paths_size;       /* the names table starts with the file paths */
     uint64_t input_bytes;      /* sum of file sizes */

@@ -126,6 +126,11 @@ static int parse_args(int argc, char **argv, export_args *a)
                 EXPORT_USAGE);
         return MOE_EXIT_USAGE;
     }
+    if (!o.checkpoint[0] || !o.out[0]) { /* refused now, not after the whole export */
+        fprintf(stderr, "moe-train export: %s is empty: name a directory\n",
+                o.out[0] ? "--checkpoint" : "--out");
+        return MOE_EXIT_USAGE;
+    }
     if (parse_size(o.max_shard_size, &a->o.max_shard_bytes)) {
         fprintf(stderr, "moe-train export: --max-shard-size '%s' is not a size like 5GB\n",
                 o.max_shard_size);

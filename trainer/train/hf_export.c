@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,6 +108,12 @@ static int write_tensor(shard_set *s, const shard_tensor *t, const hf_export_opt
         sl.count = k;
         if (shard_set_fill(s, &one, o->staging, half, e))
             return -1;
+        /* a diverged model is no model to hand on: transformers would load it without a word */
+        for (uint64_t i = 0; i < k; i++)
+            if (!isfinite(chunk[i]))
+                return moe_errf(e, "%s: element %llu is %s: refusing to export weights that are not "
+                                "finite (a diverged run? export an earlier checkpoint)", t->name,
+                                (unsigned long long)(at + i), isnan(chunk[i]) ? "NaN" : "infinite");
         size_t bytes = (size_t)k * sizeof(float);
         if (o->dtype == ST_BF16) { /* in place: element i's 2 bytes lie below element i's 4 */
             uint16_t *h = (uint16_t *)chunk;

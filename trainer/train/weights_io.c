@@ -142,6 +142,47 @@ static int is_optimizer_tensor(const char *name)
     return !strncmp(name, "exp_avg.", 8) || !strncmp(name, "exp_avg_sq.", 11);
 }
 
+/* Hugging Face tensors a model of cfg's shape with `layers` layers has. */
+static int tensors_of(const moe_model_cfg *cfg, int layers, long long *out, moe_err *e)
+{
+    moe_model_cfg c = *cfg;
+    c.num_layers = layers;
+    moe_model m;
+    memset(&m, 0, sizeof m);
+    m.d = trainer_model_dims(&c);
+    m.ep_size = 1;
+    m.E_local = m.d.E;
+    if (params_layout(&m, e))
+        return -1;
+    *out = 0;
+    for (int i = 0; i < m.n_params; i++)
+        *out += m.params[i].n_experts > 0 ? m.params[i].n_experts : 1;
+    free(m.params);
+    free(m.spans);
+    return 0;
+}
+
+/* The count of tensors config.json implies against the count the
+ * safetensors headers hold, before the model's layout is made: that layout
+ * grows with num_hidden_layers, and a config.json claiming millions of
+ * layers made it gigabytes before a single tensor was compared. The
+ * headers' tensors are bounded by the files themselves. */
+static int check_tensor_count(const shard_set *s, const moe_model_cfg *cfg, const char *dir, int exact,
+                              moe_err *e)
+{
+    long long one, two;
+    if (tensors_of(cfg, 1, &one, e) || tensors_of(cfg, 2, &two, e))
+        return -1;
+    long long per_layer = two - one, implied = one + per_layer * (cfg->num_layers - 1), held = 0;
+    for (int i = 0; i < shard_set_count(s); i++)
+        held += !is_optimizer_tensor(shard_set_tensor(s, i)->name);
+    if (held < implied || (exact && held != implied))
+        return moe_errf(e, "%s holds %lld model tensors but its config.json (%d layers of %lld, %d "
+                        "experts) implies %lld: the weights and config.json disagree", dir, held,
+                        cfg->num_layers, per_layer, cfg->num_experts, implied);
+    return 0;
+}
+
 int weights_check(const char *dir, const moe_model_cfg *want, moe_model_cfg *got, int exact,
                   moe_err *e)
 {
@@ -156,9 +197,11 @@ int weights_check(const char *dir, const moe_model_cfg *want, moe_model_cfg *got
     full.ep_size = 1;
     full.E_local = full.d.E;
     shard_set *s = NULL;
-    int rc = params_layout(&full, e);
+    int rc = shard_set_open(dir, &s, e);
     if (!rc)
-        rc = shard_set_open(dir, &s, e);
+        rc = check_tensor_count(s, got, dir, exact, e);
+    if (!rc)
+        rc = params_layout(&full, e);
     check_ctx c = {s, dir, 0};
     if (!rc)
         rc = foreach_tensor(&full, check_one, &c, e);
