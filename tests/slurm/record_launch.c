@@ -5,16 +5,28 @@
  * $RECORD_LAUNCH_DIR/launch.<MOE_RANK> with one "argv[i]=..." line per
  * argument, then "env NAME=value" for the MOE_*, CUDA_* and SLURM_PROCID
  * variables, and its CPU affinity, and exits 0. Without RECORD_LAUNCH_DIR it
- * prints the same to stdout. */
+ * prints the same to stdout.
+ *
+ * The plugin also asks its trainer= questions (`query --config-facts`,
+ * `query --plan-fit`, plugin/planner.h) before it starts it; this stand-in
+ * hands those to the build's moe-train (RECORD_LAUNCH_TRAINER), which
+ * answers them as the installed one would. */
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 extern char **environ;
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "query") == 0) {
+        argv[0] = RECORD_LAUNCH_TRAINER;
+        execv(RECORD_LAUNCH_TRAINER, argv);
+        perror(RECORD_LAUNCH_TRAINER);
+        return 127;
+    }
     const char *dir = getenv("RECORD_LAUNCH_DIR");
     const char *rank = getenv("MOE_RANK");
     FILE *out = stdout;
