@@ -48,7 +48,8 @@ endif
 # A stand-in trainer that records the launch contract, for tests/slurm/; it
 # hands `query` (the plugin's questions) to the build's moe-train.
 PLUGIN_RECORD_LAUNCH := $(B)/tests/slurm/record_launch
-$(call obj,tests/slurm/record_launch.c): CFLAGS += -DRECORD_LAUNCH_TRAINER='"$(abspath $(B)/bin/moe-train)"'
+$(call obj,tests/slurm/record_launch.c): CFLAGS += -DRECORD_LAUNCH_TRAINER='"$(abspath $(B)/bin/moe-train)"' \
+	-DRECORD_LAUNCH_QUERY_LOG='"$(abspath $(B)/tests/slurm/queries.log)"'
 $(PLUGIN_RECORD_LAUNCH): $(call obj,tests/slurm/record_launch.c)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@

@@ -92,6 +92,10 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     case S_CTX_ALLOCATOR:
         return moe_alloc_post_opt(sp);
     case S_CTX_LOCAL:
+        /* srun checks the config here and again in local_user_init (with
+         * Slurm's task count): the same question, asked of the trainer once */
+        if (moe_state.request.active)
+            planner_share_init();
         return moe_local_post_opt(sp);
     case S_CTX_REMOTE:
         /* Remote: a failure here drains a batch step's node; everything is
