@@ -29,6 +29,12 @@ for tool in nm readelf; do
     command -v $tool >/dev/null || { check "$tool is installed (binutils)" 1; summary; }
 done
 
+# A sanitizer build's plugin links the sanitizer runtimes, and Slurm cannot load it at all
+# (tests/slurm/run.sh refuses it): the plain build is the one checked.
+if readelf -d "$so" | grep -q 'NEEDED.*lib[a-z]*san'; then
+    check "sanitizer build: not a plugin Slurm loads, link not checked" 0; summary
+fi
+
 # 1. dynamic dependencies, direct and (through ldd) transitive
 bad_libs='libgomp|libconfig|libstdc\+\+|libcudart|libcublas|libnccl|libmpi|libcrypto|libz\.'
 needed=$(readelf -d "$so" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
