@@ -3,6 +3,7 @@
 #include "policy.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../common/install_dirs.h"
@@ -15,7 +16,7 @@ _Static_assert(sizeof ((moe_policy *)0)->configs == sizeof ((moe_policy *)0)->tr
                    sizeof ((moe_policy *)0)->topology_xml == sizeof ((moe_policy *)0)->trainer,
                "policy path fields differ in size");
 
-typedef enum { KEY_PATH, KEY_BOOL, KEY_NONBW } key_kind;
+typedef enum { KEY_PATH, KEY_BOOL, KEY_NONBW, KEY_SECONDS } key_kind;
 
 typedef struct {
     const char *key;
@@ -35,6 +36,7 @@ static const policy_key keys[] = {
     FIELD("topology_xml", KEY_PATH, topology_xml),
     FIELD("bind", KEY_BOOL, bind),
     FIELD("refuse_memory_short", KEY_BOOL, refuse_memory_short),
+    FIELD("planner_timeout", KEY_SECONDS, planner_timeout_s),
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -52,6 +54,7 @@ void policy_defaults(moe_policy *pol)
     pol->topology_xml[0] = '\0';
     pol->bind = 1;
     pol->refuse_memory_short = 0;
+    pol->planner_timeout_s = MOE_PLANNER_TIMEOUT_DEFAULT;
 }
 
 static int set_value(moe_policy *pol, const policy_key *k, const char *value, int argi,
@@ -77,6 +80,17 @@ static int set_value(moe_policy *pol, const policy_key *k, const char *value, in
         else
             return moe_errf(e, "plugstack.conf argument %d \"%s\": %s must be yes or no", argi,
                             arg, k->key);
+        return 0;
+    }
+    case KEY_SECONDS: {
+        int *s = (int *)(void *)field;
+        char *end;
+        long v = strtol(value, &end, 10);
+        if (*end || v < 1 || v > MOE_PLANNER_TIMEOUT_MAX || value[0] == '+' || value[0] == ' ')
+            return moe_errf(e, "plugstack.conf argument %d \"%s\": %s must be a whole number "
+                               "of seconds from 1 to %d", argi, arg, k->key,
+                            MOE_PLANNER_TIMEOUT_MAX);
+        *s = (int)v;
         return 0;
     }
     case KEY_NONBW: {
@@ -159,10 +173,11 @@ void policy_format(const moe_policy *pol, char *buf, size_t len)
     /* topology_xml only when set: an empty value would not parse back. */
     snprintf(buf, len,
              "trainer=%s configs=%s data=%s on_non_blackwell=%s allow_user_configs=%s "
-             "allow_cpu=%s allow_fp8_block=%s%s%s bind=%s refuse_memory_short=%s",
+             "allow_cpu=%s allow_fp8_block=%s%s%s bind=%s refuse_memory_short=%s planner_timeout=%d",
              pol->trainer, pol->configs, pol->data,
              pol->on_non_blackwell == MOE_NONBW_REJECT ? "reject" : "bf16",
              pol->allow_user_configs ? "yes" : "no", pol->allow_cpu ? "yes" : "no",
              pol->allow_fp8_block ? "yes" : "no", pol->topology_xml[0] ? " topology_xml=" : "",
-             pol->topology_xml, pol->bind ? "yes" : "no", pol->refuse_memory_short ? "yes" : "no");
+             pol->topology_xml, pol->bind ? "yes" : "no", pol->refuse_memory_short ? "yes" : "no",
+             pol->planner_timeout_s > 0 ? pol->planner_timeout_s : MOE_PLANNER_TIMEOUT_DEFAULT);
 }

@@ -25,6 +25,10 @@
  *   refuse_memory_short=yes|no
  *                             a run whose memory plan (moe-train --plan) does not fit a GPU
  *                             is refused (yes) or warned about (no, the default).
+ *   planner_timeout=SECONDS   how long the plugin waits for the trainer's answers
+ *                             (`trainer query`: the config's facts, the memory plan)
+ *                             before it kills it and refuses the step; 1..600,
+ *                             default MOE_PLANNER_TIMEOUT_DEFAULT.
  * Unknown keys, bad values, duplicates and words without "=" are errors that
  * name the argument. */
 #ifndef MOE_POLICY_H
@@ -33,6 +37,9 @@
 #include <stddef.h>
 
 #include "verdict.h"
+
+#define MOE_PLANNER_TIMEOUT_DEFAULT 30
+#define MOE_PLANNER_TIMEOUT_MAX 600
 
 /* The defaults above. */
 void policy_defaults(moe_policy *pol);

@@ -31,6 +31,8 @@ typedef struct {
     int bind;                  /* bind=yes|no: bind tasks to the GPU's NUMA node and CPUs */
     int refuse_memory_short;   /* refuse_memory_short=yes|no: a run whose memory plan exceeds
                                   a GPU is refused, or only warned about (plan_fit) */
+    int planner_timeout_s;     /* planner_timeout=SECONDS: how long the plugin waits for the
+                                  trainer's answers (moe-train query); 0 = the default */
 } moe_policy;
 
 /* What the user asked for with --moe-* options (already syntax-checked). */

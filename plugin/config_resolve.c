@@ -9,9 +9,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../trainer/config/config.h"
-#include "args.h"
 #include "../common/install_dirs.h"
+#include "../launch/policy.h"
+#include "args.h"
+#include "planner.h"
 
 /* policy_defaults fills configs= (install_dirs.h); an empty one, in a
  * policy built by hand, means the same installed directory. */
@@ -91,20 +92,135 @@ int resolve_config_path(const moe_policy *pol, const char *requested, char *out,
                     names);
 }
 
+int resolve_planner_timeout(const moe_policy *pol)
+{
+    return pol->planner_timeout_s > 0 ? pol->planner_timeout_s : MOE_PLANNER_TIMEOUT_DEFAULT;
+}
+
+/* argv for `trainer query MODE --config PATH --configs-dir DIR [extra] [items]`;
+ * extra is NULL-terminated. Returns the count, or -1 when it does not fit. */
+static int query_argv(const moe_policy *pol, const char *mode, const char *path,
+                      char *const *extra, char *const *items, int n_items, char **argv, int max)
+{
+    int n = 0;
+    char *head[] = {(char *)pol->trainer, "query", (char *)mode, "--config", (char *)path,
+                    "--configs-dir", (char *)resolve_configs_dir(pol)};
+    for (size_t i = 0; i < sizeof head / sizeof head[0]; i++)
+        argv[n++] = head[i];
+    for (int i = 0; extra && extra[i]; i++) {
+        if (n >= max - 1)
+            return -1;
+        argv[n++] = extra[i];
+    }
+    /* "--" ends the options: an item is never read as one */
+    if (n >= max - 1)
+        return -1;
+    argv[n++] = "--";
+    for (int i = 0; i < n_items; i++) {
+        if (n >= max - 1)
+            return -1;
+        argv[n++] = items[i];
+    }
+    argv[n] = NULL;
+    return n;
+}
+
+#define QUERY_ARGV_MAX (MOE_ARG_STEP_MAX_ITEMS + 32)
+
 int resolve_config_facts(const moe_policy *pol, const char *path, char *const *items,
                          int n_items, moe_config_facts *facts, moe_err *e)
 {
-    moe_config *cfg = malloc(sizeof *cfg);
-    if (!cfg)
+    if (!pol->trainer[0])
+        return moe_errf(e, "the site's plugstack.conf names no trainer= for spank_moe.so, "
+                           "which the plugin asks for the config's facts");
+    char *argv[QUERY_ARGV_MAX];
+    if (query_argv(pol, "--config-facts", path, NULL, items, n_items, argv, QUERY_ARGV_MAX) < 0)
+        return moe_errf(e, "too many --moe-set items");
+    planner_answer *a = malloc(sizeof *a);
+    if (!a)
         return moe_errf(e, "out of memory loading %s", path);
-    int rc = config_load(cfg, path, resolve_configs_dir(pol), n_items, items, e);
-    if (rc == 0) {
-        facts->num_experts = cfg->model.num_experts;
-        facts->ep = cfg->parallel.ep;
-        facts->dp = cfg->parallel.dp;
-        facts->precision_strict = cfg->precision.strict;
+    int rc = -1;
+    if (planner_ask(pol->trainer, argv, resolve_planner_timeout(pol), a, e) < 0) {
+        moe_err_prefix(e, "reading %s (the plugin asks the trainer)", path);
+        goto out;
     }
-    free(cfg);
+    const planner_field *ok = planner_get(a, "ok", PLANNER_BOOL), *err;
+    if (!ok->num) {
+        err = planner_get(a, "error", PLANNER_STRING);
+        moe_errf(e, "%s", err ? err->str : "the trainer refused the config without a reason");
+        goto out;
+    }
+    const planner_field *x = planner_get(a, "num_experts", PLANNER_INT),
+                        *ep = planner_get(a, "ep", PLANNER_INT),
+                        *dp = planner_get(a, "dp", PLANNER_INT),
+                        *prec = planner_get(a, "precision", PLANNER_STRING),
+                        *strict = planner_get(a, "strict", PLANNER_BOOL);
+    if (!x || !ep || !dp || !prec || !strict || x->num < 0 || x->num > 1 << 20 || ep->num < 0 ||
+        ep->num > 1 << 20 || dp->num < 0 || dp->num > 1 << 20 ||
+        strlen(prec->str) >= sizeof facts->precision) {
+        moe_errf(e, "reading %s: %s answered without num_experts, ep, dp, precision and strict "
+                    "in range",
+                 path, pol->trainer);
+        goto out;
+    }
+    facts->num_experts = (int)x->num;
+    facts->ep = (int)ep->num;
+    facts->dp = (int)dp->num;
+    snprintf(facts->precision, sizeof facts->precision, "%s", prec->str);
+    facts->precision_strict = strict->num != 0;
+    rc = 0;
+out:
+    free(a);
+    return rc;
+}
+
+int resolve_plan_fit(const moe_policy *pol, const char *path, char *const *items, int n_items,
+                     const char *precision, int ep, int dp, unsigned long long room_bytes,
+                     const char *room_what, char *msg, size_t n, moe_err *e)
+{
+    if (n)
+        msg[0] = '\0';
+    if (!pol->trainer[0])
+        return moe_errf(e, "the site's plugstack.conf names no trainer= for spank_moe.so, "
+                           "which the plugin asks for the memory plan"),
+               RESOLVE_PLAN_FAILED;
+    char s_ep[16], s_dp[16], s_room[32];
+    snprintf(s_ep, sizeof s_ep, "%d", ep);
+    snprintf(s_dp, sizeof s_dp, "%d", dp);
+    snprintf(s_room, sizeof s_room, "%llu", room_bytes);
+    char *extra[] = {"--precision", (char *)precision, "--ep", s_ep, "--dp", s_dp,
+                     "--room-bytes", s_room, "--room-what", (char *)room_what,
+                     pol->refuse_memory_short ? "--refuse" : NULL, NULL};
+    char *argv[QUERY_ARGV_MAX];
+    if (query_argv(pol, "--plan-fit", path, extra, items, n_items, argv, QUERY_ARGV_MAX) < 0)
+        return moe_errf(e, "too many --moe-set items"), RESOLVE_PLAN_FAILED;
+    planner_answer *a = malloc(sizeof *a);
+    if (!a)
+        return moe_errf(e, "out of memory"), RESOLVE_PLAN_FAILED;
+    int rc = RESOLVE_PLAN_FAILED;
+    if (planner_ask(pol->trainer, argv, resolve_planner_timeout(pol), a, e) < 0)
+        goto out;
+    const planner_field *ok = planner_get(a, "ok", PLANNER_BOOL);
+    if (!ok->num) {
+        const planner_field *err = planner_get(a, "error", PLANNER_STRING);
+        snprintf(msg, n, "%s", err ? err->str : "no reason given");
+        rc = RESOLVE_PLAN_NONE;
+        goto out;
+    }
+    const planner_field *fit = planner_get(a, "fit", PLANNER_STRING),
+                        *m = planner_get(a, "message", PLANNER_STRING);
+    if (!fit || !m ||
+        (strcmp(fit->str, "fits") && strcmp(fit->str, "warn") && strcmp(fit->str, "refuse"))) {
+        moe_errf(e, "%s answered the memory plan without fit (fits, warn or refuse) and message",
+                 pol->trainer);
+        goto out;
+    }
+    snprintf(msg, n, "%s", m->str);
+    rc = !strcmp(fit->str, "fits")   ? RESOLVE_PLAN_FITS
+         : !strcmp(fit->str, "warn") ? RESOLVE_PLAN_WARN
+                                     : RESOLVE_PLAN_REFUSE;
+out:
+    free(a);
     return rc;
 }
 

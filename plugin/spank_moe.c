@@ -11,6 +11,7 @@
 
 #include "args.h"
 #include "../launch/policy.h"
+#include "planner.h"
 #include "spank_moe.h"
 
 SPANK_PLUGIN(moe, 1)
@@ -91,10 +92,22 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     case S_CTX_ALLOCATOR:
         return moe_alloc_post_opt(sp);
     case S_CTX_LOCAL:
+        /* srun checks the config here and again in local_user_init (with
+         * Slurm's task count): the same question, asked of the trainer once */
+        if (moe_state.request.active)
+            planner_share_init();
         return moe_local_post_opt(sp);
-    default:
+    case S_CTX_REMOTE:
         /* Remote: a failure here drains a batch step's node; everything is
-         * decided in task_init instead. */
+         * decided in task_init instead. Here, in slurmstepd before it forks
+         * the tasks, only the region through which the step's tasks on
+         * this node share the trainer's answers (planner_share_init: asked
+         * once per node, not once per task); mapping it opens nothing and
+         * never fails the step. */
+        if (moe_state.request.active && planner_share_init() < 0)
+            slurm_verbose("moekit: no shared answers for this step's tasks: each asks alone");
+        return 0;
+    default:
         return 0;
     }
 }

@@ -21,7 +21,6 @@
 
 #include "../topo/step.h"
 #include "../topo/topo.h"
-#include "../trainer/plan/plan.h"
 #include "args.h"
 #include "bind.h"
 #include "config_resolve.h"
@@ -152,8 +151,10 @@ static int start_trainer(const task_info *ti, const moe_verdict *v, const char *
 
 
 /* The run's memory plan at the verdict's EP x DP against the smallest GPU
- * of the step (plan_fit_config): -1 when it does not fit and the policy
- * refuses (refuse_memory_short=yes), else 0 (a warning printed by rank 0). */
+ * of the step, asked of the trainer (resolve_plan_fit: plan_fit_config in
+ * `trainer query --plan-fit`): -1 when it does not fit and the policy
+ * refuses (refuse_memory_short=yes), or when the trainer cannot be asked;
+ * else 0 (a warning printed by rank 0). */
 static int check_memory(const task_info *ti, const moe_policy *pol, const char *config_path,
                         char *const *items, int n_items, const moe_topo *topo, const int *idx,
                         int n, const moe_verdict *v)
@@ -169,21 +170,23 @@ static int check_memory(const task_info *ti, const moe_policy *pol, const char *
         snprintf(what, sizeof what, "GPU %d has free", gpu);
     else
         snprintf(what, sizeof what, "a GPU has (the card's total; NVML did not say what is free)");
-    plan_room room = {(double)mem, what, 0};
-    int fit = plan_fit_config(config_path, resolve_configs_dir(pol), items, n_items,
-                              precision_name(v->precision), v->ep, v->dp, &room,
-                              pol->refuse_memory_short, msg, sizeof msg, &e);
-    if (fit == PLAN_FITS)
+    int fit = resolve_plan_fit(pol, config_path, items, n_items, precision_name(v->precision),
+                               v->ep, v->dp, mem, what, msg, sizeof msg, &e);
+    if (fit == RESOLVE_PLAN_FITS)
         return 0;
-    if (e.msg[0]) {
+    if (fit == RESOLVE_PLAN_FAILED) {
+        fprintf(stderr, "moekit: memory plan: cannot ask the trainer: %s\n", e.msg);
+        return -1;
+    }
+    if (fit == RESOLVE_PLAN_NONE) {
         if (ti->global_id == 0)
-            fprintf(stderr, "moekit: warning: no memory plan: %s\n", e.msg);
+            fprintf(stderr, "moekit: warning: no memory plan: %s\n", msg);
         return 0;
     }
-    if (ti->global_id == 0 || fit == PLAN_REFUSE)
-        fprintf(stderr, "moekit: memory %s: %s\n", fit == PLAN_REFUSE ? "refused" : "warning",
+    if (ti->global_id == 0 || fit == RESOLVE_PLAN_REFUSE)
+        fprintf(stderr, "moekit: memory %s: %s\n", fit == RESOLVE_PLAN_REFUSE ? "refused" : "warning",
                 msg);
-    return fit == PLAN_REFUSE ? -1 : 0;
+    return fit == RESOLVE_PLAN_REFUSE ? -1 : 0;
 }
 
 int moe_remote_task_init(spank_t sp)

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../common/layout.h"
 #include "args.h"
@@ -15,8 +16,12 @@ extern char **environ;
 /* The config, when this host can read it (resolve_request, as on the node),
  * so a wrong name, a bad --moe-set item or experts that EP cannot split are
  * refused before the job queues.
- * A submit host without the site's configs (or the user's path) leaves
- * that to the node. Fills *want with the config's layout defaults. */
+ * The config is read by the site's trainer (resolve_request asks it,
+ * planner.h), run as a child of this sbatch, salloc or srun: the user's own
+ * process, so with the user's rights.
+ * A submit host without the site's configs (or the user's path), or
+ * without the trainer, leaves that to the node. Fills *want with the
+ * config's layout defaults. */
 static int check_config_here(const char *who, moe_request *want)
 {
     const moe_policy *pol = &moe_state.policy;
@@ -25,6 +30,10 @@ static int check_config_here(const char *who, moe_request *want)
                                                           : resolve_configs_dir(pol);
     if (stat(where, &st) != 0)
         return 0;
+    if (access(pol->trainer, X_OK) != 0) {
+        slurm_verbose("moekit: %s is not here: the config is checked on the node", pol->trainer);
+        return 0;
+    }
 
     moe_err e;
     moe_resolved *r = malloc(sizeof *r);

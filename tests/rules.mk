@@ -5,7 +5,8 @@
 #    seeds plus every input that once crashed) to the harness once.
 # 2. libFuzzer fuzzers, built with clang by `make fuzz` into build/fuzz/
 #    (-fsanitize=fuzzer,address,undefined); tests/fuzz/run.sh SECONDS runs them.
-FUZZ_TARGETS := config fasta safetensors json hf_config plugin_args policy store_index
+FUZZ_TARGETS := config fasta safetensors json hf_config plugin_args policy store_index \
+	planner_answer
 FUZZ_CORPUS_ROOT := $(abspath tests/fuzz/corpus)
 
 # What each harness links: the reader under test and what it calls.
@@ -17,6 +18,7 @@ FUZZ_SRCS_json := $(CKPT_SRCS)
 FUZZ_SRCS_hf_config := $(CKPT_SRCS)
 FUZZ_SRCS_plugin_args := plugin/args.c launch/verdict.c
 FUZZ_SRCS_policy := launch/policy.c
+FUZZ_SRCS_planner_answer := plugin/planner.c
 FUZZ_LIBS_config := $(CONFIG_LIB)
 FUZZ_LIBS_fasta := $(DATA_LIB)
 FUZZ_LIBS_store_index := $(DATA_LIB)
@@ -25,6 +27,7 @@ FUZZ_LIBS_json := $(CKPT_LIB)
 FUZZ_LIBS_hf_config := $(CKPT_LIB)
 FUZZ_LIBS_plugin_args := $(PLUGIN_LIB) $(LAUNCH_LIB)
 FUZZ_LIBS_policy := $(LAUNCH_LIB)
+FUZZ_LIBS_planner_answer := $(PLUGIN_LIB)
 FUZZ_COMMON := tests/fuzz/fuzz_util.c $(COMMON_SRCS)
 
 $(call obj,tests/fuzz/replay.c): CFLAGS += -DFUZZ_CORPUS_ROOT='"$(FUZZ_CORPUS_ROOT)"'

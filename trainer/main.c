@@ -4,6 +4,7 @@
  *   moe-train [--config NAME|PATH] [--backend auto|cpu|cuda] [key.path=value ...]
  *   moe-train eval --checkpoint DIR (--tokens FILE | --fasta FILE [--seq-length T]) [--backend ...]
  *   moe-train export --checkpoint DIR --out DIR [--dtype bf16|fp32] [--max-shard-size 5GB]
+ *   moe-train query --config-facts|--plan-fit ...   (the SPANK plugin's questions, query.h)
  *
  * Options come from the tables below (cli.h): a new option is a row there
  * and a field in the options struct. */
@@ -20,6 +21,7 @@
 #include "config/config_scale.h"
 #include "eval.h"
 #include "plan/plan_cli.h"
+#include "query.h"
 #include "train/hf_export.h"
 #include "train/trainer.h"
 
@@ -62,6 +64,7 @@ static void usage(FILE *f)
                "                       [--seq-length T]) [--backend B]\n"
                "  or:  moe-train export --checkpoint DIR --out DIR [--dtype bf16|fp32]\n"
                "                       [--max-shard-size 5GB] [--staging-mb N]\n"
+               "  or:  moe-train query --config-facts|--plan-fit --config PATH ...\n"
                "\n"
                "Train a Mixtral-style mixture-of-experts model on nucleotide sequences.\n"
                "\n"
@@ -74,7 +77,12 @@ static void usage(FILE *f)
     eval_print_options(f);
     fprintf(f, "\nexport options (moe-train export --help):\n");
     export_print_options(f);
+    fprintf(f, "\nquery options (moe-train query --help):\n");
+    query_print_options(f);
     fprintf(f,
+            "\n"
+            "query answers the SPANK plugin's questions (the config's facts, the memory\n"
+            "plan's fit) with one JSON object on stdout, so the plugin links no trainer code.\n"
             "\n"
             "eval prints one JSON object with the mean next-token cross-entropy (lm_loss)\n"
             "and the router aux loss (aux_loss) of a checkpoint on FILE, which holds one\n"
@@ -189,6 +197,8 @@ int main(int argc, char **argv)
         return eval_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "export"))
         return export_main(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "query"))
+        return query_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "train"))
         return cmd_train(argc - 1, argv + 1);
     return cmd_train(argc, argv);

@@ -62,7 +62,7 @@ $(B)/tests/test_recompute: $(call obj,tests/unit/test_recompute.c) $(MODEL_LIB) 
 TRAIN_SRCS := trainer/train/trainer.c trainer/train/precision_start.c trainer/train/checkpoint.c \
 	trainer/train/weights_io.c \
 	trainer/train/schedule.c trainer/train/metrics.c trainer/train/metrics_plot.c \
-	trainer/train/tb_writer.c trainer/backend/select.c trainer/eval.c trainer/cli.c \
+	trainer/train/tb_writer.c trainer/backend/select.c trainer/eval.c trainer/cli.c trainer/query.c \
 	trainer/train/ckpt_io.c trainer/train/ckpt_allowance.c trainer/train/hf_export.c \
 	trainer/train/export_cmd.c
 TRAIN_LIB := $(B)/lib/libmoe_train.a

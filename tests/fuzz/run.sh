@@ -11,7 +11,7 @@ set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 SECS=${1:-20}; shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(config fasta safetensors json hf_config plugin_args policy store_index)
+[ ${#TARGETS[@]} -eq 0 ] && TARGETS=(config fasta safetensors json hf_config plugin_args policy store_index planner_answer)
 FB=$ROOT/build/fuzz
 passed=0 failed=0
 

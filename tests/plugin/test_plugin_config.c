@@ -1,6 +1,7 @@
 /* Unit tests for plugin/config_resolve.c: --moe-config names and paths
  * against the admin's policy, on the shipped configs and a scratch
- * directory. */
+ * directory; the facts come from the build's moe-train, asked as the
+ * plugin asks the site's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,8 @@ static moe_policy policy(const char *configs, int allow_user_configs)
 {
     moe_policy p;
     memset(&p, 0, sizeof p);
+    /* the plugin asks the trainer for a config's facts (planner.h) */
+    snprintf(p.trainer, sizeof p.trainer, "%s", MOE_TEST_TRAINER);
     snprintf(p.configs, sizeof p.configs, "%s", configs);
     p.allow_user_configs = allow_user_configs;
     return p;

@@ -24,6 +24,7 @@ static void test_defaults(void)
     CHECK(p.allow_cpu == 0);
     CHECK(p.allow_fp8_block == 0);
     CHECK(p.bind == 1);
+    CHECK(p.planner_timeout_s == MOE_PLANNER_TIMEOUT_DEFAULT);
     CHECK(p.topology_xml[0] == '\0');
     CHECK(strcmp(p.configs, MOE_CONFIG_DIR_DEFAULT) == 0);
     /* The build points trainer= at its own moe-train. */
@@ -60,6 +61,17 @@ static void test_every_key(void)
                              "allow_fp8_block=no", "bind=yes")) == 0);
     CHECK(p.on_non_blackwell == MOE_NONBW_BF16);
     CHECK(!p.allow_user_configs && !p.allow_cpu && !p.allow_fp8_block && p.bind);
+    /* How long the trainer may take to answer, in whole seconds. */
+    CHECK(parse(&p, &e, ARGS("planner_timeout=5")) == 0 && p.planner_timeout_s == 5);
+    CHECK(parse(&p, &e, ARGS("planner_timeout=600")) == 0 && p.planner_timeout_s == 600);
+    char *bad_timeouts[] = {"planner_timeout=0", "planner_timeout=601",
+                            "planner_timeout=5s", "planner_timeout=-1",
+                            "planner_timeout=+5", "planner_timeout= 5"};
+    for (size_t i = 0; i < sizeof bad_timeouts / sizeof bad_timeouts[0]; i++) {
+        CHECK(parse(&p, &e, ARGS(bad_timeouts[i])) == -1);
+        CHECK_MSG(strstr(e.msg, "planner_timeout must be a whole number of seconds from 1 to 600"),
+                  "%s: %s", bad_timeouts[i], e.msg);
+    }
     /* A value may contain '='. */
     CHECK(parse(&p, &e, ARGS("configs=/srv/a=b")) == 0);
     CHECK(strcmp(p.configs, "/srv/a=b") == 0);

@@ -19,6 +19,7 @@ build=${1:-build}
 case $build in /*) ;; *) build=$repo/$build ;; esac
 plugin=$build/lib/spank_moe.so
 recorder=$build/tests/slurm/record_launch
+queries=$build/tests/slurm/queries.log  # the recorder's log of the plugin's questions
 trainer=$build/bin/moe-train
 fixtures=$repo/tests/fixtures/topo
 cluster_sh=$repo/scripts/slurm-local.sh
@@ -474,8 +475,10 @@ elapsed_s() { # JOB: seconds from start to end (9999 while it has not ended)
         b=$(date -d "$(job_field "$1" EndTime)" +%s 2>/dev/null) && echo $((b - a)) || echo 9999
 }
 case_bad_exit_ends_step() {
-    cat > fail_one.sh <<'EOF'
-#!/bin/sh
+    # The plugin asks its trainer= for the config's facts (`query ...`) before it starts it; this
+    # stand-in hands those questions to the recorder, which hands them to the build's moe-train.
+    printf '#!/bin/sh\n[ "$1" = query ] && exec %s "$@"\n' "$recorder" > fail_one.sh
+    cat >> fail_one.sh <<'EOF'
 mkdir -p "$MARK_DIR"
 echo "SLURM_KILL_BAD_EXIT=${SLURM_KILL_BAD_EXIT-unset}" > "$MARK_DIR/env.$MOE_RANK"
 [ "$MOE_RANK" = 1 ] && exit 3
@@ -520,6 +523,55 @@ EOF
     expect "salloc's step ended within 20 s ($((SECONDS - t0)) s)" test $((SECONDS - t0)) -lt 20
     expect "salloc's srun ended rank 0" test ! -e salloc/finished.0
     expect "salloc's srun had SLURM_KILL_BAD_EXIT=1" grep -qx "SLURM_KILL_BAD_EXIT=1" salloc/env.0
+    done_case
+}
+
+# The trainer answers the plugin's questions (plugin/planner.h): the memory plan it makes refuses
+# the step on every task; a trainer that cannot answer refuses the step, never the node.
+case_memory_refused_by_the_trainers_plan() {
+    policy "trainer=$recorder" "topology_xml=$b200" bind=no refuse_memory_short=yes
+    local id asked=$(cat "$queries" 2>/dev/null | wc -l)
+    id=$(sbatch --parsable -n4 --gres=gpu:4 --moe-config=L1_8x7B_ep --moe-ep=4 --moe-precision=bf16 \
+        -o job.out --export=ALL,RECORD_LAUNCH_DIR=$PWD --wrap 'srun moe-train')
+    expect "job finished FAILED" equals "$(wait_job "$id")" FAILED
+    expect "the plan's numbers" contains job.out "moekit: memory refused: L1_8x7B_ep at EP=4 x DP=1 needs"
+    expect "what would fit" contains job.out "Would fit or help"
+    expect "every task refuses (one answer shared by the node's tasks)" \
+        equals "$(grep -c 'refused: see the memory plan above' job.out)" 4
+    expect "the trainer never started" test ! -e launch.0
+    # sbatch's check, srun's (its two checks share one answer), then on the node one
+    # --config-facts and one --plan-fit for the 4 tasks: 4, where one a task would be 11
+    asked=$(( $(wc -l < "$queries") - asked ))
+    expect "the trainer was asked 4 times ($asked)" equals "$asked" 4
+    sleep 1
+    expect "the node is still idle ($(node_state))" equals "$(node_state)" idle
+    done_case
+}
+
+case_trainer_missing_refuses_the_step() {
+    # the submit host has no such trainer either, so the check is the node's
+    policy "trainer=/nonexistent/moekit/bin/moe-train" "topology_xml=$b200" bind=no
+    local id
+    id=$(sbatch --parsable --moe-config=L0_sanity -o job.out "$sanity")
+    expect "queued: the submit host leaves it to the node" test -n "$id"
+    expect "job finished FAILED" equals "$(wait_job "$id")" FAILED
+    expect "the refusal names the program and why" contains job.out \
+        "cannot run /nonexistent/moekit/bin/moe-train: No such file or directory"
+    sleep 1
+    expect "the node is still idle ($(node_state))" equals "$(node_state)" idle
+    done_case
+}
+
+case_trainer_that_hangs_is_killed() {
+    printf '#!/bin/sh\necho thinking >&2\nsleep 60\n' > hang.sh
+    chmod 755 hang.sh
+    policy "trainer=$PWD/hang.sh" "topology_xml=$b200" bind=no planner_timeout=2
+    local t0=$SECONDS
+    expect_refused "hang.sh did not answer within 2 s (killed; planner_timeout=" \
+        --moe-config=L0_sanity "$sanity"
+    expect "sbatch gave up within 10 s ($((SECONDS - t0)) s)" test $((SECONDS - t0)) -lt 10
+    expect "with what it said" contains err.txt "it said: thinking"
+    expect "no sleep left behind" test -z "$(pgrep -f "$PWD/hang.sh")"
     done_case
 }
 
@@ -763,6 +815,9 @@ if start_cluster b200; then
     run_case chain_help case_chain_help
     run_case salloc case_salloc
     run_case bad_exit_ends_step case_bad_exit_ends_step
+    run_case memory_refused_by_the_trainers_plan case_memory_refused_by_the_trainers_plan
+    run_case trainer_missing_refuses_the_step case_trainer_missing_refuses_the_step
+    run_case trainer_that_hangs_is_killed case_trainer_that_hangs_is_killed
     run_case cpu_refused_without_allow_cpu case_cpu_refused_without_allow_cpu
     run_case cpu_trains_for_real case_cpu_trains_for_real
     run_case preempt_usr1_requeue_resume case_preempt_usr1_requeue_resume

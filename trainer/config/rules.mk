@@ -7,8 +7,9 @@ CONFIG_SRCS := trainer/config/config_schema.c trainer/config/config_value.c \
 CONFIG_LIB := $(B)/lib/libmoe_config.a
 ALL_LIBS += $(CONFIG_LIB)
 
-# Debian's libconfig.a is not position-independent, so a shared object (the
-# SPANK plugin) links CONFIG_LIB with $(LIBCONFIG_SHARED) instead.
+# Debian's libconfig.a is not position-independent, so a shared object would
+# link CONFIG_LIB with $(LIBCONFIG_SHARED) instead (the SPANK plugin links
+# neither: it asks moe-train, plugin/planner.h).
 LIBCONFIG_SHARED := -lconfig
 $(CONFIG_LIB): $(call obj,$(CONFIG_SRCS))
 

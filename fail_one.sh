@@ -1,0 +1,2 @@
+mkdir -p "$MARK_DIR"''')
+open(p,'w').write(s)
