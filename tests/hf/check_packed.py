@@ -96,8 +96,10 @@ def main():
     if len(sys.argv) != 5:
         raise SystemExit(__doc__)
     model_dir, fasta, T, moekit_json = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    # eager experts: the reference runs in float64, which grouped_mm lacks
     model = MixtralForCausalLM.from_pretrained(model_dir, dtype=torch.float64,
-                                               attn_implementation="eager")
+                                               attn_implementation="eager",
+                                               experts_implementation="eager")
     model.eval()
     stream = [t for r in records(fasta) for t in r]
     loss_sum = {"packed": 0.0, "alone": 0.0}
