@@ -53,6 +53,11 @@ static moe_dims dims_for(int ep)
 }
 
 static const char *backend_name = "cpu";
+/* an order-off run's outcome, the exit status of the process that ran it
+ * (expect_miss): 42 it matched the one-rank run, 0 it did not, 43 it could
+ * not run (no reference, no world), -1 not yet decided */
+enum { ORDER_MATCHED = 42, ORDER_MISSED = 0, ORDER_DID_NOT_RUN = 43 };
+static int order_outcome = -1;
 
 static int open_backend(moe_backend **be, moe_err *e)
 {
@@ -380,6 +385,7 @@ static void check_layout(layout_case lc)
     real *ref = NULL;
     if (reference(world, ep, bf16, rl, rn, &ref)) {
         CHECK_MSG(0, "EP=%d x DP=%d: the reference run failed", ep, dp);
+        order_outcome = ORDER_DID_NOT_RUN;
         return;
     }
     moe_local_world *lw = NULL;
@@ -437,6 +443,8 @@ static void check_layout(layout_case lc)
            failed ? "; a rank failed" : "");
     int within = !failed && worst_l <= loss_tol && worst_n <= 10 * loss_tol && worst_w <= w_tol;
     if (lc.order)
+        order_outcome = !lw ? ORDER_DID_NOT_RUN : within ? ORDER_MATCHED : ORDER_MISSED;
+    if (lc.order)
         CHECK_MSG(!within, "%s: the run matched the one-rank run although the collectives were "
                   "not ordered after their producers: the harness has no teeth", what);
     else
@@ -465,28 +473,47 @@ static void test_ep2_dp2_capacity_passes(void)
     check_layout((layout_case){.ep = 2, .dp = 2, .capacity = 0.4});
 }
 /* The harness's teeth: with half of the stream order taken away, the delays
- * must show. The run goes in a child process: reads and writes out of order
- * may land anywhere (a peer's queue still reading a buffer its owner freed),
- * and their damage must not reach this process. Its stderr is dropped
- * (MOE_TEST_CHILD_STDERR=1 keeps it); exit 42: the run matched. */
+ * must show. The run goes in a process of its own, this program run again
+ * (not a fork: a forked child cannot use the CUDA context its parent made):
+ * reads and writes out of order may land anywhere (a peer's queue still
+ * reading a buffer its owner freed), and their damage must not reach this
+ * process. Its stderr is dropped (MOE_TEST_CHILD_STDERR=1 keeps it). Its exit
+ * status: 42 the run matched (no teeth), 43 it could not run (proves
+ * nothing: a failure too), a miss otherwise (0, or a crash or a sanitizer's
+ * report). */
 static void expect_miss(comm_local_order order)
 {
+    const char *name = order == COMM_LOCAL_NO_INPUT_ORDER ? "without input order"
+                                                          : "without output order";
+    char seed_s[32], order_s[8];
+    snprintf(seed_s, sizeof seed_s, "%llu", (unsigned long long)seed);
+    snprintf(order_s, sizeof order_s, "%d", (int)order);
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
         if (!getenv("MOE_TEST_CHILD_STDERR") && !freopen("/dev/null", "w", stderr))
-            _exit(3);
-        check_layout((layout_case){.ep = 2, .dp = 2, .order = order});
-        _exit(check_cur_failed_ ? 42 : 0);
+            _exit(ORDER_DID_NOT_RUN);
+        setenv("MOE_TEST_SEED", seed_s, 1);
+        char *args[] = {"test_local_ranks", (char *)backend_name, "--order-off", order_s, NULL};
+        execv("/proc/self/exe", args);
+        _exit(ORDER_DID_NOT_RUN);
     }
     int st = 0;
     CHECK(pid > 0 && waitpid(pid, &st, 0) == pid);
-    /* a crash (or a sanitizer's report) is a miss too */
-    CHECK_MSG(pid > 0 && !(WIFEXITED(st) && WEXITSTATUS(st) == 42),
+    CHECK_MSG(pid > 0 && !(WIFEXITED(st) && WEXITSTATUS(st) == ORDER_DID_NOT_RUN),
+              "%s: the run could not be made (MOE_TEST_CHILD_STDERR=1 shows why)", name);
+    CHECK_MSG(pid > 0 && !(WIFEXITED(st) && WEXITSTATUS(st) == ORDER_MATCHED),
               "%s: the run matched the one-rank run although the stream order was off: the "
-              "harness has no teeth",
-              order == COMM_LOCAL_NO_INPUT_ORDER ? "without input order" : "without output order");
+              "harness has no teeth", name);
 }
+
+/* the process expect_miss starts: one order-off run, its outcome as the exit status */
+static int order_off_run(int order)
+{
+    check_layout((layout_case){.ep = 2, .dp = 2, .order = (comm_local_order)order});
+    return order_outcome < 0 ? ORDER_DID_NOT_RUN : order_outcome;
+}
+
 /* producers still running when a collective reads them: only a device shows it */
 static void test_without_input_order_fails(void) { expect_miss(COMM_LOCAL_NO_INPUT_ORDER); }
 /* a reader ahead of the collective's copies: any backend with queues */
@@ -647,6 +674,8 @@ int main(int argc, char **argv)
     seed = sd && *sd ? strtoull(sd, NULL, 10) : (uint64_t)time(NULL);
     const char *du = getenv("MOE_TEST_DELAY_US"); /* the delays' ceiling (200 us) */
     delay_us = du && *du ? strtod(du, NULL) : 200;
+    if (argc > 3 && !strcmp(argv[2], "--order-off"))
+        return order_off_run(atoi(argv[3]));
     if (!strcmp(backend_name, "cpu"))
         RUN(test_collectives);
     RUN(test_rank_never_arrives);
