@@ -471,6 +471,19 @@ static int n_split(moe_comm *c, int color, int key, const char *name, moe_comm *
     char what[96];
     snprintf(what, sizeof what, "ncclCommSplit of the %s group", name);
     ncclResult_t r = ncclCommSplit(CX(c)->comm, color, key, &sub, &cfg);
+    /* non-blocking: the split runs like a collective of the parent, and the new
+     * communicator's handle is filled only once the parent leaves ncclInProgress
+     * (NCCL's behaviour since 2.18): wait on the parent first, then on the child */
+    if (r == ncclInProgress) {
+        r = settle(CX(c)->comm, r, init_timeout_s);
+        if (r == ncclInProgress)
+            return moe_errf(e, "%s did not finish within parallel.timeout_s = %g s: a rank did "
+                               "not join (it died, hangs, or cannot reach the others)",
+                            what, init_timeout_s);
+        if (r != ncclSuccess)
+            return nccl_fail(e, r, what);
+        r = sub ? ncclInProgress : ncclSuccess; /* the child settles on its own state */
+    }
     if (!sub)
         return r == ncclSuccess || r == ncclInProgress
                    ? moe_errf(e, "%s: this rank got no communicator", what)
