@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include <cuda_runtime_api.h>
+#include <nccl.h>
 
 #include "../../trainer/model/model.h"
 #include "../../trainer/parallel/comm_nccl.h"
@@ -303,6 +304,9 @@ int main(void)
         CHECK(0);
         return check_summary("test_parallel_nccl");
     }
+    int version = 0;
+    if (ncclGetVersion(&version) == ncclSuccess)
+        printf("NCCL %d.%d.%d\n", version / 10000, version / 100 % 100, version % 100);
     RUN(test_collectives);
     RUN(test_bootstrap_errors);
     RUN(test_ep_dispatcher_over_nccl);

@@ -115,8 +115,10 @@ def main():
                 pos[0, a:z] = torch.arange(z - a)
                 mask[0, 0, a:z, a:z] = torch.triu(torch.full((z - a, z - a), neg,
                                                              dtype=torch.float64), 1)
-            packed = model(input_ids=ids, attention_mask=mask, position_ids=pos).logits[0]
-            alone = torch.cat([model(input_ids=ids[:, a:z]).logits[0]
+            # no router logits: transformers' load-balancing loss takes only a 2-D mask
+            packed = model(input_ids=ids, attention_mask=mask, position_ids=pos,
+                           output_router_logits=False).logits[0]
+            alone = torch.cat([model(input_ids=ids[:, a:z], output_router_logits=False).logits[0]
                                for a, z in zip(bounds, bounds[1:])])
             worst = max(worst, (packed - alone).abs().max().item())
             y = torch.tensor(tgt)

@@ -463,32 +463,65 @@ static int made_in_time(ncclComm_t comm, ncclResult_t r, const char *what, moe_e
     return nccl_fail(e, r, what);
 }
 
+/* The child's handle of a non-blocking split, written by NCCL's own init thread
+ * when the split's job ends: neither the return of ncclCommSplit nor the
+ * parent leaving ncclInProgress orders that write (the handle came back NULL
+ * on an H100 in some runs and not in others), so the slot is read atomically
+ * until it is filled, the parent reports an error, or the timeout ends. The
+ * slot is on the heap and given up on failure: the init thread may still
+ * write it after this function has returned. */
+static ncclResult_t await_split_handle(ncclComm_t parent, ncclComm_t *slot, ncclComm_t *child,
+                                       double timeout_s)
+{
+    double t0 = now_s();
+    for (;;) {
+        *child = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+        if (*child)
+            return ncclSuccess;
+        ncclResult_t pr = ncclSuccess;
+        if (ncclCommGetAsyncError(parent, &pr) != ncclSuccess)
+            return ncclInternalError;
+        if (pr != ncclSuccess && pr != ncclInProgress)
+            return pr;
+        if (now_s() - t0 > timeout_s)
+            return ncclInProgress;
+        usleep(100);
+    }
+}
+
 static int n_split(moe_comm *c, int color, int key, const char *name, moe_comm **out, moe_err *e)
 {
-    ncclComm_t sub = NULL;
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;
     char what[96];
     snprintf(what, sizeof what, "ncclCommSplit of the %s group", name);
-    ncclResult_t r = ncclCommSplit(CX(c)->comm, color, key, &sub, &cfg);
-    /* non-blocking: the split runs like a collective of the parent, and the new
-     * communicator's handle is filled only once the parent leaves ncclInProgress
-     * (NCCL's behaviour since 2.18): wait on the parent first, then on the child */
-    if (r == ncclInProgress) {
+    ncclComm_t *slot = calloc(1, sizeof *slot), sub = NULL;
+    if (!slot)
+        return moe_errf(e, "%s: out of host memory", what);
+    ncclResult_t r = ncclCommSplit(CX(c)->comm, color, key, slot, &cfg);
+    if (r != ncclSuccess && r != ncclInProgress)
+        return nccl_fail(e, r, what); /* slot given up: see await_split_handle */
+    r = await_split_handle(CX(c)->comm, slot, &sub, init_timeout_s);
+    if (r == ncclInProgress)
+        return moe_errf(e, "%s did not finish within parallel.timeout_s = %g s: a rank did "
+                           "not join (it died, hangs, or cannot reach the others)",
+                        what, init_timeout_s);
+    if (r != ncclSuccess)
+        return nccl_fail(e, r, what);
+    free(slot);
+    /* the parent may still be finishing the split: it is settled before its
+     * next use, the child before its first */
+    r = ncclInProgress;
+    if (ncclCommGetAsyncError(CX(c)->comm, &r) == ncclSuccess)
         r = settle(CX(c)->comm, r, init_timeout_s);
-        if (r == ncclInProgress)
-            return moe_errf(e, "%s did not finish within parallel.timeout_s = %g s: a rank did "
-                               "not join (it died, hangs, or cannot reach the others)",
-                            what, init_timeout_s);
-        if (r != ncclSuccess)
-            return nccl_fail(e, r, what);
-        r = sub ? ncclInProgress : ncclSuccess; /* the child settles on its own state */
-    }
-    if (!sub)
-        return r == ncclSuccess || r == ncclInProgress
-                   ? moe_errf(e, "%s: this rank got no communicator", what)
+    if (r != ncclSuccess) {
+        ncclCommAbort(sub);
+        return r == ncclInProgress
+                   ? moe_errf(e, "%s: the parent communicator did not settle within "
+                                 "parallel.timeout_s = %g s", what, init_timeout_s)
                    : nccl_fail(e, r, what);
-    if (made_in_time(sub, r, what, e))
+    }
+    if (made_in_time(sub, ncclInProgress, what, e))
         return -1;
     if (wrap(out, sub, name, c->world_ranks[c->rank], e)) {
         ncclCommAbort(sub);
