@@ -30,7 +30,7 @@ mkdir -p "$LOGS"
 classify='
 function kind(n) {
     if (n ~ /nccl/) return "exchange"
-    if (n ~ /nvjet_qq|e4m3|f8f6f4|_fp8_gemm|sm90_xmma_gemm_e4m3/) return "fp8 gemm"
+    if (n ~ /nvjet_(sm[0-9]+_)?qq|e4m3|f8f6f4|_fp8_gemm|sm90_xmma_gemm_e4m3/) return "fp8 gemm"
     if (n ~ /nvjet|gemm|xmma|cutlass|Kernel2|splitKreduce/) return "bf16 gemm"
     if (n ~ /sdpa|fmha|flash|attn_|rope_kernel|cudnn/) return "attention"
     if (n ~ /adamw|sumsq|split_(to|from)_f32|masters_init|accumulate_kernel|dw_add_partials/) return "optimizer"
@@ -47,7 +47,7 @@ printf " %8s\n" "loss"
 for run in "$@"; do
     IFS='+' read -ra parts <<< "$run"
     cfg=${parts[0]}; keys=("${parts[@]:1}")
-    tag=$(echo "$run" | tr -c 'A-Za-z0-9_.=\n' '_')
+    tag=$(echo "$run" | tr -c 'A-Za-z0-9_.\n' '_')
     out=$LOGS/$tag.trace log=$LOGS/$tag.log
     LD_PRELOAD=$LIB MOE_TRACE_AFTER=${MOE_TRACE_MARKER:-adamw_split_kernel}:3 MOE_TRACE_OUT=$out \
         "$B/bin/moe-train" --config "$cfg" --backend cuda train.steps="$STEPS" logger.frequency=1 \
