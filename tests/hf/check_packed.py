@@ -20,10 +20,13 @@ MixtralForCausalLM.from_pretrained(MODEL_DIR) in float64, twice:
           flash attention's cu_seqlens does);
   alone:  every sequence of every window as its own input, positions 0..n-1.
 
-It prints the largest logit difference between the two (float64: ~1e-12),
-both mean losses and moekit's lm_loss, and exits 1 when packed and alone
-differ by more than 1e-9 in the logits or moekit differs from transformers by
-more than 2e-5 relative (moekit's CPU reference is fp32).
+It prints the largest logit difference between the two, both mean losses and
+moekit's lm_loss, and exits 1 when packed and alone differ by more than 1e-4
+in the logits or moekit differs from transformers by more than 2e-5 relative
+(moekit's CPU reference is fp32). Not ~1e-12: transformers' RMSNorm rounds
+the residual stream to float32, so float64 sums taken in another order flip
+its last bit now and then (1.1e-6 measured); a mask that lets one sequence
+see another moves logits by orders of magnitude more.
 """
 import gzip
 import json
@@ -133,7 +136,7 @@ def main():
                       "hf_packed_loss": hf, "hf_alone_loss": loss_sum["alone"] / counted,
                       "moekit_lm_loss": moekit["lm_loss"], "moekit_targets": moekit["tokens"],
                       "packed_vs_alone_max_logit_diff": worst, "moekit_vs_hf_rel": rel}))
-    ok = worst <= 1e-9 and rel <= 2e-5 and moekit["tokens"] == counted and \
+    ok = worst <= 1e-4 and rel <= 2e-5 and moekit["tokens"] == counted and \
         moekit.get("windows") == "packed"
     sys.exit(0 if ok else 1)
 

@@ -326,11 +326,14 @@ static int leave(moe_comm *c, int rc, int on_device, moe_err *e)
     /* every other collective (by the seeded draw), the work this rank queues
      * next stretched too: the producers of its next collective's inputs, which
      * a peer that skips this rank's "ready" then reads before they are
-     * written. Not every time: a stretched consumer would also hide a missing
-     * wait on this collective's outputs. Only where compute runs behind the
-     * host (a device backend): the cpu backend's compute is this thread, whose
-     * sleep would stretch nothing but the host. */
-    if (!failed && on_device && LX(c)->be->device_memory &&
+     * written. Host collectives too: the expert exchange's producer (the
+     * permute) is queued right after the host exchange of route counts, with
+     * the stream drained by the host's read of the router's choices, so only
+     * a stretch queued here makes it late. Not every time: a stretched
+     * consumer would also hide a missing wait on a collective's outputs. Only
+     * where compute runs behind the host (a device backend): the cpu backend's
+     * compute is this thread, whose sleep would stretch nothing but the host. */
+    if (!failed && LX(c)->be->device_memory &&
         draw_us(LX(c)) > LX(c)->g->w->delay_us / 2)
         failed = LX(c)->be->spin(LX(c)->be, NULL, draw_us(LX(c)), &se);
     if (rendezvous(c, failed ? &se : e) && !failed)
