@@ -62,9 +62,9 @@ $(B)/tests/test_recompute: $(call obj,tests/unit/test_recompute.c) $(MODEL_LIB) 
 TRAIN_SRCS := trainer/train/trainer.c trainer/train/precision_start.c trainer/train/checkpoint.c \
 	trainer/train/weights_io.c \
 	trainer/train/schedule.c trainer/train/metrics.c trainer/train/metrics_plot.c \
-	trainer/train/tb_writer.c trainer/backend/select.c trainer/eval.c trainer/cli.c trainer/query.c \
+	trainer/train/tb_writer.c trainer/backend/select.c trainer/cmd/eval.c trainer/cmd/cli.c trainer/cmd/query.c \
 	trainer/train/ckpt_io.c trainer/train/ckpt_allowance.c trainer/train/hf_export.c \
-	trainer/train/export_cmd.c
+	trainer/cmd/export_cmd.c
 TRAIN_LIB := $(B)/lib/libmoe_train.a
 $(TRAIN_LIB): $(call obj,$(TRAIN_SRCS)) $(B)/obj/gen/tb_event.pb-c.o
 
@@ -88,7 +88,7 @@ TRAINER_LIBS = $(TRAIN_LIB) $(PLAN_LIB) $(PARALLEL_NCCL_LIB) $(PARALLEL_LIB) $(M
 	$(CUDA_LIBS) $(CPU_LIB) $(LOWP_LIB) $(DATA_LIB) $(CKPT_LIB) $(CONFIG_LIB) $(COMMON_LIB)
 
 BINS += $(B)/bin/moe-train
-$(B)/bin/moe-train: $(call obj,trainer/main.c) $(TRAINER_LIBS)
+$(B)/bin/moe-train: $(call obj,trainer/cmd/main.c) $(TRAINER_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LIBCONFIG) $(LIBPROTOBUF_C) $(NCCL_LDLIBS) $(CUDA_LDLIBS) $(LDLIBS_BASE)
 

@@ -12,7 +12,7 @@
 #include "../../trainer/backend/select.h"
 #include "../../trainer/ckpt/hf_config.h"
 #include "../../trainer/ckpt/hf_dir.h"
-#include "../../trainer/eval.h"
+#include "../../trainer/cmd/eval.h"
 #include "../../trainer/model/params.h"
 #include "../../trainer/train/trainer.h"
 #include "../../trainer/train/weights_io.h"

@@ -18,7 +18,7 @@ UNIT_TESTS += $(B)/tests/test_data
 
 # moe-data: prepare FASTA collections into token stores, show what one holds.
 BINS += $(B)/bin/moe-data
-$(B)/bin/moe-data: $(call obj,trainer/moe_data.c) $(DATA_LIB) $(COMMON_LIB)
+$(B)/bin/moe-data: $(call obj,trainer/cmd/moe_data.c) $(DATA_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
 

@@ -10,9 +10,9 @@
 #include "../ckpt/ckpt_dir.h"
 #include "../ckpt/fsio.h"
 #include "../ckpt/shard_read.h"
-#include "../cli.h"
-#include "hf_export.h"
-#include "weights_io.h"
+#include "cli.h"
+#include "../train/hf_export.h"
+#include "../train/weights_io.h"
 
 int hf_export_publish(const char *tmp, const char *final, moe_err *e)
 {

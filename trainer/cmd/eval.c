@@ -7,15 +7,15 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../common/exit_codes.h"
-#include "backend/select.h"
+#include "../../common/exit_codes.h"
+#include "../backend/select.h"
 #include "cli.h"
-#include "ckpt/shard_read.h"
-#include "data/data.h"
-#include "model/model.h"
-#include "model/model_slices.h"
-#include "train/trainer.h"
-#include "train/weights_io.h"
+#include "../ckpt/shard_read.h"
+#include "../data/data.h"
+#include "../model/model.h"
+#include "../model/model_slices.h"
+#include "../train/trainer.h"
+#include "../train/weights_io.h"
 
 int eval_read_tokens(const char *path, int vocab, int32_t **tokens, int *rows, int *len,
                      moe_err *e)
