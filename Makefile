@@ -64,6 +64,7 @@ include trainer/parallel/nccl.mk
 include trainer/plan/rules.mk
 include trainer/rules.mk
 include trainer/parallel/rules.mk
+include trainer/cmd/rules.mk
 include launch/rules.mk
 include topo/rules.mk
 include plugin/rules.mk

@@ -16,12 +16,6 @@ $(B)/tests/test_data: $(call obj,tests/unit/test_data.c) $(DATA_LIB) $(COMMON_LI
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
 UNIT_TESTS += $(B)/tests/test_data
 
-# moe-data: prepare FASTA collections into token stores, show what one holds.
-BINS += $(B)/bin/moe-data
-$(B)/bin/moe-data: $(call obj,trainer/cmd/moe_data.c) $(DATA_LIB) $(COMMON_LIB)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
-
 $(call obj,tests/unit/test_store.c): CFLAGS += -DMOE_TEST_DATA_DIR='"$(abspath tests/data/fasta)"'
 $(B)/tests/test_store: $(call obj,tests/unit/test_store.c) $(DATA_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
