@@ -54,6 +54,7 @@ obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 all: everything
 
 include common/rules.mk
+include trainer/numerics/rules.mk
 include trainer/config/rules.mk
 include trainer/data/rules.mk
 include trainer/ckpt/rules.mk

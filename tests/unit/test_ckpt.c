@@ -24,7 +24,7 @@
 
 #include "../../trainer/ckpt/ckpt_dir.h"
 #include "../../trainer/ckpt/fsio.h"
-#include "../../trainer/ckpt/half.h"
+#include "../../trainer/numerics/half.h"
 #include "../../trainer/ckpt/hf_dir.h"
 #include "../../trainer/ckpt/json.h"
 #include "../../trainer/ckpt/safetensors.h"

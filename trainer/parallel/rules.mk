@@ -51,7 +51,7 @@ endif
 # unit suite; `test_local_ranks cuda` on a GPU machine).
 UNIT_TESTS += $(B)/tests/test_local_ranks
 $(B)/tests/test_local_ranks: $(call obj,tests/unit/test_local_ranks.c) $(PARALLEL_LIB) $(MODEL_LIB) $(CUDA_LIBS) \
-		$(CPU_LIB) $(CKPT_LIB) $(COMMON_LIB)
+		$(CPU_LIB) $(CKPT_LIB) $(NUMERICS_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(CUDA_LDLIBS) $(LDLIBS_BASE)
 ifeq ($(CUDA),1)

@@ -11,7 +11,7 @@
 
 #include "../../common/version.h"
 #include "../ckpt/fsio.h"
-#include "../ckpt/half.h"
+#include "../numerics/half.h"
 #include "../ckpt/hashed_file.h"
 #include "../ckpt/hf_dir.h"
 #include "../ckpt/json.h"
