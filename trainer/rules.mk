@@ -86,7 +86,7 @@ LIBPROTOBUF_C := -Wl,-Bstatic -lprotobuf-c -Wl,-Bdynamic
 PARALLEL_LIB := $(B)/lib/libmoe_parallel.a
 CMD_LIB := $(B)/lib/libmoe_cmd.a
 TRAINER_LIBS = $(CMD_LIB) $(TRAIN_LIB) $(PLAN_LIB) $(PARALLEL_NCCL_LIB) $(PARALLEL_LIB) $(MODEL_LIB) \
-	$(CUDA_LIBS) $(CPU_LIB) $(LOWP_LIB) $(DATA_LIB) $(CKPT_LIB) $(NUMERICS_LIB) $(CONFIG_LIB) $(COMMON_LIB)
+	$(CUDA_LIBS) $(CPU_LIB) $(LOWP_LIB) $(CONFIG_LIB) $(DATA_LIB) $(CKPT_LIB) $(NUMERICS_LIB) $(COMMON_LIB)
 
 # Agreement with transformers on the committed fixtures.
 UNIT_TESTS += $(B)/tests/test_hf_agreement

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "../../trainer/backend/select.h"
-#include "../../trainer/ckpt/hf_config.h"
+#include "../../trainer/config/hf_config.h"
 #include "../../trainer/ckpt/hf_dir.h"
 #include "../../trainer/cmd/eval.h"
 #include "../../trainer/model/params.h"

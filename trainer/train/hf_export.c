@@ -11,12 +11,13 @@
 
 #include "../../common/version.h"
 #include "../ckpt/fsio.h"
-#include "../numerics/half.h"
 #include "../ckpt/hashed_file.h"
 #include "../ckpt/hf_dir.h"
 #include "../ckpt/json.h"
 #include "../ckpt/shard_read.h"
+#include "../config/hf_config.h"
 #include "../data/hf_tokenizer.h"
+#include "../numerics/half.h"
 #include "weights_io.h"
 
 /* ---- the plan: which tensor goes to which shard ------------------------------ */

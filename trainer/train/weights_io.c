@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../ckpt/shard_read.h"
+#include "../config/hf_config.h"
 #include "../model/params.h"
 #include "trainer.h"
 
