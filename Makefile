@@ -61,7 +61,8 @@ include trainer/ckpt/rules.mk
 include trainer/lowp/rules.mk
 include trainer/backend/cuda/lowp/rules.mk
 include trainer/backend/cuda/rules.mk
-include trainer/parallel/nccl.mk
+include trainer/comm/nccl.mk
+include trainer/comm/rules.mk
 include trainer/plan/rules.mk
 include trainer/rules.mk
 include trainer/parallel/rules.mk

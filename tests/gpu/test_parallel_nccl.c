@@ -12,7 +12,7 @@
 #include <cuda_runtime_api.h>
 
 #include "../../trainer/model/model.h"
-#include "../../trainer/parallel/comm_nccl.h"
+#include "../../trainer/comm/comm_nccl.h"
 #include "../../trainer/parallel/dispatch_ep.h"
 #include "../../trainer/parallel/zero.h"
 #include "../check.h"

@@ -31,7 +31,7 @@
 #include "../../trainer/ckpt/shard_read.h"
 #include "../../trainer/ckpt/shard_write.h"
 #include "../../trainer/model/model.h"
-#include "../../trainer/parallel/comm_local.h"
+#include "../../trainer/comm/comm_local.h"
 #include "../../trainer/parallel/dispatch_ep.h"
 #include "../../trainer/parallel/layout_io.h"
 #include "../../trainer/parallel/zero.h"

@@ -17,7 +17,7 @@
 #include "ckpt_io.h"
 #include "../model/dims_config.h"
 #include "../plan/plan.h"
-#include "../parallel/comm_nccl.h"
+#include "../comm/comm_nccl.h"
 #include "../parallel/dev_groups.h"
 #include "../parallel/dispatch_ep.h"
 #include "ckpt_allowance.h"
