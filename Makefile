@@ -63,6 +63,7 @@ include trainer/backend/cuda/lowp/rules.mk
 include trainer/backend/cuda/rules.mk
 include trainer/comm/nccl.mk
 include trainer/comm/rules.mk
+include trainer/dispatch/rules.mk
 include trainer/plan/rules.mk
 include trainer/rules.mk
 include trainer/parallel/rules.mk

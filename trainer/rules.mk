@@ -1,7 +1,7 @@
 # The trainer: model, dispatcher, CPU reference backend, training loop.
 # One library a folder: trainer/model, trainer/backend/cpu, trainer/train.
 MODEL_SRCS := trainer/model/params.c trainer/model/model_init.c trainer/model/model.c \
-	trainer/model/dispatch_local.c \
+	$(DISPATCH_LOCAL_SRCS) \
 	trainer/model/dims_config.c trainer/model/model_slices.c
 MODEL_LIB := $(B)/lib/libmoe_model.a
 $(MODEL_LIB): $(call obj,$(MODEL_SRCS))

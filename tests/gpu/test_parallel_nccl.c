@@ -13,7 +13,7 @@
 
 #include "../../trainer/model/model.h"
 #include "../../trainer/comm/comm_nccl.h"
-#include "../../trainer/parallel/dispatch_ep.h"
+#include "../../trainer/dispatch/dispatch_ep.h"
 #include "../../trainer/parallel/zero.h"
 #include "../check.h"
 #include "../model_rig.h"

@@ -32,7 +32,7 @@
 #include "../../trainer/ckpt/shard_write.h"
 #include "../../trainer/model/model.h"
 #include "../../trainer/comm/comm_local.h"
-#include "../../trainer/parallel/dispatch_ep.h"
+#include "../../trainer/dispatch/dispatch_ep.h"
 #include "../../trainer/parallel/layout_io.h"
 #include "../../trainer/parallel/zero.h"
 #include "../check.h"

@@ -13,7 +13,7 @@
 
 #include "../../trainer/config/config.h"
 #include "../../trainer/model/model.h"
-#include "../../trainer/parallel/dispatch_ep.h"
+#include "../../trainer/dispatch/dispatch_ep.h"
 #include "../../trainer/parallel/layout_io.h"
 #include "../../trainer/parallel/parallel.h"
 #include "../../trainer/comm/watchdog.h"

@@ -2,7 +2,7 @@
 # dispatcher, sharded AdamW, rank bootstrap and layout.
 PARALLEL_SRCS := trainer/parallel/ranks.c trainer/parallel/launch_env.c \
 	trainer/parallel/rank_layout.c \
-	trainer/parallel/dispatch_ep.c trainer/parallel/layout_io.c trainer/parallel/zero.c \
+	$(DISPATCH_EP_SRCS) trainer/parallel/layout_io.c trainer/parallel/zero.c \
 	trainer/parallel/dev_groups.c
 PARALLEL_LIB := $(B)/lib/libmoe_parallel.a
 # the communicators (trainer/comm/rules.mk) are linked as part of this library

@@ -19,7 +19,7 @@
 #include "../plan/plan.h"
 #include "../comm/comm_nccl.h"
 #include "../parallel/dev_groups.h"
-#include "../parallel/dispatch_ep.h"
+#include "../dispatch/dispatch_ep.h"
 #include "ckpt_allowance.h"
 #include "../plan/memory_check.h"
 #include "precision_start.h"

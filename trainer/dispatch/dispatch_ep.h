@@ -15,7 +15,7 @@
 #ifndef MOE_DISPATCH_EP_H
 #define MOE_DISPATCH_EP_H
 
-#include "../model/dispatch.h"
+#include "dispatch.h"
 #include "../comm/comm.h"
 
 /* ep: the EP group (its size divides E); E: global experts. */
