@@ -54,16 +54,20 @@ obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 all: everything
 
 include common/rules.mk
+include trainer/numerics/rules.mk
 include trainer/config/rules.mk
 include trainer/data/rules.mk
 include trainer/ckpt/rules.mk
 include trainer/lowp/rules.mk
 include trainer/backend/cuda/lowp/rules.mk
 include trainer/backend/cuda/rules.mk
-include trainer/parallel/nccl.mk
+include trainer/comm/nccl.mk
+include trainer/comm/rules.mk
+include trainer/dispatch/rules.mk
 include trainer/plan/rules.mk
 include trainer/rules.mk
 include trainer/parallel/rules.mk
+include trainer/cmd/rules.mk
 include launch/rules.mk
 include topo/rules.mk
 include plugin/rules.mk

@@ -18,7 +18,7 @@ endif
 
 # Checkpoint hashing and writing throughput (bench/ckpt_hash.c).
 BENCH_CKPT_HASH := $(B)/tests/bench_ckpt_hash
-$(BENCH_CKPT_HASH): $(call obj,bench/ckpt_hash.c) $(CKPT_LIB) $(COMMON_LIB)
+$(BENCH_CKPT_HASH): $(call obj,bench/ckpt_hash.c) $(CKPT_LIB) $(NUMERICS_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
 everything: $(BENCH_CKPT_HASH)

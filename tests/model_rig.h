@@ -6,9 +6,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../trainer/model/dispatch.h"
+#include "../trainer/dispatch/dispatch.h"
 #include "../trainer/model/model.h"
-#include "../trainer/parallel/dispatch_ep.h"
+#include "../trainer/dispatch/dispatch_ep.h"
 
 typedef struct {
     moe_backend *be;

@@ -13,18 +13,18 @@ FUZZ_CORPUS_ROOT := $(abspath tests/fuzz/corpus)
 FUZZ_SRCS_config := $(CONFIG_SRCS)
 FUZZ_SRCS_fasta := $(DATA_SRCS) trainer/ckpt/json.c trainer/ckpt/fsio.c # hf_tokenizer.c writes JSON
 FUZZ_SRCS_store_index := $(DATA_SRCS) trainer/ckpt/json.c trainer/ckpt/fsio.c
-FUZZ_SRCS_safetensors := $(CKPT_SRCS)
-FUZZ_SRCS_json := $(CKPT_SRCS)
-FUZZ_SRCS_hf_config := $(CKPT_SRCS)
+FUZZ_SRCS_safetensors := $(CKPT_SRCS) $(NUMERICS_SRCS)
+FUZZ_SRCS_json := $(CKPT_SRCS) $(NUMERICS_SRCS)
+FUZZ_SRCS_hf_config := trainer/config/hf_config.c $(CKPT_SRCS) $(NUMERICS_SRCS)
 FUZZ_SRCS_plugin_args := plugin/args.c launch/verdict.c
 FUZZ_SRCS_policy := launch/policy.c
 FUZZ_SRCS_planner_answer := plugin/planner.c
 FUZZ_LIBS_config := $(CONFIG_LIB)
 FUZZ_LIBS_fasta := $(DATA_LIB)
 FUZZ_LIBS_store_index := $(DATA_LIB)
-FUZZ_LIBS_safetensors := $(CKPT_LIB)
-FUZZ_LIBS_json := $(CKPT_LIB)
-FUZZ_LIBS_hf_config := $(CKPT_LIB)
+FUZZ_LIBS_safetensors := $(CKPT_LIB) $(NUMERICS_LIB)
+FUZZ_LIBS_json := $(CKPT_LIB) $(NUMERICS_LIB)
+FUZZ_LIBS_hf_config := $(CONFIG_LIB) $(CKPT_LIB) $(NUMERICS_LIB)
 FUZZ_LIBS_plugin_args := $(PLUGIN_LIB) $(LAUNCH_LIB)
 FUZZ_LIBS_policy := $(LAUNCH_LIB)
 FUZZ_LIBS_planner_answer := $(PLUGIN_LIB)
@@ -69,7 +69,7 @@ fuzz: $(foreach t,$(FUZZ_TARGETS),$(FUZZ_B)/fuzz_$(t))
 
 # tests/reliability/: what a resuming run would find under a checkpoint root.
 RELIABILITY_CKPT_CHECK := $(B)/tests/reliability/ckpt_check
-$(RELIABILITY_CKPT_CHECK): $(call obj,tests/reliability/ckpt_check.c) $(CKPT_LIB) $(COMMON_LIB)
+$(RELIABILITY_CKPT_CHECK): $(call obj,tests/reliability/ckpt_check.c) $(CKPT_LIB) $(NUMERICS_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
 everything: $(RELIABILITY_CKPT_CHECK)

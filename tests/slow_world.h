@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "../trainer/parallel/comm.h"
+#include "../trainer/comm/comm.h"
 
 static int slow_world_aborted = -1, slow_world_ticks = 40;
 

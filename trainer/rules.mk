@@ -1,7 +1,7 @@
-# The trainer: model, dispatcher, CPU reference backend, training loop, CLI.
+# The trainer: model, dispatcher, CPU reference backend, training loop.
 # One library a folder: trainer/model, trainer/backend/cpu, trainer/train.
 MODEL_SRCS := trainer/model/params.c trainer/model/model_init.c trainer/model/model.c \
-	trainer/model/dispatch_local.c \
+	$(DISPATCH_LOCAL_SRCS) \
 	trainer/model/dims_config.c trainer/model/model_slices.c
 MODEL_LIB := $(B)/lib/libmoe_model.a
 $(MODEL_LIB): $(call obj,$(MODEL_SRCS))
@@ -58,13 +58,12 @@ $(B)/tests/test_recompute: $(call obj,tests/unit/test_recompute.c) $(MODEL_LIB) 
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
 
-# Training loop, checkpoints, eval and the CLI.
+# Training loop, checkpoints, metrics, the Hugging Face export.
 TRAIN_SRCS := trainer/train/trainer.c trainer/train/precision_start.c trainer/train/checkpoint.c \
 	trainer/train/weights_io.c \
 	trainer/train/schedule.c trainer/train/metrics.c trainer/train/metrics_plot.c \
-	trainer/train/tb_writer.c trainer/backend/select.c trainer/eval.c trainer/cli.c trainer/query.c \
-	trainer/train/ckpt_io.c trainer/train/ckpt_allowance.c trainer/train/hf_export.c \
-	trainer/train/export_cmd.c
+	trainer/train/tb_writer.c trainer/backend/select.c \
+	trainer/train/ckpt_io.c trainer/train/ckpt_allowance.c trainer/train/hf_export.c
 TRAIN_LIB := $(B)/lib/libmoe_train.a
 $(TRAIN_LIB): $(call obj,$(TRAIN_SRCS)) $(B)/obj/gen/tb_event.pb-c.o
 
@@ -82,15 +81,12 @@ $(B)/obj/gen/tb_event.pb-c.o: $(TB_GEN)/tb_event.pb-c.c
 $(call obj,trainer/train/tb_writer.c): $(TB_GEN)/tb_event.pb-c.h
 $(call obj,trainer/train/tb_writer.c): CFLAGS += -I$(TB_GEN)
 LIBPROTOBUF_C := -Wl,-Bstatic -lprotobuf-c -Wl,-Bdynamic
-# libmoe_parallel.a is built by trainer/parallel/rules.mk
+# libmoe_parallel.a is built by trainer/parallel/rules.mk, libmoe_cmd.a (the
+# commands) by trainer/cmd/rules.mk, both read after this file
 PARALLEL_LIB := $(B)/lib/libmoe_parallel.a
-TRAINER_LIBS = $(TRAIN_LIB) $(PLAN_LIB) $(PARALLEL_NCCL_LIB) $(PARALLEL_LIB) $(MODEL_LIB) \
-	$(CUDA_LIBS) $(CPU_LIB) $(LOWP_LIB) $(DATA_LIB) $(CKPT_LIB) $(CONFIG_LIB) $(COMMON_LIB)
-
-BINS += $(B)/bin/moe-train
-$(B)/bin/moe-train: $(call obj,trainer/main.c) $(TRAINER_LIBS)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LIBCONFIG) $(LIBPROTOBUF_C) $(NCCL_LDLIBS) $(CUDA_LDLIBS) $(LDLIBS_BASE)
+CMD_LIB := $(B)/lib/libmoe_cmd.a
+TRAINER_LIBS = $(CMD_LIB) $(TRAIN_LIB) $(PLAN_LIB) $(PARALLEL_NCCL_LIB) $(PARALLEL_LIB) $(MODEL_LIB) \
+	$(CUDA_LIBS) $(CPU_LIB) $(LOWP_LIB) $(CONFIG_LIB) $(DATA_LIB) $(CKPT_LIB) $(NUMERICS_LIB) $(COMMON_LIB)
 
 # Agreement with transformers on the committed fixtures.
 UNIT_TESTS += $(B)/tests/test_hf_agreement

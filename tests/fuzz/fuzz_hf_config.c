@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../trainer/ckpt/hf_config.h"
+#include "../../trainer/config/hf_config.h"
 
 FUZZ_TARGET("hf_config");
 

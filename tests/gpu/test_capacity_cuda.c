@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "../../trainer/model/model.h"
-#include "../../trainer/parallel/dispatch_ep.h"
+#include "../../trainer/dispatch/dispatch_ep.h"
 #include "../check.h"
 #include "../model_rig.h"
 

@@ -13,7 +13,7 @@
 #include <time.h>
 
 #include "../../trainer/backend/backend.h"
-#include "../../trainer/model/init_normal.h"
+#include "../../trainer/numerics/init_normal.h"
 #include "../../trainer/lowp/fp8.h"
 #include <stdint.h>
 #include "../check.h"

@@ -13,8 +13,8 @@
 #include <nccl.h>
 
 #include "../../trainer/model/model.h"
-#include "../../trainer/parallel/comm_nccl.h"
-#include "../../trainer/parallel/dispatch_ep.h"
+#include "../../trainer/comm/comm_nccl.h"
+#include "../../trainer/dispatch/dispatch_ep.h"
 #include "../../trainer/parallel/zero.h"
 #include "../check.h"
 #include "../model_rig.h"

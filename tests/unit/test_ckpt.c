@@ -24,13 +24,14 @@
 
 #include "../../trainer/ckpt/ckpt_dir.h"
 #include "../../trainer/ckpt/fsio.h"
-#include "../../trainer/ckpt/half.h"
 #include "../../trainer/ckpt/hf_dir.h"
 #include "../../trainer/ckpt/json.h"
 #include "../../trainer/ckpt/safetensors.h"
 #include "../../trainer/ckpt/sha256.h"
 #include "../../trainer/ckpt/shard_read.h"
 #include "../../trainer/ckpt/shard_write.h"
+#include "../../trainer/config/hf_config.h"
+#include "../../trainer/numerics/half.h"
 #include "../check.h"
 
 #ifndef CKPT_TEST_DATA

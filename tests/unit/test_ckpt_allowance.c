@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include "../../trainer/config/config.h"
-#include "../../trainer/parallel/comm.h"
-#include "../../trainer/parallel/watchdog.h"
+#include "../../trainer/comm/comm.h"
+#include "../../trainer/comm/watchdog.h"
 #include "../../trainer/train/ckpt_allowance.h"
 #include "../check.h"
 #include "../slow_world.h"

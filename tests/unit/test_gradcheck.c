@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "../../trainer/model/model.h"
-#include "../../trainer/model/rng.h"
+#include "../../trainer/numerics/rng.h"
 #include "../check.h"
 
 typedef struct {

@@ -10,9 +10,10 @@
 #include <string.h>
 
 #include "../../trainer/backend/select.h"
-#include "../../trainer/ckpt/hf_config.h"
 #include "../../trainer/ckpt/hf_dir.h"
-#include "../../trainer/eval.h"
+#include "../../trainer/cmd/eval.h"
+#include "../../trainer/config/hf_config.h"
+#include "../../trainer/model/dims_config.h"
 #include "../../trainer/model/params.h"
 #include "../../trainer/train/trainer.h"
 #include "../../trainer/train/weights_io.h"
@@ -64,7 +65,7 @@ static void check_fixture(const char *name)
             in[r * T + t] = tok[r * L + t];
             tg[r * T + t] = t + 1 < L ? tok[r * L + t + 1] : -1;
         }
-    moe_dims d = trainer_model_dims(&mc);
+    moe_dims d = model_dims_from_config(&mc);
     moe_backend *be;
     moe_dispatcher *disp;
     moe_model *m;

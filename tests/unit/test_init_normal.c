@@ -1,4 +1,4 @@
-/* The weights' initial values (trainer/model/init_normal.h): its log and
+/* The weights' initial values (trainer/numerics/init_normal.h): its log and
  * sincos against libm, the normals' distribution, and pinned values, so a
  * change to the stream (which would silently change every model's start)
  * fails here. The GPU's copy of the same code is checked bit for bit
@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../trainer/model/init_normal.h"
+#include "../../trainer/numerics/init_normal.h"
 #include "../check.h"
 
 static uint64_t s = 0x1234567ull;

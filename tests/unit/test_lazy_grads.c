@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../trainer/model/dispatch.h"
+#include "../../trainer/dispatch/dispatch.h"
 #include "../../trainer/model/model.h"
 #include "../check.h"
 #include "../model_rig.h"

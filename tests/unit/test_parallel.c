@@ -13,10 +13,10 @@
 
 #include "../../trainer/config/config.h"
 #include "../../trainer/model/model.h"
-#include "../../trainer/parallel/dispatch_ep.h"
+#include "../../trainer/dispatch/dispatch_ep.h"
 #include "../../trainer/parallel/layout_io.h"
 #include "../../trainer/parallel/parallel.h"
-#include "../../trainer/parallel/watchdog.h"
+#include "../../trainer/comm/watchdog.h"
 #include "../../trainer/parallel/zero.h"
 #include "../check.h"
 #include "../slow_world.h"

@@ -226,7 +226,7 @@ struct moe_backend {
     int (*masters_download)(moe_backend *be, real *host, const uint16_t *lo, const act *wc,
                             size_t n, moe_err *e);
     /* Split masters filled where they live: element i is value start + i of
-     * the stream, init_weight(key, start + i, std) of model/init_normal.h
+     * the stream, init_weight(key, start + i, std) of numerics/init_normal.h
      * when `normal`, else `fill`; the same bits as the host's
      * initialisation. NULL where the host initialises. */
     int (*masters_init)(moe_backend *be, uint16_t *lo, act *wc, size_t n, uint64_t start,

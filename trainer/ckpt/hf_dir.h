@@ -6,14 +6,13 @@
  * present, as in transformers). hf_dir_open validates every shard header and
  * checks that each tensor the index names is in its shard, so a missing or
  * mismatched shard fails at open, not halfway through loading a model.
- * config.json is read and written by hf_config.h (included here). */
+ * config.json is read and written by trainer/config/hf_config.h. */
 #ifndef MOE_CKPT_HF_DIR_H
 #define MOE_CKPT_HF_DIR_H
 
 #include <stdint.h>
 
 #include "../../common/err.h"
-#include "hf_config.h"
 #include "safetensors.h"
 
 #define HF_SINGLE_FILE "model.safetensors"

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "fsio.h"
-#include "half.h"
+#include "../numerics/half.h"
 #include "json.h"
 
 /* The file format is little-endian; so are the machines moekit runs on.

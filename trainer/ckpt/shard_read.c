@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "fsio.h"
-#include "half.h"
+#include "../numerics/half.h"
 #include "hashed_file.h"
 #include "hf_dir.h"
 #include "json.h"

@@ -1,9 +1,10 @@
-# The run configuration: schema, loader, validator, writer.
+# The run configuration: schema, loader, validator, writer; the model section
+# from and to a Hugging Face config.json (hf_config.c, over trainer/ckpt/json).
 CONFIG_SRCS := trainer/config/config_schema.c trainer/config/config_value.c \
 	trainer/config/config_suggest.c trainer/config/config_source.c \
 	trainer/config/config_load.c trainer/config/config_validate.c \
 	trainer/config/config_write.c trainer/config/config_intern.c \
-	trainer/config/config_scale.c
+	trainer/config/config_scale.c trainer/config/hf_config.c
 CONFIG_LIB := $(B)/lib/libmoe_config.a
 ALL_LIBS += $(CONFIG_LIB)
 

@@ -70,7 +70,7 @@
 #include <stdint.h>
 
 #include "../../common/err.h"
-#include "../config/config.h"
+#include "data_cfg.h"
 
 /* ---- tokenizer ---------------------------------------------------------- */
 

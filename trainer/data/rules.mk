@@ -1,7 +1,7 @@
 # trainer/data: FASTA reading, tokenizer, windows, split, order, cursor.
 DATA_SRCS := trainer/data/tokenizer.c trainer/data/fasta.c trainer/data/gz_source.c trainer/data/rng.c \
 	trainer/data/layout.c trainer/data/order.c trainer/data/blend.c trainer/data/parts.c \
-	trainer/data/dataset.c trainer/data/batch.c trainer/data/inputs.c \
+	trainer/data/dataset.c trainer/data/window.c trainer/data/batch.c trainer/data/inputs.c \
 	trainer/data/store_read.c trainer/data/store_guard.c trainer/data/map_guard.c trainer/data/store_info.c trainer/data/store_sink.c \
 	trainer/data/store_prepare.c trainer/data/store_progress.c trainer/data/store_dir.c trainer/data/store_tmp.c \
 	trainer/data/hf_tokenizer.c
@@ -15,12 +15,6 @@ $(B)/tests/test_data: $(call obj,tests/unit/test_data.c) $(DATA_LIB) $(COMMON_LI
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
 UNIT_TESTS += $(B)/tests/test_data
-
-# moe-data: prepare FASTA collections into token stores, show what one holds.
-BINS += $(B)/bin/moe-data
-$(B)/bin/moe-data: $(call obj,trainer/moe_data.c) $(DATA_LIB) $(COMMON_LIB)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
 
 $(call obj,tests/unit/test_store.c): CFLAGS += -DMOE_TEST_DATA_DIR='"$(abspath tests/data/fasta)"'
 $(B)/tests/test_store: $(call obj,tests/unit/test_store.c) $(DATA_LIB) $(COMMON_LIB)

@@ -11,7 +11,7 @@
 
 #include "model.h"
 
-#include "../ckpt/half.h"
+#include "../numerics/half.h"
 #include "params.h"
 
 struct moe_layer_acts {

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "../backend/backend.h"
-#include "dispatch.h"
+#include "../dispatch/dispatch.h"
 
 typedef struct {
     int C;       /* hidden size */

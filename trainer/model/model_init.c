@@ -2,10 +2,10 @@
  * Mixtral's: N(0, std) matrices, unit norms), on the host or the device. */
 #include <stdlib.h>
 
-#include "init_normal.h"
+#include "../numerics/init_normal.h"
 #include "model.h"
 #include "params.h"
-#include "rng.h"
+#include "../numerics/rng.h"
 
 #define INIT_BLOCK 2048 /* values a host thread makes at a time */
 

@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "comm_nccl.h"
+#include "../comm/comm_nccl.h"
 
 int par_device_groups(moe_par *d, const moe_par *p, moe_err *e)
 {

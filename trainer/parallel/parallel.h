@@ -16,7 +16,7 @@
 #ifndef MOE_PARALLEL_H
 #define MOE_PARALLEL_H
 
-#include "comm.h"
+#include "../comm/comm.h"
 
 typedef struct {
     moe_comm *world, *ep, *dp;

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "parallel.h"
-#include "watchdog.h"
+#include "../comm/watchdog.h"
 
 /* -1 when unset, -2 when not a number */
 static int env_count(const char *name)

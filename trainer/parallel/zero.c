@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ckpt/half.h"
+#include "../numerics/half.h"
 
 typedef struct {
     size_t flat, n;          /* [flat, flat + n) of the model's flat buffers */

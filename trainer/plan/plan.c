@@ -7,7 +7,7 @@
 #include "../config/config_scale.h"
 #include "../model/dims_config.h"
 #include "../model/model.h"
-#include "../parallel/dispatch_ep.h"
+#include "../dispatch/dispatch_ep.h"
 #include "../parallel/zero.h"
 #include "count_backend.h"
 #include "plan_comm.h"

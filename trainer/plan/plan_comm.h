@@ -4,7 +4,7 @@
 #ifndef MOE_PLAN_COMM_H
 #define MOE_PLAN_COMM_H
 
-#include "../parallel/comm.h"
+#include "../comm/comm.h"
 
 int plan_comm_create(moe_comm **out, const char *name, int size, moe_err *e);
 

@@ -2,7 +2,7 @@
 # dispatcher and optimizer creation (moe-train --plan, the start-up summary,
 # plan_fit for launchers).
 PLAN_SRCS := trainer/plan/count_backend.c trainer/plan/plan_comm.c trainer/plan/plan.c \
-	trainer/plan/plan_fit.c trainer/plan/plan_cli.c trainer/plan/plan_device.c \
+	trainer/plan/plan_fit.c trainer/plan/plan_device.c \
 	trainer/plan/memory_check.c
 PLAN_LIB := $(B)/lib/libmoe_plan.a
 $(PLAN_LIB): $(call obj,$(PLAN_SRCS))

@@ -33,7 +33,7 @@
 
 #include "../ckpt/ckpt_dir.h"
 #include "../ckpt/fsio.h"
-#include "../ckpt/hf_config.h"
+#include "../config/hf_config.h"
 #include "../ckpt/json.h"
 #include "../ckpt/shard_read.h"
 #include "../ckpt/shard_write.h"

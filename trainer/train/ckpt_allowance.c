@@ -3,7 +3,7 @@
 
 #include <math.h>
 
-#include "../parallel/watchdog.h"
+#include "../comm/watchdog.h"
 
 double ckpt_allowance_s(uint64_t bytes, double min_mb_per_s, double timeout_s)
 {

@@ -11,12 +11,13 @@
 
 #include "../../common/version.h"
 #include "../ckpt/fsio.h"
-#include "../ckpt/half.h"
 #include "../ckpt/hashed_file.h"
 #include "../ckpt/hf_dir.h"
 #include "../ckpt/json.h"
 #include "../ckpt/shard_read.h"
+#include "../config/hf_config.h"
 #include "../data/hf_tokenizer.h"
+#include "../numerics/half.h"
 #include "weights_io.h"
 
 /* ---- the plan: which tensor goes to which shard ------------------------------ */
@@ -387,4 +388,33 @@ int hf_export_finish(const char *ckpt, const char *out, const hf_export_opts *o,
     plan_free(&p);
     shard_set_close(s);
     return rc;
+}
+
+int hf_export_publish(const char *tmp, const char *final, moe_err *e)
+{
+    char old[4400], parent[4200];
+    snprintf(parent, sizeof parent, "%s", final);
+    char *slash = strrchr(parent, '/');
+    const char *base = slash ? final + (slash - parent) + 1 : final;
+    if (slash)
+        *slash = '\0';
+    else
+        snprintf(parent, sizeof parent, ".");
+    snprintf(old, sizeof old, "%s/.old-%s-%d", parent, base, (int)getpid());
+    if (fsio_fsync_dir_files(tmp, e))
+        return -1;
+    int had_old = access(final, F_OK) == 0;
+    if (had_old && rename(final, old))
+        return moe_err_errno(e, errno, "cannot move the previous %s aside", final);
+    if (rename(tmp, final)) {
+        int err = errno;
+        if (had_old)
+            rename(old, final);
+        return moe_err_errno(e, err, "cannot rename %s to %s", tmp, final);
+    }
+    if (fsio_fsync_path(parent[0] ? parent : "/", e))
+        return -1;
+    if (had_old)
+        fsio_rm_rf(old, NULL);
+    return 0;
 }

@@ -48,11 +48,4 @@ int64_t hf_export_source_step(const char *model_dir);
  * the previous one moved aside until the new one is in place. */
 int hf_export_publish(const char *tmp, const char *final, moe_err *e);
 
-/* moe-train export --checkpoint DIR --out DIR [--dtype bf16|fp32] [--max-shard-size 5GB]
- * [--staging-mb N] */
-int export_main(int argc, char **argv);
-
-/* export's options as --help lines. */
-void export_print_options(FILE *f);
-
 #endif

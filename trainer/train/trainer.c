@@ -17,9 +17,9 @@
 #include "ckpt_io.h"
 #include "../model/dims_config.h"
 #include "../plan/plan.h"
-#include "../parallel/comm_nccl.h"
+#include "../comm/comm_nccl.h"
 #include "../parallel/dev_groups.h"
-#include "../parallel/dispatch_ep.h"
+#include "../dispatch/dispatch_ep.h"
 #include "ckpt_allowance.h"
 #include "../plan/memory_check.h"
 #include "precision_start.h"
@@ -57,8 +57,6 @@ static void fmt_count(char *out, size_t n, double v)
         snprintf(out, n, "%.0f", v);
 }
 
-moe_dims trainer_model_dims(const moe_model_cfg *mc) { return model_dims_from_config(mc); }
-
 /* precision.layers: the attention projections in the experts' recipe too
  * (all) or in bf16; t->precision names what runs where. On refusal the
  * projections are in bf16 and t->precision says so. */
@@ -66,7 +64,7 @@ static int set_layers(moe_trainer *t, moe_precision p, int all, moe_err *e)
 {
     const char *name = precision_name(p);
     const moe_model_cfg *mc = &t->cfg.model;
-    const moe_dims d = trainer_model_dims(mc);
+    const moe_dims d = model_dims_from_config(mc);
     const int widths[3] = {d.C, d.NH * d.HD, d.NKV * d.HD};
     snprintf(t->precision_label, sizeof t->precision_label, "%s (experts) + bf16", name);
     t->precision = t->precision_label;
@@ -201,7 +199,7 @@ static void print_summary(moe_trainer *t, const char *backend_why)
     if (t->quiet || t->rank != 0)
         return;
     const moe_config *c = &t->cfg;
-    moe_dims d = trainer_model_dims(&c->model);
+    moe_dims d = model_dims_from_config(&c->model);
     int64_t total, active;
     model_count_params(&d, &total, &active);
     char tot[32], act_s[32], btok[32];
@@ -431,7 +429,7 @@ static int open_dispatcher(moe_trainer *t, moe_err *e)
 static int build_model(moe_trainer *t, moe_err *e)
 {
     const moe_config *c = &t->cfg;
-    moe_dims d = trainer_model_dims(&c->model);
+    moe_dims d = model_dims_from_config(&c->model);
     const int moments_bf16 = !strcmp(c->optimizer.moments_dtype, "bf16");
     if (model_create_parallel(&t->model, &d, t->be, t->disp, c->train.micro_batch_size,
                               c->train.seq_length, t->par.ep_rank, t->par.ep_size,
@@ -521,7 +519,7 @@ static int resume_latest(moe_trainer *t, long *resume_step, moe_err *e)
      * small files), which every rank counts alike from the model's sizes:
      * fp32 masters and two fp32 moments a parameter */
     int64_t params, active;
-    moe_dims d = trainer_model_dims(&c->model);
+    moe_dims d = model_dims_from_config(&c->model);
     model_count_params(&d, &params, &active);
     ckpt_allow(c, (uint64_t)params * 3 * sizeof(float));
     if (comm_agree(t->par.world, r.failed, "looking for a checkpoint", e) ||
@@ -865,7 +863,7 @@ static int log_step(moe_trainer *t, double loss, double aux, double lr, double g
     const moe_config *c = &t->cfg;
     double tokens = (double)c->train.micro_batch_size * c->train.seq_length *
                     c->train.grad_accum_steps * t->world;
-    moe_dims d = trainer_model_dims(&c->model);
+    moe_dims d = model_dims_from_config(&c->model);
     double tflops = dt > 0 ? metrics_flops_per_token(&d, c->train.seq_length) * tokens / dt / 1e12
                            : NAN;
     double peak = trainer_peak_tflops(t);

@@ -55,9 +55,6 @@ extern volatile sig_atomic_t moe_stop_requested;
  * on it): MOE_EXIT_PREEMPTED, with the other tools' statuses. */
 #include "../../common/exit_codes.h"
 
-/* The model sizes of a config (head_dim 0 = hidden / heads). */
-moe_dims trainer_model_dims(const moe_model_cfg *mc);
-
 int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, int quiet, moe_err *e);
 void trainer_destroy(moe_trainer *t);
 /* Train to cfg.train.steps (or until a stop signal). Returns 0, 1 when it

@@ -5,8 +5,9 @@
 #include <string.h>
 
 #include "../ckpt/shard_read.h"
+#include "../config/hf_config.h"
+#include "../model/dims_config.h"
 #include "../model/params.h"
-#include "trainer.h"
 
 /* Hugging Face tensors of the model: one per matrix (per expert for expert
  * tensors). Calls fn for each with its name, shape and element offset. */
@@ -149,7 +150,7 @@ static int tensors_of(const moe_model_cfg *cfg, int layers, long long *out, moe_
     c.num_layers = layers;
     moe_model m;
     memset(&m, 0, sizeof m);
-    m.d = trainer_model_dims(&c);
+    m.d = model_dims_from_config(&c);
     m.ep_size = 1;
     m.E_local = m.d.E;
     if (params_layout(&m, e))
@@ -193,7 +194,7 @@ int weights_check(const char *dir, const moe_model_cfg *want, moe_model_cfg *got
         return -1;
     moe_model full;
     memset(&full, 0, sizeof full);
-    full.d = trainer_model_dims(got);
+    full.d = model_dims_from_config(got);
     full.ep_size = 1;
     full.E_local = full.d.E;
     shard_set *s = NULL;

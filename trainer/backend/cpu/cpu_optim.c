@@ -3,7 +3,7 @@
 #include <stdlib.h>
 
 #include "cpu_internal.h"
-#include "../../ckpt/half.h"
+#include "../../numerics/half.h"
 
 /* Fixed blocks, summed in order: the same bits for any thread count. */
 #define SUMSQ_BLOCK 65536

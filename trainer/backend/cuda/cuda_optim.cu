@@ -6,7 +6,7 @@
 #include "cuda_internal.h"
 #include "cuda_fp8_weight_cache.h"
 #include "../split_master.h"
-#include "../../model/init_normal.h"
+#include "../../numerics/init_normal.h"
 
 #define NORM_BLOCKS 1024
 

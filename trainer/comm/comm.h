@@ -51,6 +51,10 @@ typedef struct {
     uint64_t seq;
 } moe_comm_req;
 
+/* A transport's operations: each transport (comm_single.c, comm_mpi.c,
+ * comm_nccl.c, comm_local.c) fills one table by field name; an operation it
+ * has not (bind, wait, async_error, abort_comm) is left NULL. A new
+ * transport is one file with one such table. */
 typedef struct {
     int (*allreduce_sum)(moe_comm *c, void *buf, size_t n, moe_dtype t, moe_err *e);
     /* recv[size * n] = every rank's send[n], rank order */

@@ -1,4 +1,4 @@
-/* moekit checkpoints: Hugging Face Mixtral config.json <-> moe_model_cfg.
+/* moekit config: Hugging Face Mixtral config.json <-> moe_model_cfg.
  *
  * Reads what transformers 4.x and 5.x save for MixtralForCausalLM (rope_theta
  * at the top level, or in rope_parameters / rope_scaling) and refuses, with
@@ -15,11 +15,11 @@
  * The written file loads with transformers 5.x MixtralForCausalLM
  * .from_pretrained (and 4.x, which reads the top-level rope_theta); token
  * ids are the genomic tokenizer's (EOS 0, PAD 1, BOS 2). */
-#ifndef MOE_CKPT_HF_CONFIG_H
-#define MOE_CKPT_HF_CONFIG_H
+#ifndef MOE_CONFIG_HF_CONFIG_H
+#define MOE_CONFIG_HF_CONFIG_H
 
 #include "../../common/err.h"
-#include "../config/config.h"
+#include "config.h"
 
 /* Fill *out from config.json at path. head_dim is always set (hidden_size /
  * num_attention_heads when the file has none). Fields of moe_model_cfg that

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/exit_codes.h"
+#include "../../common/exit_codes.h"
 
 #define CLI_MAX_OPTIONS 64
 

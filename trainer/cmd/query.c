@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/exit_codes.h"
-#include "../common/precision.h"
+#include "../../common/exit_codes.h"
+#include "../../common/precision.h"
 #include "cli.h"
-#include "config/config.h"
-#include "plan/plan.h"
+#include "../config/config.h"
+#include "../plan/plan.h"
 
 typedef struct {
     const char *config, *configs_dir, *precision, *room_bytes, *room_what;

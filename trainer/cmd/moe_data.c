@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/config_scale.h"
-#include "data/inputs.h"
-#include "data/store.h"
+#include "../config/config_scale.h"
+#include "../data/inputs.h"
+#include "../data/store.h"
 
 static void usage(FILE *f)
 {

@@ -5,7 +5,7 @@
 
 #include <stdio.h>
 
-#include "backend/backend.h"
+#include "../backend/backend.h"
 
 /* Read FILE: one sequence of whitespace-separated token ids per line, all of
  * the same length L >= 2. Returns rows and L, tokens[rows * L] (malloc'd). */

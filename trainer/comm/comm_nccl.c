@@ -572,8 +572,21 @@ static void n_destroy(moe_comm *c)
 }
 
 static const moe_comm_ops NCCL_OPS = {
-    n_allreduce, n_allgather, n_allgatherv, n_alltoallv, n_broadcast, n_barrier, n_reduce_scatter,
-    n_split,     n_abort,     n_destroy,    n_bind,      n_wait,      n_async_error, n_abort_comm};
+    .allreduce_sum = n_allreduce,
+    .allgather = n_allgather,
+    .allgatherv = n_allgatherv,
+    .alltoallv = n_alltoallv,
+    .broadcast = n_broadcast,
+    .barrier = n_barrier,
+    .reduce_scatter_sum = n_reduce_scatter,
+    .split = n_split,
+    .abort_job = n_abort,
+    .destroy = n_destroy,
+    .bind = n_bind,
+    .wait = n_wait,
+    .async_error = n_async_error,
+    .abort_comm = n_abort_comm,
+};
 
 int comm_nccl_built(void) { return 1; }
 

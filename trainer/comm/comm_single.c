@@ -64,9 +64,17 @@ static void single_destroy(moe_comm *c)
 }
 
 static const moe_comm_ops SINGLE_OPS = {
-    single_allreduce, single_allgather, single_allgatherv, single_alltoallv, single_broadcast,
-    single_barrier,   single_reduce_scatter, single_split, single_abort, single_destroy,
-    NULL,             NULL,                  NULL,         NULL};
+    .allreduce_sum = single_allreduce,
+    .allgather = single_allgather,
+    .allgatherv = single_allgatherv,
+    .alltoallv = single_alltoallv,
+    .broadcast = single_broadcast,
+    .barrier = single_barrier,
+    .reduce_scatter_sum = single_reduce_scatter,
+    .split = single_split,
+    .abort_job = single_abort,
+    .destroy = single_destroy,
+};
 
 int comm_single_create(moe_comm **out, moe_err *e)
 {

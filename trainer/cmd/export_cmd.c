@@ -1,5 +1,6 @@
-/* moekit: `moe-train export` and publishing an exported directory. */
-#include <errno.h>
+/* moekit: `moe-train export` (see export_cmd.h). */
+#include "export_cmd.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,38 +11,9 @@
 #include "../ckpt/ckpt_dir.h"
 #include "../ckpt/fsio.h"
 #include "../ckpt/shard_read.h"
-#include "../cli.h"
-#include "hf_export.h"
-#include "weights_io.h"
-
-int hf_export_publish(const char *tmp, const char *final, moe_err *e)
-{
-    char old[4400], parent[4200];
-    snprintf(parent, sizeof parent, "%s", final);
-    char *slash = strrchr(parent, '/');
-    const char *base = slash ? final + (slash - parent) + 1 : final;
-    if (slash)
-        *slash = '\0';
-    else
-        snprintf(parent, sizeof parent, ".");
-    snprintf(old, sizeof old, "%s/.old-%s-%d", parent, base, (int)getpid());
-    if (fsio_fsync_dir_files(tmp, e))
-        return -1;
-    int had_old = access(final, F_OK) == 0;
-    if (had_old && rename(final, old))
-        return moe_err_errno(e, errno, "cannot move the previous %s aside", final);
-    if (rename(tmp, final)) {
-        int err = errno;
-        if (had_old)
-            rename(old, final);
-        return moe_err_errno(e, err, "cannot rename %s to %s", tmp, final);
-    }
-    if (fsio_fsync_path(parent[0] ? parent : "/", e))
-        return -1;
-    if (had_old)
-        fsio_rm_rf(old, NULL);
-    return 0;
-}
+#include "../train/hf_export.h"
+#include "../train/weights_io.h"
+#include "cli.h"
 
 /* "5GB", "500MB", "2GiB", "1000000" (bytes). */
 static int parse_size(const char *s, uint64_t *out)

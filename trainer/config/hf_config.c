@@ -6,9 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../config/config_scale.h"
-#include "fsio.h"
-#include "json.h"
+#include "config_scale.h"
+#include "../ckpt/fsio.h"
+#include "../ckpt/json.h"
 
 /* MixtralConfig's defaults for keys a config.json may leave out. */
 #define HF_DEFAULT_MAX_POSITIONS (4096 * 32)

@@ -243,9 +243,18 @@ static void m_destroy(moe_comm *c)
     free(c);
 }
 
-static const moe_comm_ops MPI_OPS = {m_allreduce, m_allgather, m_allgatherv, m_alltoallv,
-                                     m_broadcast, m_barrier,   m_reduce_scatter, m_split,
-                                     m_abort,     m_destroy,   NULL, NULL, NULL, NULL};
+static const moe_comm_ops MPI_OPS = {
+    .allreduce_sum = m_allreduce,
+    .allgather = m_allgather,
+    .allgatherv = m_allgatherv,
+    .alltoallv = m_alltoallv,
+    .broadcast = m_broadcast,
+    .barrier = m_barrier,
+    .reduce_scatter_sum = m_reduce_scatter,
+    .split = m_split,
+    .abort_job = m_abort,
+    .destroy = m_destroy,
+};
 
 int comm_mpi_built(void) { return 1; }
 

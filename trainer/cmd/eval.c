@@ -7,15 +7,16 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../common/exit_codes.h"
-#include "backend/select.h"
+#include "../../common/exit_codes.h"
+#include "../backend/select.h"
 #include "cli.h"
-#include "ckpt/shard_read.h"
-#include "data/data.h"
-#include "model/model.h"
-#include "model/model_slices.h"
-#include "train/trainer.h"
-#include "train/weights_io.h"
+#include "../ckpt/shard_read.h"
+#include "../data/data.h"
+#include "../model/dims_config.h"
+#include "../model/model.h"
+#include "../model/model_slices.h"
+#include "../train/trainer.h"
+#include "../train/weights_io.h"
 
 int eval_read_tokens(const char *path, int vocab, int32_t **tokens, int *rows, int *len,
                      moe_err *e)
@@ -240,7 +241,7 @@ static int run_eval(const char *dir, const char *tokfile, const char *fasta, int
         return -1;
     int32_t *in = NULL, *tg = NULL;
     int rows = 0, T = seq_length, batch;
-    eval_ctx c = {.d = trainer_model_dims(&mc)};
+    eval_ctx c = {.d = model_dims_from_config(&mc)};
     char why[128];
     int rc = -1;
     if (backend_open(backend, 0, 0, &c.be, why, sizeof why, e))

@@ -15,8 +15,8 @@
 #ifndef MOE_DISPATCH_EP_H
 #define MOE_DISPATCH_EP_H
 
-#include "../model/dispatch.h"
-#include "comm.h"
+#include "dispatch.h"
+#include "../comm/comm.h"
 
 /* ep: the EP group (its size divides E); E: global experts. */
 int dispatcher_ep_create(moe_dispatcher **out, moe_comm *ep, int E, moe_err *e);

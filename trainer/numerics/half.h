@@ -1,8 +1,8 @@
-/* moekit checkpoints: bf16 / fp16 <-> fp32 conversions for tensor files.
+/* moekit numerics: bf16 / fp16 <-> fp32 conversions (tensor files, split masters).
  * Rounding is to nearest, ties to even, as PyTorch's .to() does, so a value
  * written here and read by PyTorch (or back here) is bit-identical. */
-#ifndef MOE_CKPT_HALF_H
-#define MOE_CKPT_HALF_H
+#ifndef MOE_NUMERICS_HALF_H
+#define MOE_NUMERICS_HALF_H
 
 #include <stdint.h>
 #include <string.h>

@@ -640,8 +640,19 @@ out:
 }
 
 static const moe_comm_ops LOCAL_OPS = {
-    l_allreduce, l_allgather, l_allgatherv, l_alltoallv, l_broadcast, l_barrier, l_reduce_scatter,
-    l_split,     l_abort,     l_destroy,    NULL,        l_wait,      NULL,      l_abort_comm};
+    .allreduce_sum = l_allreduce,
+    .allgather = l_allgather,
+    .allgatherv = l_allgatherv,
+    .alltoallv = l_alltoallv,
+    .broadcast = l_broadcast,
+    .barrier = l_barrier,
+    .reduce_scatter_sum = l_reduce_scatter,
+    .split = l_split,
+    .abort_job = l_abort,
+    .destroy = l_destroy,
+    .wait = l_wait,
+    .abort_comm = l_abort_comm,
+};
 
 int comm_local_world_create(moe_local_world **out, int size, moe_err *e)
 {

@@ -14,16 +14,16 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../common/exit_codes.h"
-#include "../common/version.h"
+#include "../../common/exit_codes.h"
+#include "../../common/version.h"
+#include "../config/config.h"
+#include "../config/config_scale.h"
+#include "../train/trainer.h"
 #include "cli.h"
-#include "config/config.h"
-#include "config/config_scale.h"
 #include "eval.h"
-#include "plan/plan_cli.h"
+#include "export_cmd.h"
+#include "plan_cli.h"
 #include "query.h"
-#include "train/hf_export.h"
-#include "train/trainer.h"
 
 typedef struct {
     const char *config, *backend, *plan_gpu_mem;

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan.h"
+#include "../plan/plan.h"
 #include "plan_cli.h"
 
 int plan_main(const moe_config *c, int gpus, double gpu_mem_gib, const char *backend)
