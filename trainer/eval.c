@@ -105,7 +105,7 @@ static int eval_read_fasta(const char *path, int T, int packed, int32_t **in, in
         return moe_errf(e, "--fasta %s: is a directory, not a FASTA file", path);
     const char *files[1] = {path};
     moe_data_cfg dc = {.n_files = 1, .files = files, .mask_degenerate_bases = 1};
-    snprintf(dc.pack, sizeof dc.pack, "%s", packed ? "packed" : "padded");
+    dc.pack = packed ? MOE_PACK_PACKED : MOE_PACK_PADDED;
     moe_dataset *ds = NULL;
     moe_data_stats st;
     if (dataset_open(&ds, &dc, T, 0, 0, 1, ".", e))
@@ -232,7 +232,7 @@ out:
 }
 
 static int run_eval(const char *dir, const char *tokfile, const char *fasta, int seq_length,
-                    const char *backend, const char *pack, moe_err *e)
+                    moe_backend_choice backend, moe_pack_mode pack, moe_err *e)
 {
     moe_model_cfg mc;
     /* config.json and the weights agree before anything is sized by them */
@@ -247,13 +247,13 @@ static int run_eval(const char *dir, const char *tokfile, const char *fasta, int
         goto out;
     /* --fasta packs as training packs a collection (auto: where the backend
      * can); token lines are sequences as transformers reads them */
-    if (fasta && !strcmp(pack, "packed") && c.be->segments == MOE_SEGMENTS_NONE) {
+    if (fasta && pack == MOE_PACK_PACKED && c.be->segments == MOE_SEGMENTS_NONE) {
         moe_errf(e, "--pack packed: the %s backend's attention does not take sequence boundaries "
                  "(--pack padded, or auto)", c.be->name);
         goto out;
     }
-    c.packed = fasta && (!strcmp(pack, "packed") ||
-                         (!strcmp(pack, "auto") && c.be->segments == MOE_SEGMENTS_FAST));
+    c.packed = fasta && (pack == MOE_PACK_PACKED ||
+                         (pack == MOE_PACK_AUTO && c.be->segments == MOE_SEGMENTS_FAST));
     if (fasta ? eval_read_fasta(fasta, T, c.packed, &in, &tg, &rows, e)
               : eval_token_rows(tokfile, mc.vocab_size, &in, &tg, &rows, &T, e))
         goto out;
@@ -290,7 +290,8 @@ out:
 }
 
 typedef struct {
-    const char *checkpoint, *tokens, *fasta, *backend, *pack;
+    const char *checkpoint, *tokens, *fasta;
+    int backend, pack; /* moe_backend_choice, moe_pack_mode */
     int seq_length, help;
 } eval_opts;
 
@@ -309,10 +310,10 @@ static const cli_option eval_options[] = {
         "a FASTA file (or .gz), tokenized and windowed as training does"),
     OPT("seq-length", CLI_COUNT, seq_length, 1 << 20, NULL, "T",
         "--fasta: window length in tokens (default 128)"),
-    OPT("pack", CLI_CHOICE, pack, 0, "auto|packed|padded", NULL,
+    OPT("pack", CLI_ENUM, pack, 0, config_pack_names, NULL,
         "--fasta: records end to end in every window, or one record a window (data.pack; "
         "auto packs where the backend can)"),
-    OPT("backend", CLI_CHOICE, backend, 0, "auto|cpu|cuda", NULL, "as for training"),
+    OPT("backend", CLI_ENUM, backend, 0, config_backend_names, NULL, "as for training"),
     OPT("help", CLI_FLAG, help, 0, NULL, NULL, "this text (also -h)"),
 };
 #undef OPT
@@ -325,7 +326,7 @@ void eval_print_options(FILE *f)
 
 int eval_main(int argc, char **argv)
 {
-    eval_opts o = {.backend = "auto", .pack = "auto", .seq_length = 128};
+    eval_opts o = {.backend = MOE_BACKEND_AUTO, .pack = MOE_PACK_AUTO, .seq_length = 128};
     int first;
     int rc = cli_parse("moe-train eval", eval_options, N_EVAL_OPTIONS, &o, argc, argv, &first);
     if (rc)
@@ -355,7 +356,8 @@ int eval_main(int argc, char **argv)
         return MOE_EXIT_USAGE;
     }
     moe_err e = {{0}};
-    if (run_eval(o.checkpoint, o.tokens, o.fasta, o.seq_length, o.backend, o.pack, &e)) {
+    if (run_eval(o.checkpoint, o.tokens, o.fasta, o.seq_length, (moe_backend_choice)o.backend,
+                 (moe_pack_mode)o.pack, &e)) {
         fprintf(stderr, "moe-train eval: %s\n", e.msg);
         return MOE_EXIT_FAILURE;
     }

@@ -13,10 +13,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <stdint.h>
-
 #include "../../common/err.h"
 #include "../../common/precision.h"
+#include "config_enums.h"
 
 #define MOE_PATH_MAX 4096
 
@@ -55,7 +54,7 @@ typedef struct {
     double beta1, beta2;      /* optimizer.betas = [b1, b2] */
     double eps;               /* optimizer.eps */
     double weight_decay;      /* optimizer.weight_decay (decoupled; not on norms) */
-    char moments_dtype[16];   /* optimizer.moments_dtype: fp32|bf16 (storage of the moments) */
+    moe_moments_dtype moments_dtype; /* optimizer.moments_dtype: fp32|bf16 (storage of the moments) */
 } moe_optim_cfg;
 
 typedef struct {
@@ -82,7 +81,7 @@ typedef struct {
     double reverse_complement; /* data.reverse_complement: probability per window */
     int mask_degenerate_bases; /* data.mask_degenerate_bases (bool): no loss on non-ACGT targets */
     int shuffle;              /* data.shuffle (bool) */
-    char pack[8];             /* data.pack: auto|packed|padded (data.h: windows) */
+    moe_pack_mode pack;       /* data.pack: auto|packed|padded (data.h: windows) */
 } moe_data_cfg;
 
 typedef struct {
@@ -111,6 +110,7 @@ typedef struct {
     double timeout_s;               /* parallel.timeout_s: collective wait before abort */
     int grad_bucket_mb;             /* parallel.grad_bucket_mb: gradient MiB per reduce-scatter */
     double expert_capacity_factor;  /* parallel.expert_capacity_factor: expert rows per pass */
+    int mpi_max_count;              /* parallel.mpi_max_count: elements per MPI call (0 = INT_MAX) */
 } moe_parallel_cfg;
 
 typedef struct {
@@ -118,7 +118,7 @@ typedef struct {
     int allow_fp8_block;            /* precision.allow_fp8_block (bool): fp8_block may run on Hopper */
     int strict;                     /* precision.strict (bool): refuse rather than fall back */
     int fp8_saved_activations;      /* precision.fp8_saved_activations (bool): fp8_block keeps h1, h3 in E4M3 */
-    char layers[64];                /* precision.layers: experts|all (which GEMMs go low precision) */
+    moe_lowp_layers layers;         /* precision.layers: experts|all (which GEMMs go low precision) */
 } moe_precision_cfg;
 
 /* runtime.gemm, runtime.attention, runtime.init_on: indexed
@@ -134,17 +134,19 @@ typedef enum { MOE_RT_MEMCHECK_REFUSE = 0, MOE_RT_MEMCHECK_WARN, MOE_RT_MEMCHECK
 enum { MOE_RT_FP8_FPROP = 1, MOE_RT_FP8_DGRAD = 2, MOE_RT_FP8_WGRAD = 4 };
 
 typedef struct {
-    char backend[16];               /* runtime.backend: auto|cpu|cuda */
+    moe_backend_choice backend;     /* runtime.backend: auto|cpu|cuda */
     int threads;                    /* runtime.threads: CPU threads (0 = OpenMP default) */
     /* how the run goes, not what it computes (studies, comparisons, tests) */
     char fp8_gemms[32];             /* runtime.fp8_gemms: comma list of fprop,dgrad,wgrad or none */
     int fp8_chunk_rows;             /* runtime.fp8_chunk_rows: FP8 rows per expert GEMM (128k) */
     int fp8_fused_save;             /* runtime.fp8_fused_save (bool): SwiGLU kernel quantises h */
     int fp8_weight_cache;           /* runtime.fp8_weight_cache (bool): FP8 weights once a step */
-    int expert_chunk_rows;          /* runtime.expert_chunk_rows: an expert's backward rows at a time */
+    int expert_chunk_rows;          /* runtime.expert_chunk_rows: an expert's rows a pass (forward
+                                       SwiGLU and down projection, backward) */
     moe_rt_gemm gemm;               /* runtime.gemm: cublaslt|cublas */
     moe_rt_attention attention;     /* runtime.attention: mma|wmma|simt */
     moe_rt_init_on init_on;         /* runtime.init_on: device|host */
+    char cudnn_lib[MOE_PATH_MAX];   /* runtime.cudnn_lib: cuDNN library file ("" = the sonames) */
     moe_rt_memory_check memory_check; /* runtime.memory_check: refuse|warn|off */
 } moe_runtime_cfg;
 

@@ -374,8 +374,8 @@ int config_apply_override(moe_config *cfg, const char *override, moe_err *e)
     return apply_override(cfg, override, NULL, e);
 }
 
-/* The environment variables that set runtime.* keys before those keys
- * existed, still taken: read here and nowhere else, applied between the
+/* The environment variables that set runtime.* and parallel.* keys before
+ * those keys existed, still taken: read here and nowhere else, applied between the
  * files and the command line (which wins), and told on stderr, so the key
  * shows in --print-config, the saved config and any error's origin. */
 static const struct {
@@ -384,6 +384,7 @@ static const struct {
     {"MOE_FP8_GEMMS", "runtime.fp8_gemms"},   {"MOE_FP8_CHUNK_ROWS", "runtime.fp8_chunk_rows"},
     {"MOE_FP8_FUSED_SAVE", "runtime.fp8_fused_save"}, {"MOE_CUDA_GEMM", "runtime.gemm"},
     {"MOE_CUDA_ATTENTION", "runtime.attention"}, {"MOE_INIT_ON", "runtime.init_on"},
+    {"MOE_CUDNN_LIB", "runtime.cudnn_lib"},   {"MOE_MPI_MAX_COUNT", "parallel.mpi_max_count"},
 };
 
 static int apply_env_keys(loader *L, moe_err *e)

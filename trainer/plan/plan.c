@@ -63,7 +63,7 @@ static int groups_open(plan_groups *g, int ep, int dp, moe_err *e)
 static int count_optimizer(moe_plan *p, const moe_config *c, moe_backend *be, moe_model *m,
                            plan_groups *g, moe_zero **zp, moe_err *e)
 {
-    int bf16 = !strcmp(c->optimizer.moments_dtype, "bf16");
+    int bf16 = c->optimizer.moments_dtype == MOE_MOMENTS_DTYPE_BF16;
     if (p->world == 1) { /* the model's own moments, made with it in their dtype */
         p->moments = 2 * (bf16 ? sizeof(uint16_t) : sizeof(real)) * m->n_elems;
         p->optimizer_counted = 1;
@@ -106,7 +106,8 @@ static int count_once(moe_plan *p, const moe_config *c, int recompute, moe_backe
         goto out_groups;
     }
     int B = c->train.micro_batch_size, T = c->train.seq_length;
-    int moments = model_moments_mode(p->world == 1, !strcmp(c->optimizer.moments_dtype, "bf16"));
+    int moments = model_moments_mode(p->world == 1,
+                                     c->optimizer.moments_dtype == MOE_MOMENTS_DTYPE_BF16);
     if (model_create_parallel(&m, &d, be, disp, B, T, 0, p->ep, moments, recompute, e))
         goto out_disp;
     p->cap_rows = (size_t)disp->max_rows(disp, B * T, d.K);
@@ -233,7 +234,7 @@ int plan_make_counted(moe_plan *p, const moe_config *c, int ep, int dp, moe_back
     p->dp = dp;
     p->world = ep * dp;
     p->recompute = c->train.activation_recompute;
-    snprintf(p->backend, sizeof p->backend, "%s", shape ? shape->name : "cuda");
+    p->sized_for = shape ? shape->kind : MOE_BACKEND_CUDA;
     moe_dims d = model_dims_from_config(&c->model);
     int64_t active;
     model_count_params(&d, &p->params_total, &active);
@@ -280,7 +281,7 @@ void plan_print(FILE *f, const moe_plan *p, const moe_config *c, double gpu_byte
     const double u = gib ? GIB : 1048576.0;
     fprintf(f, "moekit memory plan: %s at EP=%d x DP=%d (%d %s%s), micro-batch %d x %d tokens, "
                "%zu expert rows per pass",
-            c->name, p->ep, p->dp, p->world, !strcmp(p->backend, "cpu") ? "CPU rank" : "GPU",
+            c->name, p->ep, p->dp, p->world, p->sized_for == MOE_BACKEND_CPU ? "CPU rank" : "GPU",
             p->world > 1 ? "s" : "", c->train.micro_batch_size, c->train.seq_length, p->cap_rows);
     if (p->ep > 1)
         fprintf(f, " (parallel.expert_capacity_factor %.2f)", c->parallel.expert_capacity_factor);
