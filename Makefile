@@ -61,6 +61,7 @@ include trainer/lowp/rules.mk
 include trainer/backend/cuda/lowp/rules.mk
 include trainer/backend/cuda/rules.mk
 include trainer/parallel/nccl.mk
+include trainer/build/rules.mk
 include trainer/plan/rules.mk
 include trainer/rules.mk
 include trainer/parallel/rules.mk

@@ -9,6 +9,7 @@
 
 #include "../common/exit_codes.h"
 #include "backend/select.h"
+#include "build/run_build.h"
 #include "cli.h"
 #include "ckpt/shard_read.h"
 #include "data/data.h"
@@ -161,14 +162,29 @@ static int eval_token_rows(const char *tokfile, int vocab, int32_t **in, int32_t
 
 typedef struct {
     moe_backend *be;
-    moe_dispatcher *disp;
-    moe_model *m;
+    moe_build run;          /* one rank: a local dispatcher, the model keeps its state */
+    moe_model *m;           /* run.model */
     int m_rows;
     real *host; /* the checkpoint's weights */
     moe_dims d;
     int packed;             /* windows of several records: the model is told their sequences */
     int32_t *seg_pos, *seg_cu;
 } eval_ctx;
+
+/* The model for batches of `rows` x T tokens, built as a run is (one rank,
+ * a local dispatcher, the model's own fp32 state, nothing recomputed); the
+ * one before it goes. */
+static int eval_build(eval_ctx *c, int rows, int T, moe_err *e)
+{
+    build_close(&c->run);
+    c->m = NULL;
+    moe_build_spec s = {.dims = c->d, .B = rows, .T = T, .moments = MOE_MOMENTS_DTYPE_FP32};
+    if (build_run(&c->run, &s, c->be, e))
+        return -1;
+    c->m = c->run.model;
+    c->m_rows = rows;
+    return 0;
+}
 
 /* rows windows through the model, batch rows at a time; the model is
  * (re)built for the size of the batch, so no padded row enters the aux loss. */
@@ -179,14 +195,8 @@ static int eval_batches(eval_ctx *c, const int32_t *in, const int32_t *tg, int r
     *tokens = 0;
     for (int r0 = 0; r0 < rows; r0 += batch) {
         int n = rows - r0 < batch ? rows - r0 : batch;
-        if (c->m && c->m_rows != n) {
-            model_destroy(c->m);
-            c->m = NULL;
-        }
-        if (!c->m && (model_create(&c->m, &c->d, c->be, c->disp, n, T, e) ||
-                      model_set_masters(c->m, c->host, e)))
+        if (c->m_rows != n && (eval_build(c, n, T, e) || model_set_masters(c->m, c->host, e)))
             return -1;
-        c->m_rows = n;
         double ls;
         int64_t nv;
         int max_len, n_seg = c->packed ? tok_segments(in + (size_t)r0 * T, n, T, c->seg_pos,
@@ -212,9 +222,8 @@ static int load_weights(eval_ctx *c, const char *dir, int T, moe_err *e)
     size_t staging_bytes = (size_t)64 << 20;
     void *staging = NULL;
     int rc = -1;
-    if (model_create(&c->m, &c->d, c->be, c->disp, 1, T, e) || shard_set_open(dir, &s, e))
+    if (eval_build(c, 1, T, e) || shard_set_open(dir, &s, e))
         goto out;
-    c->m_rows = 1;
     if (!(c->host = malloc(sizeof(real) * c->m->n_elems)) || !(staging = malloc(staging_bytes))) {
         moe_errf(e, "out of memory");
         goto out;
@@ -231,6 +240,24 @@ out:
     return rc;
 }
 
+/* No config file here: the backend runs with the built-in runtime.* values
+ * and the legacy environment variables read as those keys (MOE_CUDNN_LIB). */
+static int eval_run_opts(moe_backend *be, moe_err *e)
+{
+    moe_config *c = malloc(sizeof *c);
+    if (!c)
+        return moe_errf(e, "out of memory");
+    config_defaults(c);
+    moe_backend_opts o;
+    int rc = config_apply_env(c, e) || config_validate(c, e) ? -1 : 0;
+    if (!rc && be->set_run_opts) {
+        o = backend_opts_from_config(&c->runtime);
+        rc = be->set_run_opts(be, &o, e);
+    }
+    free(c);
+    return rc;
+}
+
 static int run_eval(const char *dir, const char *tokfile, const char *fasta, int seq_length,
                     moe_backend_choice backend, moe_pack_mode pack, moe_err *e)
 {
@@ -243,7 +270,7 @@ static int run_eval(const char *dir, const char *tokfile, const char *fasta, int
     eval_ctx c = {.d = trainer_model_dims(&mc)};
     char why[128];
     int rc = -1;
-    if (backend_open(backend, 0, 0, &c.be, why, sizeof why, e))
+    if (backend_open(backend, 0, 0, &c.be, why, sizeof why, e) || eval_run_opts(c.be, e))
         goto out;
     /* --fasta packs as training packs a collection (auto: where the backend
      * can); token lines are sequences as transformers reads them */
@@ -266,7 +293,7 @@ static int run_eval(const char *dir, const char *tokfile, const char *fasta, int
     }
     double loss, aux;
     int64_t nv;
-    if (dispatcher_local_create(&c.disp, e) || load_weights(&c, dir, T, e) ||
+    if (load_weights(&c, dir, T, e) ||
         eval_batches(&c, in, tg, rows, T, batch, &loss, &nv, &aux, e))
         goto out;
     printf("{\"lm_loss\": %.9g, \"aux_loss\": %.9g, \"tokens\": %lld, \"sequences\": %d, "
@@ -278,10 +305,7 @@ out:
     free(c.host);
     free(c.seg_pos);
     free(c.seg_cu);
-    if (c.m)
-        model_destroy(c.m);
-    if (c.disp)
-        c.disp->destroy(c.disp);
+    build_close(&c.run);
     if (c.be)
         c.be->destroy(c.be);
     free(in);

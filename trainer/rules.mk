@@ -84,7 +84,7 @@ $(call obj,trainer/train/tb_writer.c): CFLAGS += -I$(TB_GEN)
 LIBPROTOBUF_C := -Wl,-Bstatic -lprotobuf-c -Wl,-Bdynamic
 # libmoe_parallel.a is built by trainer/parallel/rules.mk
 PARALLEL_LIB := $(B)/lib/libmoe_parallel.a
-TRAINER_LIBS = $(TRAIN_LIB) $(PLAN_LIB) $(PARALLEL_NCCL_LIB) $(PARALLEL_LIB) $(MODEL_LIB) \
+TRAINER_LIBS = $(TRAIN_LIB) $(PLAN_LIB) $(BUILD_LIB) $(PARALLEL_NCCL_LIB) $(PARALLEL_LIB) $(MODEL_LIB) \
 	$(CUDA_LIBS) $(CPU_LIB) $(LOWP_LIB) $(DATA_LIB) $(CKPT_LIB) $(CONFIG_LIB) $(COMMON_LIB)
 
 BINS += $(B)/bin/moe-train

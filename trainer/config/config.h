@@ -192,6 +192,12 @@ int config_model_key_explicit(const moe_config *cfg, const char *path);
 /* Fill cfg with the built-in defaults only (what an empty file gives). */
 void config_defaults(moe_config *cfg);
 
+/* The legacy environment variables of runtime.* and parallel.* keys
+ * (MOE_FP8_GEMMS, ..., MOE_CUDNN_LIB, MOE_MPI_MAX_COUNT), applied to cfg as
+ * config_load applies them, for a command that has no config file (eval).
+ * It does not validate the whole. */
+int config_apply_env(moe_config *cfg, moe_err *e);
+
 /* Validate cross-field rules (heads divide, top_k <= experts, ...). */
 int config_validate(const moe_config *cfg, moe_err *e);
 

@@ -14,6 +14,7 @@
 
 #include "../../common/host_wait.h"
 #include "../backend/select.h"
+#include "../build/run_build.h"
 #include "../ckpt/ckpt_dir.h"
 #include "ckpt_io.h"
 #include "../model/dims_config.h"
@@ -374,7 +375,7 @@ static int open_ranks(moe_trainer *t, moe_err *e)
 }
 
 /* runtime.* as the backend takes them */
-static moe_backend_opts backend_opts_from_config(const moe_runtime_cfg *rt)
+moe_backend_opts backend_opts_from_config(const moe_runtime_cfg *rt)
 {
     moe_backend_opts o = backend_opts_default();
     int mask = 0;
@@ -413,10 +414,10 @@ static int configure_backend(moe_trainer *t, moe_err *e)
     return resolve_precision(t, e);
 }
 
-/* The token dispatcher: local, or over the EP group. GPU ranks that met over
- * MPI first make the world, EP and DP groups again over NCCL (the id passes
- * over the MPI world), so every collective of a step goes GPU to GPU. */
-static int open_dispatcher(moe_trainer *t, moe_err *e)
+/* The step's groups: GPU ranks that met over MPI first make the world, EP
+ * and DP groups again over NCCL (the id passes over the MPI world), so
+ * every collective of a step goes GPU to GPU. */
+static int open_step_groups(moe_trainer *t, moe_err *e)
 {
     if (t->world > 1 && !t->par.world->device_memory && t->be->kind != MOE_BACKEND_CPU) {
         if (par_device_groups(&t->dev, &t->par, e))
@@ -425,39 +426,24 @@ static int open_dispatcher(moe_trainer *t, moe_err *e)
     }
     if (t->world > 1 && par_bind(step_par(t), t->be, e)) /* comm.h's stream order */
         return -1;
-    if (t->par.ep_size > 1) {
-        if (dispatcher_ep_create(&t->disp, step_par(t)->ep, t->cfg.model.num_experts, e))
-            return -1;
-        dispatcher_ep_set_capacity(t->disp, t->cfg.parallel.expert_capacity_factor);
-        return 0;
-    }
-    return dispatcher_local_create(&t->disp, e);
+    return 0;
 }
 
-/* The model's memory, and who reads its gradients: the distributed optimizer
- * over several ranks. */
+/* The dispatcher, the model's memory and who reads its gradients (the
+ * distributed optimizer over several ranks), as run_build.h builds them. */
 static int build_model(moe_trainer *t, moe_err *e)
 {
-    const moe_config *c = &t->cfg;
-    moe_dims d = trainer_model_dims(&c->model);
-    const int moments_bf16 = c->optimizer.moments_dtype == MOE_MOMENTS_DTYPE_BF16;
-    if (model_create_parallel(&t->model, &d, t->be, t->disp, c->train.micro_batch_size,
-                              c->train.seq_length, t->par.ep_rank, t->par.ep_size,
-                              model_moments_mode(t->world == 1, moments_bf16),
-                              model_recompute_mode(c->train.activation_recompute,
-                                                   c->train.recompute_experts),
-                              e))
+    moe_build_spec spec = build_spec_from_config(&t->cfg, step_par(t));
+    moe_build b;
+    if (build_run(&b, &spec, t->be, e))
         return -1;
-    t->model->init_on_host = c->runtime.init_on == MOE_RT_INIT_HOST;
+    t->disp = b.disp;
+    t->model = b.model;
+    t->zero = b.zero;
     if (t->world > 1) {
         t->model->stats_sum = world_sum;
         t->model->stats_ctx = step_par(t);
-        moe_zero_opts zo = {.bucket_bytes = (size_t)c->parallel.grad_bucket_mb << 20,
-                            .moments_bf16 = moments_bf16};
-        t->be->mem_kind = MOE_MEM_OPTIMIZER;
-        int rc = zero_create(&t->zero, t->model, step_par(t), &zo, e);
-        t->be->mem_kind = MOE_MEM_WORKSPACE;
-        return rc;
+        return 0;
     }
     /* one rank: only model_grad_sum_squares and model_adamw read the
      * gradients, so an expert no token reached costs no gradient bytes */
@@ -608,7 +594,7 @@ int trainer_create(moe_trainer *t, const moe_config *cfg, int backend, int quiet
         goto fail;
     if (open_backend(t, why, sizeof why, e))
         goto fail;
-    if (configure_backend(t, e) || open_dispatcher(t, e))
+    if (configure_backend(t, e) || open_step_groups(t, e))
         goto fail;
     t->startup_s[0] = lap(&t0);
     /* before the model's buffers: a run that cannot fit stops with the plan */

@@ -59,6 +59,9 @@ extern volatile sig_atomic_t moe_stop_requested;
 /* The model sizes of a config (head_dim 0 = hidden / heads). */
 moe_dims trainer_model_dims(const moe_model_cfg *mc);
 
+/* runtime.* as the backend takes them (set_run_opts); eval's too. */
+moe_backend_opts backend_opts_from_config(const moe_runtime_cfg *rt);
+
 /* backend: a moe_backend_choice (--backend), or -1 for runtime.backend. */
 int trainer_create(moe_trainer *t, const moe_config *cfg, int backend, int quiet, moe_err *e);
 void trainer_destroy(moe_trainer *t);
