@@ -121,15 +121,6 @@ typedef struct {
     moe_lowp_layers layers;         /* precision.layers: experts|all (which GEMMs go low precision) */
 } moe_precision_cfg;
 
-/* runtime.gemm, runtime.attention, runtime.init_on: indexed
- * like their choices in config_schema.c */
-typedef enum { MOE_RT_GEMM_CUBLASLT = 0, MOE_RT_GEMM_CUBLAS } moe_rt_gemm;
-typedef enum {
-    MOE_RT_ATTN_CUDNN = 0, MOE_RT_ATTN_MMA, MOE_RT_ATTN_WMMA, MOE_RT_ATTN_SIMT
-} moe_rt_attention;
-typedef enum { MOE_RT_INIT_DEVICE = 0, MOE_RT_INIT_HOST } moe_rt_init_on;
-typedef enum { MOE_RT_MEMCHECK_REFUSE = 0, MOE_RT_MEMCHECK_WARN, MOE_RT_MEMCHECK_OFF } moe_rt_memory_check;
-
 /* runtime.fp8_gemms's words, as bits */
 enum { MOE_RT_FP8_FPROP = 1, MOE_RT_FP8_DGRAD = 2, MOE_RT_FP8_WGRAD = 4 };
 

@@ -14,6 +14,17 @@ typedef enum { MOE_LAYERS_EXPERTS = 0, MOE_LAYERS_ALL } moe_lowp_layers;
 typedef enum { MOE_BACKEND_AUTO = 0, MOE_BACKEND_CPU, MOE_BACKEND_CUDA } moe_backend_choice;
 /* data.pack and eval's --pack */
 typedef enum { MOE_PACK_AUTO = 0, MOE_PACK_PACKED, MOE_PACK_PADDED } moe_pack_mode;
+/* runtime.gemm: the library of the bf16 GEMMs */
+typedef enum { MOE_RT_GEMM_CUBLASLT = 0, MOE_RT_GEMM_CUBLAS } moe_rt_gemm;
+/* runtime.attention, in the order tried: cuDNN's fused flash attention, then
+ * moekit's own kernels */
+typedef enum {
+    MOE_RT_ATTN_CUDNN = 0, MOE_RT_ATTN_MMA, MOE_RT_ATTN_WMMA, MOE_RT_ATTN_SIMT
+} moe_rt_attention;
+/* runtime.init_on */
+typedef enum { MOE_RT_INIT_DEVICE = 0, MOE_RT_INIT_HOST } moe_rt_init_on;
+/* runtime.memory_check */
+typedef enum { MOE_RT_MEMCHECK_REFUSE = 0, MOE_RT_MEMCHECK_WARN, MOE_RT_MEMCHECK_OFF } moe_rt_memory_check;
 
 /* NULL-terminated, indexed by the enums above */
 extern const char *const config_moments_dtype_names[];

@@ -18,7 +18,8 @@ const char *const config_moments_dtype_names[] = {"fp32", "bf16", NULL};
 const char *const config_layers_names[] = {"experts", "all", NULL};
 const char *const config_backend_names[] = {"auto", "cpu", "cuda", NULL};
 const char *const config_pack_names[] = {"auto", "packed", "padded", NULL};
-/* Indexed by moe_rt_gemm, moe_rt_attention, moe_rt_init_on, moe_rt_memory_check. */
+/* Indexed by moe_rt_gemm, moe_rt_attention, moe_rt_init_on, moe_rt_memory_check
+ * (config_enums.h). */
 static const char *const gemm_choices[] = {"cublaslt", "cublas", NULL};
 static const char *const attention_choices[] = {"cudnn", "mma", "wmma", "simt", NULL};
 static const char *const init_on_choices[] = {"device", "host", NULL};

@@ -389,11 +389,8 @@ moe_backend_opts backend_opts_from_config(const moe_runtime_cfg *rt)
     o.fp8_weight_cache = rt->fp8_weight_cache;
     o.expert_chunk_rows = rt->expert_chunk_rows;
     o.cudnn_lib = rt->cudnn_lib;
-    o.gemm = rt->gemm == MOE_RT_GEMM_CUBLAS ? MOE_GEMM_CUBLAS : MOE_GEMM_CUBLASLT;
-    o.attention = rt->attention == MOE_RT_ATTN_SIMT   ? MOE_ATTN_SIMT
-                  : rt->attention == MOE_RT_ATTN_WMMA ? MOE_ATTN_WMMA
-                  : rt->attention == MOE_RT_ATTN_MMA  ? MOE_ATTN_MMA
-                                                      : MOE_ATTN_CUDNN;
+    o.gemm = rt->gemm;
+    o.attention = rt->attention;
     return o;
 }
 

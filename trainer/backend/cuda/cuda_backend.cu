@@ -440,9 +440,9 @@ static int cu_set_run_opts(moe_backend *be, const moe_backend_opts *o, moe_err *
     assert(o->fp8_chunk_rows >= MOE_CHUNK_ROWS_ALIGN && o->fp8_chunk_rows % MOE_CHUNK_ROWS_ALIGN == 0);
     assert(o->expert_chunk_rows >= MOE_CHUNK_ROWS_ALIGN &&
            o->expert_chunk_rows % MOE_CHUNK_ROWS_ALIGN == 0);
-    if (o->gemm == MOE_GEMM_CUBLAS && c->lt)
+    if (o->gemm == MOE_RT_GEMM_CUBLAS && c->lt)
         cuda_gemm_destroy(be); /* c->lt NULL: every GEMM through cublasGemmEx */
-    else if (o->gemm == MOE_GEMM_CUBLASLT && !c->lt && cuda_gemm_init(be, e))
+    else if (o->gemm == MOE_RT_GEMM_CUBLASLT && !c->lt && cuda_gemm_init(be, e))
         return -1;
     c->fp8_gemms = o->fp8_gemms;
     c->fp8_chunk_rows = o->fp8_chunk_rows;
