@@ -64,6 +64,7 @@ include trainer/backend/cuda/rules.mk
 include trainer/comm/nccl.mk
 include trainer/comm/rules.mk
 include trainer/dispatch/rules.mk
+include trainer/build/rules.mk
 include trainer/plan/rules.mk
 include trainer/rules.mk
 include trainer/parallel/rules.mk

@@ -13,7 +13,7 @@ MOE_TOPO_BIN := $(B)/bin/moe-topo
 # --check --config plans the run's memory (trainer/plan; its model and parallel
 # libraries are named by trainer/rules.mk, read before this file).
 $(MOE_TOPO_BIN): $(call obj,topo/moe_topo.c topo/report.c) $(TOPO_LIB) $(LAUNCH_LIB) \
-		$(PLAN_LIB) $(PARALLEL_LIB) $(MODEL_LIB) $(LOWP_LIB) $(CONFIG_LIB) $(COMMON_LIB)
+		$(PLAN_LIB) $(BUILD_LIB) $(PARALLEL_LIB) $(MODEL_LIB) $(LOWP_LIB) $(CONFIG_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(TOPO_LDLIBS) $(LIBCONFIG) $(LDLIBS_BASE)
 BINS += $(MOE_TOPO_BIN)

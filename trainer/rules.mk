@@ -85,7 +85,7 @@ LIBPROTOBUF_C := -Wl,-Bstatic -lprotobuf-c -Wl,-Bdynamic
 # commands) by trainer/cmd/rules.mk, both read after this file
 PARALLEL_LIB := $(B)/lib/libmoe_parallel.a
 CMD_LIB := $(B)/lib/libmoe_cmd.a
-TRAINER_LIBS = $(CMD_LIB) $(TRAIN_LIB) $(PLAN_LIB) $(PARALLEL_NCCL_LIB) $(PARALLEL_LIB) $(MODEL_LIB) \
+TRAINER_LIBS = $(CMD_LIB) $(TRAIN_LIB) $(PLAN_LIB) $(BUILD_LIB) $(PARALLEL_NCCL_LIB) $(PARALLEL_LIB) $(MODEL_LIB) \
 	$(CUDA_LIBS) $(CPU_LIB) $(LOWP_LIB) $(CONFIG_LIB) $(DATA_LIB) $(CKPT_LIB) $(NUMERICS_LIB) $(COMMON_LIB)
 
 # Agreement with transformers on the committed fixtures.

@@ -51,7 +51,7 @@ int main(int argc, char **argv)
            (unsigned long long)s.hdr->n_records, t_open, r_open);
     store_close(&s);
     if (argc == 4) {
-        moe_data_cfg dc = {.store = "", .val_fraction = 0.01, .shuffle = 1, .pack = "packed"};
+        moe_data_cfg dc = {.store = "", .val_fraction = 0.01, .shuffle = 1, .pack = MOE_PACK_PACKED};
         snprintf(dc.store, sizeof dc.store, "%s", argv[1]);
         moe_dataset *ds;
         r0 = rss_kib();

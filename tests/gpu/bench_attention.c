@@ -105,7 +105,7 @@ int main(int argc, char **argv)
             int known = 0;
             for (int k = 0; k < 4; k++)
                 if (!strcmp(f, names[k]))
-                    o.attention = (moe_attn_kernels)k, known = 1;
+                    o.attention = (moe_rt_attention)k, known = 1;
             if (!known) {
                 fprintf(stderr, "bench_attention: '%s' is none of cudnn, mma, wmma, simt\n", f);
                 return 2;

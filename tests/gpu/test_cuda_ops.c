@@ -456,7 +456,7 @@ static void test_dense(void)
 static void attention_case(int B, int T, int NH, int NKV, int HD, float qscale)
 {
     fprintf(stderr, "  attention B=%d T=%d heads %d/%d dim %d q x%g (kernels: %s)\n", B, T, NH, NKV,
-            HD, qscale, run_opts.attention == MOE_ATTN_WMMA ? "wmma" : "default");
+            HD, qscale, run_opts.attention == MOE_RT_ATTN_WMMA ? "wmma" : "default");
     size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD;
     pair q = mk_rand(nq, 1, qscale), k = mk_rand(nk, 1, 1), v = mk_rand(nk, 1, 1);
     pair o = mk(nq, 1, NULL), lse = mk((size_t)B * NH * T, 0, NULL);
@@ -492,7 +492,7 @@ static void attention_case(int B, int T, int NH, int NKV, int HD, float qscale)
 static void long_attention_case(int T, int NH, int NKV, int HD, int R)
 {
     fprintf(stderr, "  long attention T=%d heads %d/%d dim %d, last %d rows (kernels: %s)\n", T, NH,
-            NKV, HD, R, run_opts.attention == MOE_ATTN_MMA ? "mma" : "default");
+            NKV, HD, R, run_opts.attention == MOE_RT_ATTN_MMA ? "mma" : "default");
     moe_err e = {{0}};
     const size_t nq = (size_t)T * NH * HD, nk = (size_t)T * NKV * HD, nl = (size_t)NH * T;
     float *q = host_rand(nq, 1), *k = host_rand(nk, 1), *v = host_rand(nk, 1), *d = host_rand(nq, 1);
@@ -610,13 +610,13 @@ static void long_attention_case(int T, int NH, int NKV, int HD, int R)
 /* the long contexts of the genomic configs (64k), cuDNN and moekit's kernels */
 static void test_long_attention(void)
 {
-    const moe_attn_kernels families[] = {MOE_ATTN_CUDNN, MOE_ATTN_MMA};
+    const moe_rt_attention families[] = {MOE_RT_ATTN_CUDNN, MOE_RT_ATTN_MMA};
     for (int f = 0; f < 2; f++) {
         run_opts.attention = families[f];
         apply_run_opts();
         long_attention_case(65536, 4, 1, 128, 24);
     }
-    run_opts.attention = MOE_ATTN_CUDNN;
+    run_opts.attention = MOE_RT_ATTN_CUDNN;
     apply_run_opts();
 }
 
@@ -709,7 +709,7 @@ static void segment_attention_case(int B, int T, int NH, int NKV, int HD, int le
  * when not, and the SIMT kernels run), then the SIMT kernels themselves */
 static void test_segment_attention(void)
 {
-    const moe_attn_kernels families[] = {MOE_ATTN_CUDNN, MOE_ATTN_SIMT};
+    const moe_rt_attention families[] = {MOE_RT_ATTN_CUDNN, MOE_RT_ATTN_SIMT};
     for (int f = 0; f < 2; f++) {
         run_opts.attention = families[f];
         apply_run_opts();
@@ -718,7 +718,7 @@ static void test_segment_attention(void)
         segment_attention_case(1, 300, 8, 2, 128, 40, 13); /* sequences across key tiles */
         segment_attention_case(2, 64, 4, 4, 16, 64, 0);    /* one sequence a row: plain causal */
     }
-    run_opts.attention = MOE_ATTN_CUDNN;
+    run_opts.attention = MOE_RT_ATTN_CUDNN;
     apply_run_opts();
 }
 
@@ -732,7 +732,7 @@ static void test_attention(void)
     attention_case(1, 1100, 8, 2, 128, 2); /* many key blocks, a ragged last one */
     /* Mixtral's head dim, GQA 4:1: the default (cuDNN), then moekit's mma.sync and WMMA
      * kernels (its fallbacks); several key tiles, a ragged last tile, and peaky scores */
-    const moe_attn_kernels families[] = {MOE_ATTN_CUDNN, MOE_ATTN_MMA, MOE_ATTN_WMMA};
+    const moe_rt_attention families[] = {MOE_RT_ATTN_CUDNN, MOE_RT_ATTN_MMA, MOE_RT_ATTN_WMMA};
     for (int f = 0; f < 3; f++) {
         run_opts.attention = families[f];
         apply_run_opts();
@@ -741,7 +741,7 @@ static void test_attention(void)
         attention_case(1, 257, 4, 4, 128, 6);
         attention_case(1, 200, 4, 1, 64, 3);
     }
-    run_opts.attention = MOE_ATTN_CUDNN;
+    run_opts.attention = MOE_RT_ATTN_CUDNN;
     apply_run_opts();
 }
 

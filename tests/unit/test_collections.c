@@ -28,7 +28,7 @@ static int create(moe_trainer *t, int n, char **over, moe_err *e)
     moe_config cfg;
     if (config_load(&cfg, "L0_sanity", NULL, n, over, e))
         return -1;
-    return trainer_create(t, &cfg, "cpu", 1, e);
+    return trainer_create(t, &cfg, MOE_BACKEND_CPU, 1, e);
 }
 
 /* Three records shorter than two windows: nothing to hold out. Evaluation

@@ -12,6 +12,7 @@
 
 #include "../../trainer/config/config.h"
 #include "../../trainer/config/config_schema.h"
+#include "../../trainer/backend/backend.h"
 #include "../../trainer/config/config_source.h"
 #include "../../trainer/config/config_suggest.h"
 #include "../check.h"
@@ -114,7 +115,7 @@ static void test_schema_table(void)
     CHECK_MSG(config_validate(&cfg, &e) == 0, "%s", e.msg);
     CHECK(cfg.model.vocab_size == 256 && cfg.train.seed == 42 && cfg.optimizer.beta2 == 0.95);
     CHECK(cfg.data.n_files == 1 && strcmp(cfg.data.files[0], "lambda_virus.fa.gz") == 0);
-    CHECK(cfg.precision.compute == MOE_PREC_AUTO && strcmp(cfg.runtime.backend, "auto") == 0);
+    CHECK(cfg.precision.compute == MOE_PREC_AUTO && cfg.runtime.backend == MOE_BACKEND_AUTO);
 }
 
 static void test_precision_names(void)
@@ -481,7 +482,7 @@ static void test_overrides(void)
     CHECK(cfg.data.n_files == 2 && strcmp(cfg.data.files[0], "a.fa") == 0 &&
           strcmp(cfg.data.files[1], "b.fa.gz") == 0);
     CHECK(cfg.precision.compute == MOE_PREC_FP8_BLOCK);
-    CHECK(strcmp(cfg.precision.layers, "all") == 0 && strcmp(cfg.runtime.backend, "cpu") == 0);
+    CHECK(cfg.precision.layers == MOE_LAYERS_ALL && cfg.runtime.backend == MOE_BACKEND_CPU);
     CHECK(cfg.train.steps == 3000);
 
     /* the other list and pair spellings, one at a time on a plain struct */
@@ -673,8 +674,8 @@ static void test_validation_rules(void)
     cfg.precision.compute = (moe_precision)42;
     CHECK_ERR(config_validate(&cfg, &e), e, "precision.compute = 42");
     config_defaults(&cfg);
-    strcpy(cfg.runtime.backend, "tpu");
-    CHECK_ERR(config_validate(&cfg, &e), e, "runtime.backend", "'tpu'");
+    cfg.runtime.backend = (moe_backend_choice)3;
+    CHECK_ERR(config_validate(&cfg, &e), e, "runtime.backend = 3");
     config_defaults(&cfg);
     cfg.optimizer.beta1 = -0.1;
     CHECK_ERR(config_validate(&cfg, &e), e, "optimizer.betas[0] = -0.1");
@@ -862,6 +863,65 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
 
 /* The runtime switches: keys with their defaults, validated, and the old
  * environment variables read as those keys under the command line. */
+/* The closed choices a saved config (a run's config.cfg, a checkpoint's)
+ * holds as words load into the schema's enums, and are written back as the
+ * same words. */
+static void test_saved_choices(void)
+{
+    moe_config cfg, other;
+    moe_err e = {{0}};
+    CHECK_MSG(load_text(&cfg, "saved.cfg",
+                        "optimizer = { moments_dtype = \"bf16\"; };\n"
+                        "data = { pack = \"padded\"; };\n"
+                        "precision = { layers = \"all\"; };\n"
+                        "runtime = { backend = \"cpu\"; };\n",
+                        &e) == 0,
+              "%s", e.msg);
+    CHECK(cfg.optimizer.moments_dtype == MOE_MOMENTS_DTYPE_BF16 &&
+          cfg.data.pack == MOE_PACK_PADDED && cfg.precision.layers == MOE_LAYERS_ALL &&
+          cfg.runtime.backend == MOE_BACKEND_CPU);
+    char path[600];
+    snprintf(path, sizeof path, "%s/saved_again.cfg", tmp_dir);
+    CHECK_MSG(config_save(&cfg, path, &e) == 0, "%s", e.msg);
+    FILE *f = fopen(path, "r");
+    char text[16384] = "";
+    if (f) {
+        text[fread(text, 1, sizeof text - 1, f)] = '\0';
+        fclose(f);
+    }
+    CHECK(strstr(text, "moments_dtype = \"bf16\";") && strstr(text, "pack = \"padded\";") &&
+          strstr(text, "layers = \"all\";") && strstr(text, "backend = \"cpu\";"));
+    CHECK_MSG(config_load(&other, path, NULL, 0, NULL, &e) == 0, "%s", e.msg);
+    CHECK(other.optimizer.moments_dtype == cfg.optimizer.moments_dtype &&
+          other.data.pack == cfg.data.pack && other.precision.layers == cfg.precision.layers &&
+          other.runtime.backend == cfg.runtime.backend);
+    /* every word of every table, as a file and as an override */
+    const struct {
+        const char *key;
+        const char *const *names;
+        const int *field;
+    } keys[] = {
+        {"optimizer.moments_dtype", config_moments_dtype_names, (const int *)&cfg.optimizer.moments_dtype},
+        {"data.pack", config_pack_names, (const int *)&cfg.data.pack},
+        {"precision.layers", config_layers_names, (const int *)&cfg.precision.layers},
+        {"runtime.backend", config_backend_names, (const int *)&cfg.runtime.backend},
+    };
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+        for (int i = 0; keys[k].names[i]; i++) {
+            char ov[96];
+            snprintf(ov, sizeof ov, "%s=%s", keys[k].key, keys[k].names[i]);
+            config_defaults(&cfg);
+            CHECK_MSG(config_apply_override(&cfg, ov, &e) == 0 && *keys[k].field == i, "%s: %s",
+                      ov, e.msg);
+        }
+    /* a word that is none of them: the allowed values and a suggestion */
+    CHECK_ERR(load_text(&cfg, "saved.cfg", "optimizer = { moments_dtype = \"bf61\"; };\n", &e),
+              e, "optimizer.moments_dtype: 'bf61' is not one of fp32, bf16",
+              "did you mean 'bf16'?");
+    CHECK_ERR(load_text(&cfg, "saved.cfg", "data = { pack = 3; };\n", &e), e, "data.pack",
+              "a string");
+}
+
 static void test_runtime_switches(void)
 {
     moe_config cfg;
@@ -873,6 +933,9 @@ static void test_runtime_switches(void)
     CHECK(config_fp8_gemms_mask("none", &mask, &e) == 0 && mask == 0);
     CHECK(config_fp8_gemms_mask("wgrad,fprop", &mask, &e) == 0 &&
           mask == (MOE_RT_FP8_FPROP | MOE_RT_FP8_WGRAD));
+    /* the backend starts from the schema's defaults, not a copy of its own */
+    CHECK(backend_opts_default().expert_chunk_rows == cfg.runtime.expert_chunk_rows &&
+          backend_opts_default().fp8_chunk_rows == cfg.runtime.fp8_chunk_rows);
     CHECK(cfg.runtime.fp8_chunk_rows == 8192 && cfg.runtime.expert_chunk_rows == 8192 &&
           cfg.runtime.fp8_fused_save == 1 &&
           cfg.runtime.gemm == MOE_RT_GEMM_CUBLASLT && cfg.runtime.attention == MOE_RT_ATTN_CUDNN &&
@@ -902,6 +965,29 @@ static void test_runtime_switches(void)
     unsetenv("MOE_FP8_FUSED_SAVE");
     unsetenv("MOE_CUDA_ATTENTION");
     unsetenv("MOE_INIT_ON");
+
+    /* the cuDNN library and MPI's message size are keys; their old variables
+     * are read as them, the command line still wins */
+    CHECK(config_load(&cfg, write_file("rt.cfg", ""), NULL, 0, NULL, &e) == 0);
+    CHECK(cfg.runtime.cudnn_lib[0] == '\0' && cfg.parallel.mpi_max_count == 0);
+    char *keys[] = {"runtime.cudnn_lib=/opt/cudnn/libcudnn_graph.so.9", "parallel.mpi_max_count=7"};
+    CHECK(config_load(&cfg, write_file("rt.cfg", ""), NULL, 2, keys, &e) == 0);
+    CHECK(!strcmp(cfg.runtime.cudnn_lib, "/opt/cudnn/libcudnn_graph.so.9") &&
+          cfg.parallel.mpi_max_count == 7);
+    setenv("MOE_CUDNN_LIB", "/site/libcudnn.so.9", 1);
+    setenv("MOE_MPI_MAX_COUNT", "5", 1);
+    CHECK(config_load(&cfg, write_file("rt.cfg", ""), NULL, 0, NULL, &e) == 0);
+    CHECK(!strcmp(cfg.runtime.cudnn_lib, "/site/libcudnn.so.9") && cfg.parallel.mpi_max_count == 5);
+    CHECK(config_load(&cfg, write_file("rt.cfg", ""), NULL, 1, keys + 1, &e) == 0);
+    CHECK(cfg.parallel.mpi_max_count == 7);
+    setenv("MOE_MPI_MAX_COUNT", "-1", 1);
+    CHECK_ERR(config_load(&cfg, write_file("rt.cfg", ""), NULL, 0, NULL, &e), e,
+              "environment MOE_MPI_MAX_COUNT", "parallel.mpi_max_count");
+    unsetenv("MOE_CUDNN_LIB");
+    unsetenv("MOE_MPI_MAX_COUNT");
+    char *bad_count[] = {"parallel.mpi_max_count=-3"};
+    CHECK_ERR(config_load(&cfg, write_file("rt.cfg", ""), NULL, 1, bad_count, &e), e,
+              "parallel.mpi_max_count = -3 is out of range", ">= 0");
 }
 
 int main(void)
@@ -931,6 +1017,7 @@ int main(void)
     RUN(test_name_lookup);
     RUN(test_suggestions);
     RUN(test_source_check);
+    RUN(test_saved_choices);
     RUN(test_runtime_switches);
     nftw(tmp_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
     return check_summary("test_config");

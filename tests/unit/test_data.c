@@ -598,7 +598,7 @@ static void test_packed_windows(void)
     static uint8_t want[N * 30];
     size_t total = stream_of(lens, N, 21, want);
     moe_data_cfg dc = data_cfg(p);
-    snprintf(dc.pack, sizeof dc.pack, "packed");
+    dc.pack = MOE_PACK_PACKED;
     moe_dataset *ds;
     moe_err e;
     OPEN(ds, &dc, T, 1, 0, 1, NULL);
@@ -670,7 +670,7 @@ static void test_packed_windows(void)
     CHECK(!memcmp(in2, in3, sizeof in2) && !memcmp(tg2, tg3, sizeof tg2));
     CHECK(dataset_val_batch(ds, 0, 2, in2, tg2, &e) == 0 && in2[0] == MOE_TOK_BOS);
     /* a padded layout's cursor does not resume a packed one */
-    snprintf(dc.pack, sizeof dc.pack, "padded");
+    dc.pack = MOE_PACK_PADDED;
     moe_dataset *padded;
     OPEN(padded, &dc, T, 5, 0, 1, NULL);
     CHECK(dataset_seek(padded, dataset_cursor(ds), &e) == -1);

@@ -39,7 +39,7 @@ static void test_plan_equals_allocation(void)
     for (int run = 0; run < 4; run++) {
         int recompute = run & 1, bf16 = run >> 1;
         c.train.activation_recompute = recompute;
-        snprintf(c.optimizer.moments_dtype, sizeof c.optimizer.moments_dtype, bf16 ? "bf16" : "fp32");
+        c.optimizer.moments_dtype = bf16 ? MOE_MOMENTS_DTYPE_BF16 : MOE_MOMENTS_DTYPE_FP32;
         moe_err e = {{0}};
         rig r = {0};
         moe_dims dims = model_dims_from_config(&c.model);
@@ -56,13 +56,13 @@ static void test_plan_equals_allocation(void)
         CHECK_MSG(plan_make(&p, &c, 1, 1, be, &e) == 0, "%s", e.msg);
         size_t got = count_backend_total(be);
         CHECK_MSG(p.total == got, "moments %s: planned %zu, allocated %zu",
-                  c.optimizer.moments_dtype, p.total, got);
+                  config_moments_dtype_names[c.optimizer.moments_dtype], p.total, got);
         for (int k = 0; k < MOE_MEM_KINDS; k++)
             CHECK_MSG(p.bytes[k] == be->mem_bytes[k], "%s: planned %zu, allocated %zu",
                       plan_kind_name(k), p.bytes[k], be->mem_bytes[k]);
         size_t moment = bf16 ? 2 * m->n_elems + 1 : sizeof(real) * m->n_elems;
         CHECK_MSG(p.bytes[MOE_MEM_OPTIMIZER] == 2 * moment, "moments %s: %zu bytes",
-                  c.optimizer.moments_dtype, p.bytes[MOE_MEM_OPTIMIZER]);
+                  config_moments_dtype_names[c.optimizer.moments_dtype], p.bytes[MOE_MEM_OPTIMIZER]);
         CHECK(p.moments == 2 * (bf16 ? 2 : sizeof(real)) * m->n_elems);
         rig_close(&r);
     }
@@ -93,10 +93,10 @@ static void test_headline_plan(void)
     moe_plan d2, b16;
     CHECK(plan_make(&d2, &c, 8, 2, NULL, &e) == 0); /* an 80 GB H100 at DP=2 */
     CHECK_MSG(d2.total <= (size_t)76 << 30, "DP=2: %.1f GiB", d2.total / 1073741824.0);
-    snprintf(c.optimizer.moments_dtype, sizeof c.optimizer.moments_dtype, "bf16");
+    c.optimizer.moments_dtype = MOE_MOMENTS_DTYPE_BF16;
     CHECK(plan_make(&b16, &c, 8, 1, NULL, &e) == 0);
     CHECK_MSG(b16.total <= (size_t)82 << 30, "bf16 moments: %.1f GiB", b16.total / 1073741824.0);
-    snprintf(c.optimizer.moments_dtype, sizeof c.optimizer.moments_dtype, "fp32");
+    c.optimizer.moments_dtype = MOE_MOMENTS_DTYPE_FP32;
     /* capacity: 8192 tokens x top-2 x 1.5, not EP x N x K = 131,072 rows */
     CHECK_MSG(p.cap_rows == 24576, "%zu rows", p.cap_rows);
     c.parallel.expert_capacity_factor = 8;
@@ -180,8 +180,7 @@ static void test_layers_extended_exactly(void)
     for (int run = 0; run < 12; run++) {
         c.train.activation_recompute = run % 3 == 1;
         c.train.recompute_experts = run % 3 == 2;
-        snprintf(c.optimizer.moments_dtype, sizeof c.optimizer.moments_dtype, "%s",
-                 run / 3 % 2 ? "bf16" : "fp32");
+        c.optimizer.moments_dtype = run / 3 % 2 ? MOE_MOMENTS_DTYPE_BF16 : MOE_MOMENTS_DTYPE_FP32;
         c.precision.compute = run / 6 ? MOE_PREC_FP8_BLOCK : MOE_PREC_BF16;
         for (size_t i = 0; i < sizeof layouts / sizeof *layouts; i++)
             check_extended(&c, layouts[i][0], layouts[i][1], NULL);
@@ -193,7 +192,7 @@ static void test_layers_extended_exactly(void)
     c.model.num_layers = 4;
     check_extended(&c, 8, 1, NULL);
     check_extended(&c, 8, 2, NULL);
-    snprintf(c.optimizer.moments_dtype, sizeof c.optimizer.moments_dtype, "bf16");
+    c.optimizer.moments_dtype = MOE_MOMENTS_DTYPE_BF16;
     check_extended(&c, 8, 4, NULL);
 }
 
@@ -365,7 +364,7 @@ static void test_fit_counts_every_row(void)
     moe_config c;
     if (load(&c, "L1_8x7B_ep"))
         return;
-    snprintf(c.optimizer.moments_dtype, sizeof c.optimizer.moments_dtype, "bf16");
+    c.optimizer.moments_dtype = MOE_MOMENTS_DTYPE_BF16;
     moe_err e = {{0}};
     char msg[4096];
     double h100 = 81559.0 * 1048576.0;
@@ -385,7 +384,7 @@ static void test_trainer_checks_free_memory(void)
     moe_config c;
     if (load(&c, "L1_8x7B_ep"))
         return;
-    snprintf(c.optimizer.moments_dtype, sizeof c.optimizer.moments_dtype, "bf16");
+    c.optimizer.moments_dtype = MOE_MOMENTS_DTYPE_BF16;
     moe_err e = {{0}};
     moe_backend *be = NULL;
     CHECK(count_backend_create(&be, NULL, 0, &e) == 0);

@@ -582,9 +582,8 @@ static void test_store_equals_files(void)
     /* padded (dp 0, 1), then packed (dp 2, 3: ranks 0, 1 of 2) */
     for (int run = 0; run < 4; run++) {
         int dp = run % 2;
-        const char *pack = run < 2 ? "padded" : "packed";
-        snprintf(fc.pack, sizeof fc.pack, "%s", pack);
-        snprintf(sc.pack, sizeof sc.pack, "%s", pack);
+        moe_pack_mode pack = run < 2 ? MOE_PACK_PADDED : MOE_PACK_PACKED;
+        fc.pack = sc.pack = pack;
         moe_dataset *a = NULL, *b = NULL;
         CHECK_MSG(dataset_open(&a, &fc, 64, 7, dp, 2, NULL, &e) == 0, "%s", e.msg);
         CHECK_MSG(dataset_open(&b, &sc, 64, 7, dp, 2, NULL, &e) == 0, "%s", e.msg);
@@ -630,7 +629,7 @@ static void test_feistel_order(void)
 
 /* Stores of A and of C blended wa : wc over one period: count_a of 4096
  * draws from the A store. */
-static void blend_run(const char *pack, double wa, double wc, int want_a)
+static void blend_run(moe_pack_mode pack, double wa, double wc, int want_a)
 {
     const char *fa[] = {write_text("ba.fa", ">a\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\n")};
     const char *fc[] = {write_text("bc.fa", ">c\nCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCCC\n")};
@@ -640,7 +639,7 @@ static void blend_run(const char *pack, double wa, double wc, int want_a)
     CHECK(prepare(tmp_path("sbc"), fc, 1, NULL, &res, &e) == 0);
     moe_blend_entry bl[2] = {{tmp_path("sba"), wa}, {tmp_path("sbc"), wc}};
     moe_data_cfg dc = {.n_blend = 2, .blend = bl, .shuffle = 1};
-    snprintf(dc.pack, sizeof dc.pack, "%s", pack);
+    dc.pack = pack;
     moe_dataset *ds = NULL, *again = NULL;
     CHECK_MSG(dataset_open(&ds, &dc, 4, 1, 0, 1, NULL, &e) == 0, "%s", e.msg);
     CHECK_MSG(dataset_open(&again, &dc, 4, 1, 0, 1, NULL, &e) == 0, "%s", e.msg);
@@ -674,18 +673,18 @@ static void blend_run(const char *pack, double wa, double wc, int want_a)
 /* a blend draws its weights' shares and resumes exactly, padded or packed */
 static void test_blend(void)
 {
-    blend_run("padded", 3.0, 1.0, 3072);
-    blend_run("packed", 3.0, 1.0, 3072);
+    blend_run(MOE_PACK_PADDED, 3.0, 1.0, 3072);
+    blend_run(MOE_PACK_PACKED, 3.0, 1.0, 3072);
     /* weights whose sum overflows a double keep their shares (their sum was
      * once inf: every draw went to the first store) */
-    blend_run("padded", 1.5e308, 0.5e308, 3072);
-    blend_run("padded", 1e308, 1e308, 2048);
+    blend_run(MOE_PACK_PADDED, 1.5e308, 0.5e308, 3072);
+    blend_run(MOE_PACK_PADDED, 1e308, 1e308, 2048);
     moe_dataset *ds = NULL;
     moe_err e = {{0}};
     /* a weight that did not come through the config's checks is refused by name */
     moe_blend_entry zero[2] = {{tmp_path("sba"), 1.0}, {tmp_path("sbc"), 0.0}};
     moe_data_cfg dz = {.n_blend = 2, .blend = zero};
-    snprintf(dz.pack, sizeof dz.pack, "padded");
+    dz.pack = MOE_PACK_PADDED;
     CHECK(dataset_open(&ds, &dz, 4, 1, 0, 1, NULL, &e) == -1);
     CHECK_MSG_HAS(e, "data.blend[1].weight");
     zero[1].weight = NAN;
@@ -696,7 +695,7 @@ static void test_blend(void)
     CHECK_MSG_HAS(e, "data.blend[1].weight = inf: must be finite");
     moe_blend_entry bl[1] = {{tmp_path("sba"), 1.0}};
     moe_data_cfg dc = {.n_blend = 1, .blend = bl};
-    snprintf(dc.pack, sizeof dc.pack, "auto");
+    dc.pack = MOE_PACK_AUTO;
     CHECK(dataset_open(&ds, &dc, 4, 1, 0, 1, NULL, &e) == 0 && ds && dataset_packed(ds));
     dataset_close(ds);
 }

@@ -67,7 +67,7 @@ static void test_l0_sanity_learns(void)
     }
     moe_trainer t;
     moe_err e = {{0}};
-    if (trainer_create(&t, &cfg, "cpu", 1, &e)) {
+    if (trainer_create(&t, &cfg, MOE_BACKEND_CPU, 1, &e)) {
         fprintf(stderr, "  %s\n", e.msg);
         CHECK(0);
         return;
@@ -97,7 +97,7 @@ static int run_to(const char *ckpt, const char *run, int stop_after, int resume,
     if (load(&cfg, 11, over))
         return -1;
     moe_trainer t;
-    if (trainer_create(&t, &cfg, "cpu", 1, e))
+    if (trainer_create(&t, &cfg, MOE_BACKEND_CPU, 1, e))
         return -1;
     t.stop_after_steps = stop_after;
     int rc = trainer_run(&t, e);

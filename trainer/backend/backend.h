@@ -43,6 +43,8 @@ extern "C" {
 
 #include "../../common/err.h"
 #include "../../common/precision.h"
+#include "../config/config_enums.h"
+#include "../config/runtime_defaults.h"
 
 #ifdef MOE_REAL_DOUBLE
 typedef double real; /* gradient-check builds of the CPU reference */
@@ -112,23 +114,24 @@ enum {
  * the trainer hands over (set_run_opts). backend_opts_default gives the
  * values a backend starts with. */
 enum { MOE_FP8_FPROP = 1, MOE_FP8_DGRAD = 2, MOE_FP8_WGRAD = 4 };
-typedef enum { MOE_GEMM_CUBLASLT = 0, MOE_GEMM_CUBLAS } moe_gemm_lib;
-/* in the order tried: cuDNN's fused flash attention, then moekit's own kernels */
-typedef enum { MOE_ATTN_CUDNN = 0, MOE_ATTN_MMA, MOE_ATTN_WMMA, MOE_ATTN_SIMT } moe_attn_kernels;
 typedef struct {
     int fp8_gemms;              /* MOE_FP8_* bits: the expert GEMMs fp8_block / mxfp8 run in FP8 */
     int fp8_chunk_rows;         /* an expert's FP8 rows go through the GEMMs this many at a time */
     int fp8_fused_save;         /* the SwiGLU kernel writes fp8_block's saved h1, h3 itself */
-    int expert_chunk_rows;      /* an expert's rows go through the backward this many at a time */
-    moe_gemm_lib gemm;          /* the bf16 GEMMs through cuBLASLt or cublasGemmEx */
-    moe_attn_kernels attention; /* the attention kernel family tried first */
+    int expert_chunk_rows;      /* an expert's rows go through the SwiGLU, the down projection
+                                   and the backward this many at a time */
+    moe_rt_gemm gemm;           /* runtime.gemm: the bf16 GEMMs through cuBLASLt or cublasGemmEx */
+    moe_rt_attention attention; /* runtime.attention: the kernel family tried first */
     int fp8_weight_cache;       /* the weights' FP8 copies made once an optimizer step */
+    const char *cudnn_lib;      /* the cuDNN library file to open ("" = the default sonames);
+                                   read at the first attention that asks for cuDNN */
 } moe_backend_opts;
 
 static inline moe_backend_opts backend_opts_default(void)
 {
-    moe_backend_opts o = {MOE_FP8_FPROP | MOE_FP8_DGRAD | MOE_FP8_WGRAD, 8192, 1, 8192,
-                          MOE_GEMM_CUBLASLT, MOE_ATTN_CUDNN, 1};
+    moe_backend_opts o = {MOE_FP8_FPROP | MOE_FP8_DGRAD | MOE_FP8_WGRAD,
+                          MOE_DEFAULT_FP8_CHUNK_ROWS, 1, MOE_DEFAULT_EXPERT_CHUNK_ROWS,
+                          MOE_RT_GEMM_CUBLASLT, MOE_RT_ATTN_CUDNN, 1, ""};
     return o;
 }
 
@@ -173,6 +176,8 @@ typedef struct moe_event moe_event;
 
 struct moe_backend {
     const char *name;        /* "cpu", "cuda" */
+    moe_backend_choice kind; /* MOE_BACKEND_CPU or MOE_BACKEND_CUDA: what it runs on (the
+                                counting backend: what it sizes buffers for) */
     const char *act_type;    /* "fp32", "fp64", "bf16" */
     void *ctx;
 

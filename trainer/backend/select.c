@@ -21,19 +21,21 @@ static int rank_device(int local_rank)
     return n > 1 && local_rank > 0 ? local_rank % n : 0;
 }
 
-int backend_open(const char *name, int threads, int local_rank, moe_backend **out, char *why,
+int backend_open(moe_backend_choice want, int threads, int local_rank, moe_backend **out, char *why,
                  size_t why_len, moe_err *e)
 {
-    if (!strcmp(name, "cpu")) {
+    switch (want) {
+    case MOE_BACKEND_CPU:
         snprintf(why, why_len, "cpu (requested)");
         return cpu_backend_create(out, threads, e);
-    }
-    if (!strcmp(name, "cuda")) {
+    case MOE_BACKEND_CUDA:
         snprintf(why, why_len, "cuda (requested)");
         return cuda_backend_create(out, rank_device(local_rank), e);
+    case MOE_BACKEND_AUTO:
+        break;
+    default:
+        return moe_errf(e, "unknown backend %d (allowed: auto, cpu, cuda)", (int)want);
     }
-    if (strcmp(name, "auto"))
-        return moe_errf(e, "unknown backend '%s' (allowed: auto, cpu, cuda)", name);
     if (cuda_backend_available()) {
         snprintf(why, why_len, "cuda (a GPU is visible)");
         return cuda_backend_create(out, rank_device(local_rank), e);

@@ -10,17 +10,23 @@
 
 #define CLI_MAX_OPTIONS 64
 
-static int is_choice(const char *choices, const char *word)
+/* the index of word among choices (exact), or -1 */
+static int choice_index(const char *const *choices, const char *word)
 {
-    size_t n = strlen(word);
-    for (const char *p = choices; *p;) {
-        const char *bar = strchr(p, '|');
-        size_t len = bar ? (size_t)(bar - p) : strlen(p);
-        if (len == n && strncmp(p, word, n) == 0 && n)
-            return 1;
-        p += len + (bar != NULL);
-    }
-    return 0;
+    for (int i = 0; choices[i]; i++)
+        if (strcmp(choices[i], word) == 0)
+            return i;
+    return -1;
+}
+
+/* choices as "a|b|c" */
+static const char *choice_list(const char *const *choices, char *buf, size_t size)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; choices[i] && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? "|" : "", choices[i]);
+    return buf;
 }
 
 static int set_value(const char *prog, const cli_option *o, void *opts, const char *arg)
@@ -34,13 +40,20 @@ static int set_value(const char *prog, const cli_option *o, void *opts, const ch
         *(const char **)(void *)field = arg;
         return 0;
     case CLI_CHOICE:
-        if (!is_choice(o->choices, arg)) {
+    case CLI_ENUM: {
+        int i = choice_index(o->choices, arg);
+        if (i < 0) {
+            char list[256];
             fprintf(stderr, "%s: --%s '%s': expected one of %s (see %s --help)\n", prog, o->name,
-                    arg, o->choices, prog);
+                    arg, choice_list(o->choices, list, sizeof list), prog);
             return MOE_EXIT_USAGE;
         }
-        *(const char **)(void *)field = arg;
+        if (o->kind == CLI_ENUM)
+            *(int *)(void *)field = i;
+        else
+            *(const char **)(void *)field = arg;
         return 0;
+    }
     case CLI_COUNT: {
         char *end;
         errno = 0;
@@ -101,10 +114,11 @@ void cli_print_options(FILE *f, const cli_option *table, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         const cli_option *o = &table[i];
-        char left[64];
-        const char *value = o->kind == CLI_FLAG     ? ""
-                            : o->kind == CLI_CHOICE ? o->choices
-                                                    : o->metavar;
+        char left[64], list[256];
+        const char *value = o->kind == CLI_FLAG ? ""
+                            : o->kind == CLI_CHOICE || o->kind == CLI_ENUM
+                                ? choice_list(o->choices, list, sizeof list)
+                                : o->metavar;
         snprintf(left, sizeof left, "--%s%s%s", o->name, *value ? " " : "", value);
         fprintf(f, "  %-24s", left);
         if (strlen(left) > 22) /* two blanks before the text, as help2man reads it */

@@ -15,7 +15,9 @@ typedef enum {
     CLI_FLAG,   /* no value: int field set to 1 */
     CLI_STRING, /* const char * field */
     CLI_COUNT,  /* a whole number 0..max into an int field */
-    CLI_CHOICE, /* one of the '|'-separated words in choices, into a const char * field */
+    CLI_CHOICE, /* one of the words in choices, into a const char * field */
+    CLI_ENUM,   /* one of the words in choices, its index into an int field (a config
+                   enum whose name table is choices: config_enums.h) */
 } cli_kind;
 
 typedef struct {
@@ -23,7 +25,7 @@ typedef struct {
     cli_kind kind;
     size_t offset;       /* offsetof(the options struct, field) */
     long max;            /* CLI_COUNT: the largest value */
-    const char *choices; /* CLI_CHOICE: "auto|cpu|cuda" */
+    const char *const *choices; /* CLI_CHOICE, CLI_ENUM: the words, NULL-terminated */
     const char *metavar; /* what the value is called in --help: "N", "DIR" */
     const char *help;    /* one line; "\n" starts a continuation line */
 } cli_option;

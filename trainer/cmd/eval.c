@@ -9,6 +9,7 @@
 
 #include "../../common/exit_codes.h"
 #include "../backend/select.h"
+#include "../build/run_build.h"
 #include "cli.h"
 #include "../ckpt/shard_read.h"
 #include "../data/data.h"
@@ -106,7 +107,7 @@ static int eval_read_fasta(const char *path, int T, int packed, int32_t **in, in
         return moe_errf(e, "--fasta %s: is a directory, not a FASTA file", path);
     const char *files[1] = {path};
     moe_data_cfg dc = {.n_files = 1, .files = files, .mask_degenerate_bases = 1};
-    snprintf(dc.pack, sizeof dc.pack, "%s", packed ? "packed" : "padded");
+    dc.pack = packed ? MOE_PACK_PACKED : MOE_PACK_PADDED;
     moe_dataset *ds = NULL;
     moe_data_stats st;
     if (dataset_open(&ds, &dc, T, 0, 0, 1, ".", e))
@@ -162,14 +163,29 @@ static int eval_token_rows(const char *tokfile, int vocab, int32_t **in, int32_t
 
 typedef struct {
     moe_backend *be;
-    moe_dispatcher *disp;
-    moe_model *m;
+    moe_build run;          /* one rank: a local dispatcher, the model keeps its state */
+    moe_model *m;           /* run.model */
     int m_rows;
     real *host; /* the checkpoint's weights */
     moe_dims d;
     int packed;             /* windows of several records: the model is told their sequences */
     int32_t *seg_pos, *seg_cu;
 } eval_ctx;
+
+/* The model for batches of `rows` x T tokens, built as a run is (one rank,
+ * a local dispatcher, the model's own fp32 state, nothing recomputed); the
+ * one before it goes. */
+static int eval_build(eval_ctx *c, int rows, int T, moe_err *e)
+{
+    build_close(&c->run);
+    c->m = NULL;
+    moe_build_spec s = {.dims = c->d, .B = rows, .T = T, .moments = MOE_MOMENTS_DTYPE_FP32};
+    if (build_run(&c->run, &s, c->be, e))
+        return -1;
+    c->m = c->run.model;
+    c->m_rows = rows;
+    return 0;
+}
 
 /* rows windows through the model, batch rows at a time; the model is
  * (re)built for the size of the batch, so no padded row enters the aux loss. */
@@ -180,14 +196,8 @@ static int eval_batches(eval_ctx *c, const int32_t *in, const int32_t *tg, int r
     *tokens = 0;
     for (int r0 = 0; r0 < rows; r0 += batch) {
         int n = rows - r0 < batch ? rows - r0 : batch;
-        if (c->m && c->m_rows != n) {
-            model_destroy(c->m);
-            c->m = NULL;
-        }
-        if (!c->m && (model_create(&c->m, &c->d, c->be, c->disp, n, T, e) ||
-                      model_set_masters(c->m, c->host, e)))
+        if (c->m_rows != n && (eval_build(c, n, T, e) || model_set_masters(c->m, c->host, e)))
             return -1;
-        c->m_rows = n;
         double ls;
         int64_t nv;
         int max_len, n_seg = c->packed ? tok_segments(in + (size_t)r0 * T, n, T, c->seg_pos,
@@ -213,9 +223,8 @@ static int load_weights(eval_ctx *c, const char *dir, int T, moe_err *e)
     size_t staging_bytes = (size_t)64 << 20;
     void *staging = NULL;
     int rc = -1;
-    if (model_create(&c->m, &c->d, c->be, c->disp, 1, T, e) || shard_set_open(dir, &s, e))
+    if (eval_build(c, 1, T, e) || shard_set_open(dir, &s, e))
         goto out;
-    c->m_rows = 1;
     if (!(c->host = malloc(sizeof(real) * c->m->n_elems)) || !(staging = malloc(staging_bytes))) {
         moe_errf(e, "out of memory");
         goto out;
@@ -232,8 +241,26 @@ out:
     return rc;
 }
 
+/* No config file here: the backend runs with the built-in runtime.* values
+ * and the legacy environment variables read as those keys (MOE_CUDNN_LIB). */
+static int eval_run_opts(moe_backend *be, moe_err *e)
+{
+    moe_config *c = malloc(sizeof *c);
+    if (!c)
+        return moe_errf(e, "out of memory");
+    config_defaults(c);
+    moe_backend_opts o;
+    int rc = config_apply_env(c, e) || config_validate(c, e) ? -1 : 0;
+    if (!rc && be->set_run_opts) {
+        o = backend_opts_from_config(&c->runtime);
+        rc = be->set_run_opts(be, &o, e);
+    }
+    free(c);
+    return rc;
+}
+
 static int run_eval(const char *dir, const char *tokfile, const char *fasta, int seq_length,
-                    const char *backend, const char *pack, moe_err *e)
+                    moe_backend_choice backend, moe_pack_mode pack, moe_err *e)
 {
     moe_model_cfg mc;
     /* config.json and the weights agree before anything is sized by them */
@@ -244,17 +271,17 @@ static int run_eval(const char *dir, const char *tokfile, const char *fasta, int
     eval_ctx c = {.d = model_dims_from_config(&mc)};
     char why[128];
     int rc = -1;
-    if (backend_open(backend, 0, 0, &c.be, why, sizeof why, e))
+    if (backend_open(backend, 0, 0, &c.be, why, sizeof why, e) || eval_run_opts(c.be, e))
         goto out;
     /* --fasta packs as training packs a collection (auto: where the backend
      * can); token lines are sequences as transformers reads them */
-    if (fasta && !strcmp(pack, "packed") && c.be->segments == MOE_SEGMENTS_NONE) {
+    if (fasta && pack == MOE_PACK_PACKED && c.be->segments == MOE_SEGMENTS_NONE) {
         moe_errf(e, "--pack packed: the %s backend's attention does not take sequence boundaries "
                  "(--pack padded, or auto)", c.be->name);
         goto out;
     }
-    c.packed = fasta && (!strcmp(pack, "packed") ||
-                         (!strcmp(pack, "auto") && c.be->segments == MOE_SEGMENTS_FAST));
+    c.packed = fasta && (pack == MOE_PACK_PACKED ||
+                         (pack == MOE_PACK_AUTO && c.be->segments == MOE_SEGMENTS_FAST));
     if (fasta ? eval_read_fasta(fasta, T, c.packed, &in, &tg, &rows, e)
               : eval_token_rows(tokfile, mc.vocab_size, &in, &tg, &rows, &T, e))
         goto out;
@@ -267,7 +294,7 @@ static int run_eval(const char *dir, const char *tokfile, const char *fasta, int
     }
     double loss, aux;
     int64_t nv;
-    if (dispatcher_local_create(&c.disp, e) || load_weights(&c, dir, T, e) ||
+    if (load_weights(&c, dir, T, e) ||
         eval_batches(&c, in, tg, rows, T, batch, &loss, &nv, &aux, e))
         goto out;
     printf("{\"lm_loss\": %.9g, \"aux_loss\": %.9g, \"tokens\": %lld, \"sequences\": %d, "
@@ -279,10 +306,7 @@ out:
     free(c.host);
     free(c.seg_pos);
     free(c.seg_cu);
-    if (c.m)
-        model_destroy(c.m);
-    if (c.disp)
-        c.disp->destroy(c.disp);
+    build_close(&c.run);
     if (c.be)
         c.be->destroy(c.be);
     free(in);
@@ -291,7 +315,8 @@ out:
 }
 
 typedef struct {
-    const char *checkpoint, *tokens, *fasta, *backend, *pack;
+    const char *checkpoint, *tokens, *fasta;
+    int backend, pack; /* moe_backend_choice, moe_pack_mode */
     int seq_length, help;
 } eval_opts;
 
@@ -310,10 +335,10 @@ static const cli_option eval_options[] = {
         "a FASTA file (or .gz), tokenized and windowed as training does"),
     OPT("seq-length", CLI_COUNT, seq_length, 1 << 20, NULL, "T",
         "--fasta: window length in tokens (default 128)"),
-    OPT("pack", CLI_CHOICE, pack, 0, "auto|packed|padded", NULL,
+    OPT("pack", CLI_ENUM, pack, 0, config_pack_names, NULL,
         "--fasta: records end to end in every window, or one record a window (data.pack; "
         "auto packs where the backend can)"),
-    OPT("backend", CLI_CHOICE, backend, 0, "auto|cpu|cuda", NULL, "as for training"),
+    OPT("backend", CLI_ENUM, backend, 0, config_backend_names, NULL, "as for training"),
     OPT("help", CLI_FLAG, help, 0, NULL, NULL, "this text (also -h)"),
 };
 #undef OPT
@@ -326,7 +351,7 @@ void eval_print_options(FILE *f)
 
 int eval_main(int argc, char **argv)
 {
-    eval_opts o = {.backend = "auto", .pack = "auto", .seq_length = 128};
+    eval_opts o = {.backend = MOE_BACKEND_AUTO, .pack = MOE_PACK_AUTO, .seq_length = 128};
     int first;
     int rc = cli_parse("moe-train eval", eval_options, N_EVAL_OPTIONS, &o, argc, argv, &first);
     if (rc)
@@ -356,7 +381,8 @@ int eval_main(int argc, char **argv)
         return MOE_EXIT_USAGE;
     }
     moe_err e = {{0}};
-    if (run_eval(o.checkpoint, o.tokens, o.fasta, o.seq_length, o.backend, o.pack, &e)) {
+    if (run_eval(o.checkpoint, o.tokens, o.fasta, o.seq_length, (moe_backend_choice)o.backend,
+                 (moe_pack_mode)o.pack, &e)) {
         fprintf(stderr, "moe-train eval: %s\n", e.msg);
         return MOE_EXIT_FAILURE;
     }

@@ -53,11 +53,12 @@ typedef struct {
 
 #define OPT(name, kind, field, max, choices, metavar, help)                                         \
     CLI_OPT(name, kind, export_opts, field, max, choices, metavar, help)
+static const char *const dtype_choices[] = {"bf16", "fp32", NULL};
 static const cli_option export_options[] = {
     OPT("checkpoint", CLI_STRING, checkpoint, 0, NULL, "DIR",
         "a checkpoint step directory, or a checkpoint directory\n(its newest) (required)"),
     OPT("out", CLI_STRING, out, 0, NULL, "DIR", "the Hugging Face directory to write (required)"),
-    OPT("dtype", CLI_CHOICE, dtype, 0, "bf16|fp32", NULL, "tensor dtype (default bf16)"),
+    OPT("dtype", CLI_CHOICE, dtype, 0, dtype_choices, NULL, "tensor dtype (default bf16)"),
     OPT("max-shard-size", CLI_STRING, max_shard_size, 0, NULL, "SIZE",
         "largest safetensors file, e.g. 5GB (default), 500MB, 2GiB"),
     OPT("staging-mb", CLI_COUNT, staging_mb, 1048576, NULL, "N",

@@ -26,7 +26,8 @@
 #include "query.h"
 
 typedef struct {
-    const char *config, *backend, *plan_gpu_mem;
+    const char *config, *plan_gpu_mem;
+    int backend; /* a moe_backend_choice, -1 when not given (runtime.backend) */
     int threads, stop_after_steps, quiet, print_config, help, version, plan, plan_gpus;
 } train_opts;
 
@@ -36,7 +37,7 @@ static const cli_option train_options[] = {
     OPT("config", CLI_STRING, config, 0, NULL, "NAME|PATH",
         "a config name from the configs directory (e.g. L0_sanity)\nor a .cfg path "
         "(default: L0_sanity)"),
-    OPT("backend", CLI_CHOICE, backend, 0, "auto|cpu|cuda", NULL,
+    OPT("backend", CLI_ENUM, backend, 0, config_backend_names, NULL,
         "auto (default: cuda if a GPU is visible), cpu or cuda"),
     OPT("threads", CLI_COUNT, threads, MOE_MAX_THREADS, NULL, "N", "CPU threads (runtime.threads)"),
     OPT("stop-after-steps", CLI_COUNT, stop_after_steps, 1000000000, NULL, "N",
@@ -137,7 +138,7 @@ static void install_signals(void)
 
 static int cmd_train(int argc, char **argv)
 {
-    train_opts o = {.config = "L0_sanity", .threads = -1};
+    train_opts o = {.config = "L0_sanity", .backend = -1, .threads = -1};
     int first;
     int rc = cli_parse("moe-train", train_options, N_TRAIN_OPTIONS, &o, argc, argv, &first);
     if (rc)

@@ -6,7 +6,7 @@
 #include "../plan/plan.h"
 #include "plan_cli.h"
 
-int plan_main(const moe_config *c, int gpus, double gpu_mem_gib, const char *backend)
+int plan_main(const moe_config *c, int gpus, double gpu_mem_gib, int backend)
 {
     moe_err e = {{0}};
     int ep = c->parallel.ep, dp = c->parallel.dp > 0 ? c->parallel.dp : 1;
@@ -20,7 +20,7 @@ int plan_main(const moe_config *c, int gpus, double gpu_mem_gib, const char *bac
     }
     /* sized as the cpu backend lays buffers out, or (default) as a GPU */
     moe_backend *shape = NULL;
-    if (backend && !strcmp(backend, "cpu") && cpu_backend_create(&shape, 1, &e)) {
+    if (backend == MOE_BACKEND_CPU && cpu_backend_create(&shape, 1, &e)) {
         fprintf(stderr, "moe-train: %s\n", e.msg);
         return 1;
     }

@@ -8,7 +8,7 @@
 
 #include "../config/config.h"
 
-int plan_main(const moe_config *c, int gpus, double gpu_mem_gib, const char *backend);
+int plan_main(const moe_config *c, int gpus, double gpu_mem_gib, int backend);
 
 /* --plan-gpu-mem's value: a positive number of GiB into *gib; -1 having said
  * what is wrong. */

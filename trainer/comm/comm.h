@@ -122,9 +122,9 @@ int comm_mpi_launched(void);
 /* MPI_Init and the world communicator; fails with a reason when MPI is not
  * built in. */
 int comm_mpi_create(moe_comm **out, moe_err *e);
-/* The most elements one MPI call carries (default and ceiling INT_MAX);
- * larger messages go in pieces. MOE_MPI_MAX_COUNT sets it at
- * comm_mpi_create, so tests cover the pieces with small messages. */
+/* The most elements one MPI call carries (default and ceiling INT_MAX; 0
+ * is the default); larger messages go in pieces. The trainer sets it from
+ * parallel.mpi_max_count, so tests cover the pieces with small messages. */
 void comm_mpi_set_max_count(size_t n);
 
 /* Set up a communicator's shared fields (implementations call this). */

@@ -73,7 +73,7 @@ static int mpi_fail(moe_err *e, int rc, const char *call)
     } while (0)
 
 /* The most elements one MPI call carries: MPI's counts are ints, so
- * larger messages go in pieces (MOE_MPI_MAX_COUNT lowers it, for tests). */
+ * larger messages go in pieces (parallel.mpi_max_count lowers it, for tests). */
 static size_t max_count = INT_MAX;
 
 void comm_mpi_set_max_count(size_t n) { max_count = n > 0 && n < INT_MAX ? n : INT_MAX; }
@@ -267,13 +267,6 @@ int comm_mpi_create(moe_comm **out, moe_err *e)
         int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
         if (rc != MPI_SUCCESS)
             return mpi_fail(e, rc, "MPI_Init_thread");
-    }
-    const char *mc = getenv("MOE_MPI_MAX_COUNT");
-    if (mc && *mc) {
-        comm_mpi_set_max_count((size_t)strtoull(mc, NULL, 10));
-        if (max_count < INT_MAX)
-            fprintf(stderr, "moe-train: note: MPI messages go in pieces of at most %zu elements "
-                            "(MOE_MPI_MAX_COUNT)\n", max_count);
     }
     MPI_Comm world;
     MPI_TRY(MPI_Comm_dup(MPI_COMM_WORLD, &world));

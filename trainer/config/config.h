@@ -13,11 +13,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <stdint.h>
-
 #include "../../common/err.h"
 #include "../../common/precision.h"
 #include "../data/data_cfg.h" /* moe_data_cfg, MOE_PATH_MAX */
+#include "config_enums.h"
 
 typedef struct {
     int hidden_size;          /* model.hidden_size */
@@ -54,7 +53,7 @@ typedef struct {
     double beta1, beta2;      /* optimizer.betas = [b1, b2] */
     double eps;               /* optimizer.eps */
     double weight_decay;      /* optimizer.weight_decay (decoupled; not on norms) */
-    char moments_dtype[16];   /* optimizer.moments_dtype: fp32|bf16 (storage of the moments) */
+    moe_moments_dtype moments_dtype; /* optimizer.moments_dtype: fp32|bf16 (storage of the moments) */
 } moe_optim_cfg;
 
 typedef struct {
@@ -88,6 +87,7 @@ typedef struct {
     double timeout_s;               /* parallel.timeout_s: collective wait before abort */
     int grad_bucket_mb;             /* parallel.grad_bucket_mb: gradient MiB per reduce-scatter */
     double expert_capacity_factor;  /* parallel.expert_capacity_factor: expert rows per pass */
+    int mpi_max_count;              /* parallel.mpi_max_count: elements per MPI call (0 = INT_MAX) */
 } moe_parallel_cfg;
 
 typedef struct {
@@ -95,33 +95,26 @@ typedef struct {
     int allow_fp8_block;            /* precision.allow_fp8_block (bool): fp8_block may run on Hopper */
     int strict;                     /* precision.strict (bool): refuse rather than fall back */
     int fp8_saved_activations;      /* precision.fp8_saved_activations (bool): fp8_block keeps h1, h3 in E4M3 */
-    char layers[64];                /* precision.layers: experts|all (which GEMMs go low precision) */
+    moe_lowp_layers layers;         /* precision.layers: experts|all (which GEMMs go low precision) */
 } moe_precision_cfg;
-
-/* runtime.gemm, runtime.attention, runtime.init_on: indexed
- * like their choices in config_schema.c */
-typedef enum { MOE_RT_GEMM_CUBLASLT = 0, MOE_RT_GEMM_CUBLAS } moe_rt_gemm;
-typedef enum {
-    MOE_RT_ATTN_CUDNN = 0, MOE_RT_ATTN_MMA, MOE_RT_ATTN_WMMA, MOE_RT_ATTN_SIMT
-} moe_rt_attention;
-typedef enum { MOE_RT_INIT_DEVICE = 0, MOE_RT_INIT_HOST } moe_rt_init_on;
-typedef enum { MOE_RT_MEMCHECK_REFUSE = 0, MOE_RT_MEMCHECK_WARN, MOE_RT_MEMCHECK_OFF } moe_rt_memory_check;
 
 /* runtime.fp8_gemms's words, as bits */
 enum { MOE_RT_FP8_FPROP = 1, MOE_RT_FP8_DGRAD = 2, MOE_RT_FP8_WGRAD = 4 };
 
 typedef struct {
-    char backend[16];               /* runtime.backend: auto|cpu|cuda */
+    moe_backend_choice backend;     /* runtime.backend: auto|cpu|cuda */
     int threads;                    /* runtime.threads: CPU threads (0 = OpenMP default) */
     /* how the run goes, not what it computes (studies, comparisons, tests) */
     char fp8_gemms[32];             /* runtime.fp8_gemms: comma list of fprop,dgrad,wgrad or none */
     int fp8_chunk_rows;             /* runtime.fp8_chunk_rows: FP8 rows per expert GEMM (128k) */
     int fp8_fused_save;             /* runtime.fp8_fused_save (bool): SwiGLU kernel quantises h */
     int fp8_weight_cache;           /* runtime.fp8_weight_cache (bool): FP8 weights once a step */
-    int expert_chunk_rows;          /* runtime.expert_chunk_rows: an expert's backward rows at a time */
+    int expert_chunk_rows;          /* runtime.expert_chunk_rows: an expert's rows a pass (forward
+                                       SwiGLU and down projection, backward) */
     moe_rt_gemm gemm;               /* runtime.gemm: cublaslt|cublas */
     moe_rt_attention attention;     /* runtime.attention: mma|wmma|simt */
     moe_rt_init_on init_on;         /* runtime.init_on: device|host */
+    char cudnn_lib[MOE_PATH_MAX];   /* runtime.cudnn_lib: cuDNN library file ("" = the sonames) */
     moe_rt_memory_check memory_check; /* runtime.memory_check: refuse|warn|off */
 } moe_runtime_cfg;
 
@@ -166,6 +159,12 @@ int config_model_key_explicit(const moe_config *cfg, const char *path);
 
 /* Fill cfg with the built-in defaults only (what an empty file gives). */
 void config_defaults(moe_config *cfg);
+
+/* The legacy environment variables of runtime.* and parallel.* keys
+ * (MOE_FP8_GEMMS, ..., MOE_CUDNN_LIB, MOE_MPI_MAX_COUNT), applied to cfg as
+ * config_load applies them, for a command that has no config file (eval).
+ * It does not validate the whole. */
+int config_apply_env(moe_config *cfg, moe_err *e);
 
 /* Validate cross-field rules (heads divide, top_k <= experts, ...). */
 int config_validate(const moe_config *cfg, moe_err *e);

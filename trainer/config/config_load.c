@@ -374,8 +374,8 @@ int config_apply_override(moe_config *cfg, const char *override, moe_err *e)
     return apply_override(cfg, override, NULL, e);
 }
 
-/* The environment variables that set runtime.* keys before those keys
- * existed, still taken: read here and nowhere else, applied between the
+/* The environment variables that set runtime.* and parallel.* keys before
+ * those keys existed, still taken: read here and nowhere else, applied between the
  * files and the command line (which wins), and told on stderr, so the key
  * shows in --print-config, the saved config and any error's origin. */
 static const struct {
@@ -384,9 +384,11 @@ static const struct {
     {"MOE_FP8_GEMMS", "runtime.fp8_gemms"},   {"MOE_FP8_CHUNK_ROWS", "runtime.fp8_chunk_rows"},
     {"MOE_FP8_FUSED_SAVE", "runtime.fp8_fused_save"}, {"MOE_CUDA_GEMM", "runtime.gemm"},
     {"MOE_CUDA_ATTENTION", "runtime.attention"}, {"MOE_INIT_ON", "runtime.init_on"},
+    {"MOE_CUDNN_LIB", "runtime.cudnn_lib"},   {"MOE_MPI_MAX_COUNT", "parallel.mpi_max_count"},
 };
 
-static int apply_env_keys(loader *L, moe_err *e)
+/* L NULL: no origins to record (config_apply_env) */
+static int apply_env_keys(moe_config *cfg, loader *L, moe_err *e)
 {
     for (size_t i = 0; i < sizeof env_keys / sizeof env_keys[0]; i++) {
         const char *v = getenv(env_keys[i].var);
@@ -397,16 +399,21 @@ static int apply_env_keys(loader *L, moe_err *e)
         const char *text = k->type == KEY_BOOL && !strcmp(v, "0")   ? "false"
                            : k->type == KEY_BOOL && !strcmp(v, "1") ? "true"
                                                                     : v;
-        if (config_key_set_text(k, &L->cfg, text, e))
+        if (config_key_set_text(k, cfg, text, e))
             return moe_err_prefix(e, "environment %s (read as %s)", env_keys[i].var, k->path);
         char where[160];
         snprintf(where, sizeof where, "environment %s=%.64s", env_keys[i].var, v);
-        if (set_origin(L, k, where, INT_MAX - 1)) /* after the files, before the command line */
+        if (L && set_origin(L, k, where, INT_MAX - 1)) /* after the files, before the command line */
             return moe_errf(e, "out of memory applying %s", where);
         fprintf(stderr, "moekit: %s=%s read as %s=%s (set the config key instead)\n",
                 env_keys[i].var, v, k->path, text);
     }
     return 0;
+}
+
+int config_apply_env(moe_config *cfg, moe_err *e)
+{
+    return apply_env_keys(cfg, NULL, e);
 }
 
 /* The model.* keys set no earlier than checkpoint.init_from (same file, a
@@ -473,7 +480,7 @@ int config_load(moe_config *cfg, const char *name_or_path, const char *configs_d
     config_defaults(&L->cfg);
     int rc = load_chain(L, path, e);
     if (rc == 0)
-        rc = apply_env_keys(L, e);
+        rc = apply_env_keys(&L->cfg, L, e);
     for (int i = 0; rc == 0 && i < n_overrides; i++) {
         const config_key *k = NULL;
         rc = apply_override(&L->cfg, overrides[i], &k, e);

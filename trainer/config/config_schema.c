@@ -11,16 +11,19 @@
 
 #include "config_scale.h"
 #include "config_suggest.h"
+#include "runtime_defaults.h"
 
-static const char *const layers_choices[] = {"experts", "all", NULL};
-static const char *const backend_choices[] = {"auto", "cpu", "cuda", NULL};
-/* Indexed by moe_rt_gemm, moe_rt_attention, moe_rt_init_on, moe_rt_memory_check. */
+/* Indexed by config_enums.h's enums. */
+const char *const config_moments_dtype_names[] = {"fp32", "bf16", NULL};
+const char *const config_layers_names[] = {"experts", "all", NULL};
+const char *const config_backend_names[] = {"auto", "cpu", "cuda", NULL};
+const char *const config_pack_names[] = {"auto", "packed", "padded", NULL};
+/* Indexed by moe_rt_gemm, moe_rt_attention, moe_rt_init_on, moe_rt_memory_check
+ * (config_enums.h). */
 static const char *const gemm_choices[] = {"cublaslt", "cublas", NULL};
 static const char *const attention_choices[] = {"cudnn", "mma", "wmma", "simt", NULL};
 static const char *const init_on_choices[] = {"device", "host", NULL};
 static const char *const memory_check_choices[] = {"refuse", "warn", "off", NULL};
-static const char *const moments_choices[] = {"fp32", "bf16", NULL};
-static const char *const pack_choices[] = {"auto", "packed", "padded", NULL};
 
 #define AT(field) offsetof(moe_config, field)
 
@@ -45,9 +48,6 @@ static const char *const pack_choices[] = {"auto", "packed", "padded", NULL};
      .size = sizeof(((moe_config *)0)->field), .def = d, .doc = text}
 #define ENUM_KEY(p, field, list, d, text)                                                  \
     {.path = p, .type = KEY_ENUM, .offset = AT(field), .choices = list, .def = d, .doc = text}
-#define CHOICE_KEY(p, field, list, d, text)                                                \
-    {.path = p, .type = KEY_CHOICE, .offset = AT(field),                                   \
-     .size = sizeof(((moe_config *)0)->field), .choices = list, .def = d, .doc = text}
 
 const config_key config_keys[] = {
     INT_KEY("model.hidden_size", model.hidden_size, BETWEEN(1, MOE_MAX_HIDDEN), "256",
@@ -103,9 +103,10 @@ const config_key config_keys[] = {
     FLOAT_KEY("optimizer.eps", optimizer.eps, POSITIVE, "1e-8", "AdamW epsilon"),
     FLOAT_KEY("optimizer.weight_decay", optimizer.weight_decay, NON_NEGATIVE, "0.1",
               "decoupled weight decay (not applied to norms)"),
-    CHOICE_KEY("optimizer.moments_dtype", optimizer.moments_dtype, moments_choices, "fp32",
-               "storage of AdamW's two moments: fp32, or bf16 (half the bytes; rounded to "
-               "nearest even, the arithmetic stays fp32)"),
+    ENUM_KEY("optimizer.moments_dtype", optimizer.moments_dtype, config_moments_dtype_names,
+             "fp32",
+             "storage of AdamW's two moments: fp32, or bf16 (half the bytes; rounded to "
+             "nearest even, the arithmetic stays fp32)"),
 
     INT_KEY("scheduler.warmup_steps", scheduler.warmup_steps, AT_LEAST(0), "2000",
             "linear warmup from 0 to lr over this many steps (<= train.steps)"),
@@ -132,10 +133,10 @@ const config_key config_keys[] = {
     BOOL_KEY("data.mask_degenerate_bases", data.mask_degenerate_bases, "true",
              "no loss on targets that are not A, C, G or T"),
     BOOL_KEY("data.shuffle", data.shuffle, "true", "shuffle training windows every epoch"),
-    CHOICE_KEY("data.pack", data.pack, pack_choices, "auto",
-               "records end to end in every window (packed) or one record a window, padded; "
-               "auto packs data.store and data.blend where the backend's attention takes sequence "
-               "boundaries at its full rate"),
+    ENUM_KEY("data.pack", data.pack, config_pack_names, "auto",
+             "records end to end in every window (packed) or one record a window, padded; "
+             "auto packs data.store and data.blend where the backend's attention takes sequence "
+             "boundaries at its full rate"),
 
     STRING_KEY("checkpoint.ckpt_dir", checkpoint.ckpt_dir, "",
                "directory of checkpoints; empty = no checkpoints"),
@@ -178,6 +179,9 @@ const config_key config_keys[] = {
               "1.5",
               "expert buffers hold micro-batch tokens x top_k x this many rows per rank (EP > "
               "1); rows beyond run in further passes, no token dropped"),
+    INT_KEY("parallel.mpi_max_count", parallel.mpi_max_count, AT_LEAST(0), "0",
+            "most elements one MPI call carries on CPU ranks, larger messages in pieces; 0 = "
+            "MPI's limit (2^31 - 1); small values test the pieces (legacy: MOE_MPI_MAX_COUNT)"),
 
     {.path = "precision.compute", .type = KEY_ENUM, .offset = AT(precision.compute),
      .choices = precision_names, .def = "auto",
@@ -193,11 +197,11 @@ const config_key config_keys[] = {
     BOOL_KEY("precision.fp8_saved_activations", precision.fp8_saved_activations, "true",
              "fp8_block: keep the SwiGLU inputs for the backward in E4M3 (1x128 blocks), half "
              "of bf16's memory; false keeps them in bf16"),
-    CHOICE_KEY("precision.layers", precision.layers, layers_choices, "experts",
-               "which GEMMs run in low precision"),
+    ENUM_KEY("precision.layers", precision.layers, config_layers_names, "experts",
+             "which GEMMs run in low precision"),
 
-    CHOICE_KEY("runtime.backend", runtime.backend, backend_choices, "auto",
-               "compute backend; auto = cuda when a GPU is usable, else cpu"),
+    ENUM_KEY("runtime.backend", runtime.backend, config_backend_names, "auto",
+             "compute backend; auto = cuda when a GPU is usable, else cpu"),
     /* libgomp crashes on a team of 65536; no node has more than 1024 CPUs. */
     INT_KEY("runtime.threads", runtime.threads, BETWEEN(0, MOE_MAX_THREADS), "0",
             "CPU threads, at most 1024; 0 = the OpenMP default"),
@@ -205,14 +209,16 @@ const config_key config_keys[] = {
                "which expert GEMMs fp8_block and mxfp8 run in FP8: a comma list of fprop, "
                "dgrad, wgrad, or none (the others in bf16; a precision study's knob)"),
     {.path = "runtime.fp8_chunk_rows", .type = KEY_INT, .offset = AT(runtime.fp8_chunk_rows),
-     .imin = 128, .imax = 1 << 24, .def = "8192",
+     .imin = MOE_CHUNK_ROWS_ALIGN, .imax = 1 << 24,
+     .def = MOE_DEFAULT_TEXT(MOE_DEFAULT_FP8_CHUNK_ROWS),
      .doc = "an expert's FP8 rows go through the GEMMs this many at a time (a multiple of 128; "
             "bounds the quantised copies however the router spreads tokens)"},
     {.path = "runtime.expert_chunk_rows", .type = KEY_INT, .offset = AT(runtime.expert_chunk_rows),
-     .imin = 128, .imax = 1 << 24, .def = "8192",
-     .doc = "an expert's rows go through the backward this many at a time (a multiple of 128; "
-            "bounds the backward's four [rows, intermediate] buffers however the router spreads "
-            "tokens)"},
+     .imin = MOE_CHUNK_ROWS_ALIGN, .imax = 1 << 24,
+     .def = MOE_DEFAULT_TEXT(MOE_DEFAULT_EXPERT_CHUNK_ROWS),
+     .doc = "on the GPU an expert's rows go through the SwiGLU, the down projection and the "
+            "backward this many at a time (a multiple of 128; bounds the [rows, intermediate] "
+            "scratch of the forward and the backward however the router spreads tokens)"},
     BOOL_KEY("runtime.fp8_fused_save", runtime.fp8_fused_save, "true",
              "fp8_block: the SwiGLU kernel quantises the saved h1, h3 itself; false runs the "
              "quantiser after it (the same bytes; a check and an ablation)"),
@@ -231,6 +237,9 @@ const config_key config_keys[] = {
     ENUM_KEY("runtime.init_on", runtime.init_on, init_on_choices, "device",
              "where the random init runs: device (where the backend can) or host (the same "
              "bits, slower; to compare)"),
+    STRING_KEY("runtime.cudnn_lib", runtime.cudnn_lib, "",
+               "the cuDNN library file the cuda backend opens for its attention; empty = "
+               "libcudnn_graph.so.9, else libcudnn.so.9 (legacy: MOE_CUDNN_LIB)"),
     ENUM_KEY("runtime.memory_check", runtime.memory_check, memory_check_choices, "refuse",
              "before its first allocation a GPU rank compares the memory plan with what the "
              "GPU has free: refuse (a run that would not fit stops with the plan and what "
@@ -243,7 +252,11 @@ const size_t config_key_count = sizeof config_keys / sizeof config_keys[0];
 _Static_assert(sizeof(moe_precision) == sizeof(int) && sizeof(moe_rt_gemm) == sizeof(int) &&
                    sizeof(moe_rt_attention) == sizeof(int) &&
                    sizeof(moe_rt_init_on) == sizeof(int) &&
-                   sizeof(moe_rt_memory_check) == sizeof(int),
+                   sizeof(moe_rt_memory_check) == sizeof(int) &&
+                   sizeof(moe_moments_dtype) == sizeof(int) &&
+                   sizeof(moe_lowp_layers) == sizeof(int) &&
+                   sizeof(moe_backend_choice) == sizeof(int) &&
+                   sizeof(moe_pack_mode) == sizeof(int),
                "enum keys must be int-sized");
 
 const config_key *config_key_find(const char *path)

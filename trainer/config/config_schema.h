@@ -25,8 +25,7 @@ typedef enum {
     KEY_STRING_LIST,  /* const char *const * at offset (config_intern.h), count (int) at
                          offset2; each path at most size - 1 characters */
     KEY_BLEND,        /* const moe_blend_entry * at offset (interned), count (int) at offset2 */
-    KEY_ENUM,         /* an int holding the index of the value in choices */
-    KEY_CHOICE,       /* char[size] holding one of choices */
+    KEY_ENUM,         /* an int-sized enum holding the index of the value in choices */
 } config_key_type;
 
 typedef struct {
@@ -38,7 +37,7 @@ typedef struct {
     long long imin, imax;      /* integer range */
     double fmin, fmax;         /* float range (-inf / inf for none) */
     int fmin_open, fmax_open;  /* 1: the bound itself is excluded */
-    const char *const *choices; /* NULL-terminated, for KEY_ENUM and KEY_CHOICE */
+    const char *const *choices; /* NULL-terminated, for KEY_ENUM */
     const char *def;           /* the default, written as an override value */
     const char *doc;           /* one line for users */
 } config_key;

@@ -8,6 +8,7 @@
 #include "../data/data.h" /* MOE_TOK_VOCAB: the tokenizer the model must cover */
 #include "config_scale.h"
 #include "config_schema.h"
+#include "runtime_defaults.h"
 #include "../../common/layout.h"
 
 typedef struct {
@@ -133,12 +134,12 @@ static int check_runtime(const rule_ctx *r)
         add_origins(r, keys, 1);
         return -1;
     }
-    if (rt->fp8_chunk_rows % 128)
+    if (rt->fp8_chunk_rows % MOE_CHUNK_ROWS_ALIGN)
         return violation(r, "runtime.fp8_chunk_rows", NULL,
                          "runtime.fp8_chunk_rows = %d must be a multiple of 128 (the chunks "
                          "cut no 1x128 scale block along the tokens)",
                          rt->fp8_chunk_rows);
-    if (rt->expert_chunk_rows % 128)
+    if (rt->expert_chunk_rows % MOE_CHUNK_ROWS_ALIGN)
         return violation(r, "runtime.expert_chunk_rows", NULL,
                          "runtime.expert_chunk_rows = %d must be a multiple of 128 (the chunks "
                          "cut no 1x128 scale block along the tokens)",

@@ -52,8 +52,7 @@ void config_key_range_text(const config_key *k, char *buf, size_t size)
     case KEY_BLEND:
         snprintf(buf, size, "a list of { store = \"DIR\"; weight = W; } with W > 0");
         break;
-    case KEY_ENUM:
-    case KEY_CHOICE: {
+    case KEY_ENUM: {
         size_t used = 0;
         buf[0] = '\0';
         for (int i = 0; k->choices[i] && used < size; i++)
@@ -414,13 +413,6 @@ int config_key_set_text(const config_key *k, moe_config *cfg, const char *text, 
         memcpy(field(cfg, k->offset), &i, sizeof i);
         return 0;
     }
-    case KEY_CHOICE: {
-        int i = find_choice(k, text, e);
-        if (i < 0)
-            return -1;
-        return store_string(k, field(cfg, k->offset), k->path, k->choices[i],
-                            strlen(k->choices[i]), e);
-    }
     }
     return moe_errf(e, "%s: key of unknown type %d", k->path, (int)k->type);
 }
@@ -590,7 +582,6 @@ int config_key_set_setting(const config_key *k, moe_config *cfg, const config_se
         return 0;
     case KEY_STRING:
     case KEY_ENUM:
-    case KEY_CHOICE:
         if (config_setting_type(s) != CONFIG_TYPE_STRING)
             return wrong_type(k, k->path, "a string", s, e);
         return config_key_set_text(k, cfg, config_setting_get_string(s), e);
@@ -669,10 +660,6 @@ int config_key_check(const config_key *k, const moe_config *cfg, moe_err *e)
             return moe_errf(e, "%s = %d is not a valid choice", k->path, v);
         return 0;
     }
-    case KEY_CHOICE:
-        if (!memchr(p, '\0', k->size))
-            return moe_errf(e, "%s is not a terminated string", k->path);
-        return find_choice(k, p, e) < 0 ? -1 : 0;
     }
     return moe_errf(e, "%s: key of unknown type %d", k->path, (int)k->type);
 }
@@ -729,7 +716,6 @@ int config_key_write_value(const config_key *k, const moe_config *cfg, FILE *f)
     case KEY_BOOL:
         return fputs(*(const int *)p ? "true" : "false", f) < 0 ? -1 : 0;
     case KEY_STRING:
-    case KEY_CHOICE:
         write_string(f, p);
         return ferror(f) ? -1 : 0;
     case KEY_ENUM: {

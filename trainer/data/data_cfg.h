@@ -8,6 +8,9 @@
 /* the longest path any config key holds, terminator included */
 #define MOE_PATH_MAX 4096
 
+/* data.pack and eval's --pack (config_enums.h names them) */
+typedef enum { MOE_PACK_AUTO = 0, MOE_PACK_PACKED, MOE_PACK_PADDED } moe_pack_mode;
+
 typedef struct {
     const char *store;        /* a token store directory (moe-data prepare --out) */
     double weight;            /* its share of the training windows (> 0; normalised) */
@@ -27,7 +30,7 @@ typedef struct {
     double reverse_complement; /* data.reverse_complement: probability per window */
     int mask_degenerate_bases; /* data.mask_degenerate_bases (bool): no loss on non-ACGT targets */
     int shuffle;              /* data.shuffle (bool) */
-    char pack[8];             /* data.pack: auto|packed|padded (data.h: windows) */
+    moe_pack_mode pack;       /* data.pack: auto|packed|padded (data.h: windows) */
 } moe_data_cfg;
 
 #endif

@@ -144,9 +144,8 @@ static int check_settings(const moe_data_cfg *dc, int seq_length, int dp_rank, i
                         dp_rank, dp_size);
     if (dc->store[0] && dc->n_blend)
         return moe_errf(e, "data.store and data.blend are both set: name one store, or a blend");
-    if (dc->pack[0] && strcmp(dc->pack, "auto") && strcmp(dc->pack, "packed") &&
-        strcmp(dc->pack, "padded"))
-        return moe_errf(e, "data.pack = \"%s\": must be auto, packed or padded", dc->pack);
+    if (dc->pack < MOE_PACK_AUTO || dc->pack > MOE_PACK_PADDED)
+        return moe_errf(e, "data.pack = %d: must be auto, packed or padded", (int)dc->pack);
     if (dc->n_files < 1 && !dc->store[0] && !dc->n_blend)
         return moe_errf(e, "data.files is empty: name at least one FASTA file (or set data.store)");
     for (int i = 0; i < dc->n_blend; i++)
@@ -184,10 +183,9 @@ int dataset_open(moe_dataset **out, const moe_data_cfg *dc, int seq_length, uint
     ds->mask_degenerate = dc->mask_degenerate_bases != 0;
     ds->rc_prob = dc->reverse_complement;
     ds->val_fraction = dc->val_fraction;
-    /* auto: genome collections (stores, blends) packed, data.files padded;
-     * unset ("", a caller's zeroed struct) is padded */
-    ds->pack = !strcmp(dc->pack, "packed") ||
-               (!strcmp(dc->pack, "auto") && (dc->store[0] || dc->n_blend));
+    /* auto: genome collections (stores, blends) packed, data.files padded */
+    ds->pack = dc->pack == MOE_PACK_PACKED ||
+               (dc->pack == MOE_PACK_AUTO && (dc->store[0] || dc->n_blend));
     ds->scratch = malloc((size_t)ds->window);
     if (!ds->scratch) {
         moe_errf(e, "out of memory for a window of %d tokens", ds->window);

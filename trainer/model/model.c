@@ -137,9 +137,8 @@ static size_t moment_bytes(int bf16, size_t n)
     return bf16 ? sizeof(uint16_t) * n + 1 : sizeof(real) * n;
 }
 
-int model_create_parallel(moe_model **out, const moe_dims *d, moe_backend *be,
-                          moe_dispatcher *disp, int B, int T, int ep_rank, int ep_size,
-                          int with_moments, int recompute, moe_err *e)
+/* An equal share of the experts for every rank, and head sizes RoPE and GQA take. */
+static int check_shape(const moe_dims *d, int ep_rank, int ep_size, moe_err *e)
 {
     if (ep_size < 1 || ep_rank < 0 || ep_rank >= ep_size || d->E % ep_size)
         return moe_errf(e, "expert-parallel rank %d of %d cannot hold an equal share of %d "
@@ -148,9 +147,19 @@ int model_create_parallel(moe_model **out, const moe_dims *d, moe_backend *be,
         return moe_errf(e, "head_dim %d must be even for rotary embeddings", d->HD);
     if (d->NH % d->NKV)
         return moe_errf(e, "num_heads %d is not a multiple of num_kv_heads %d", d->NH, d->NKV);
+    return 0;
+}
+
+/* The model's description and its parameter table, nothing allocated on
+ * the backend yet. */
+static moe_model *model_new(const moe_dims *d, moe_backend *be, moe_dispatcher *disp, int B,
+                            int T, int ep_rank, int ep_size, int recompute, moe_err *e)
+{
     moe_model *m = calloc(1, sizeof *m);
-    if (!m)
-        return moe_errf(e, "out of memory");
+    if (!m) {
+        moe_errf(e, "out of memory");
+        return NULL;
+    }
     m->be = be;
     m->d = *d;
     m->B = B;
@@ -164,84 +173,144 @@ int model_create_parallel(moe_model **out, const moe_dims *d, moe_backend *be,
     m->recompute_experts = recompute == MOE_RECOMPUTE_EXPERTS;
     if (params_layout(m, e)) {
         model_destroy(m);
-        return -1;
+        return NULL;
     }
-    planner pl = {be, e, 0};
-    size_t P = m->n_elems, N = (size_t)B * T, C = d->C, E = d->E, K = d->K;
-    size_t QD = (size_t)d->NH * d->HD, KVD = (size_t)d->NKV * d->HD;
-    size_t rows = (size_t)disp->max_rows(disp, (int)N, (int)K);
+    return m;
+}
+
+/* bytes of the masters: the low halves with split masters, else fp32 */
+static size_t master_bytes(const moe_model *m)
+{
+    return (m->split_master ? sizeof(uint16_t) : sizeof(real)) * m->n_elems;
+}
+
+/* The parameters' state: masters and moments (with_moments), the gradient
+ * buffer and the compute copy of the weights. */
+static void plan_param_state(planner *pl, moe_model *m, int with_moments)
+{
+    moe_backend *be = pl->be;
+    size_t P = m->n_elems;
     /* split masters where the backend offers them: the compute copy is the high half */
     m->split_master = be->masters_upload && be->masters_download && be->adamw_split;
-    plan_kind(&pl, MOE_MEM_MASTER);
+    plan_kind(pl, MOE_MEM_MASTER);
     if (with_moments)
-        m->master = plan_bytes(&pl, (m->split_master ? sizeof(uint16_t) : sizeof(real)) * P);
-    plan_kind(&pl, MOE_MEM_GRADS);
-    m->grad = plan_real(&pl, P);
-    plan_kind(&pl, MOE_MEM_OPTIMIZER);
+        m->master = plan_bytes(pl, master_bytes(m));
+    plan_kind(pl, MOE_MEM_GRADS);
+    m->grad = plan_real(pl, P);
+    plan_kind(pl, MOE_MEM_OPTIMIZER);
     m->moments_bf16 = with_moments == MOE_MOMENTS_BF16;
     if (with_moments) {
-        m->m = plan_bytes(&pl, moment_bytes(m->moments_bf16, P));
-        m->v = plan_bytes(&pl, moment_bytes(m->moments_bf16, P));
+        m->m = plan_bytes(pl, moment_bytes(m->moments_bf16, P));
+        m->v = plan_bytes(pl, moment_bytes(m->moments_bf16, P));
     }
-    plan_kind(&pl, MOE_MEM_WEIGHTS);
-    m->wc = plan_act(&pl, P);
-    plan_kind(&pl, MOE_MEM_WORKSPACE);
-    m->tokens = plan_i32(&pl, N);
-    m->targets = plan_i32(&pl, N);
-    /* packed sequences (8 bytes a token), on every backend so the plan counts them too */
-    m->seg_pos = plan_i32(&pl, N);
-    m->seg_cu = plan_i32(&pl, N + 1);
-    plan_kind(&pl, MOE_MEM_ACTIVATIONS);
-    m->embed_out = plan_act(&pl, N * C);
-    m->layers = host_calloc(&pl, (size_t)d->L, sizeof *m->layers);
-    m->expert_dw_fresh = host_calloc(&pl, (size_t)d->L, 1);
-    m->expert_dw_valid = host_calloc(&pl, (size_t)d->L * m->E_local, 1);
+    plan_kind(pl, MOE_MEM_WEIGHTS);
+    m->wc = plan_act(pl, P);
+}
+
+/* A batch's tokens, targets and packed sequences (8 bytes a token, on
+ * every backend so the plan counts them too). */
+static void plan_batch(planner *pl, moe_model *m)
+{
+    size_t N = (size_t)m->B * m->T;
+    plan_kind(pl, MOE_MEM_WORKSPACE);
+    m->tokens = plan_i32(pl, N);
+    m->targets = plan_i32(pl, N);
+    m->seg_pos = plan_i32(pl, N);
+    m->seg_cu = plan_i32(pl, N + 1);
+}
+
+/* The forward's buffers: the embedding, every layer's (plan_layer), the
+ * host bookkeeping of the experts' gradients, the final norm. rows: the
+ * expert rows of one pass. */
+static void plan_forward(planner *pl, moe_model *m, size_t rows)
+{
+    const moe_dims *d = &m->d;
+    size_t N = (size_t)m->B * m->T, C = d->C, E = d->E;
+    plan_kind(pl, MOE_MEM_ACTIVATIONS);
+    m->embed_out = plan_act(pl, N * C);
+    m->layers = host_calloc(pl, (size_t)d->L, sizeof *m->layers);
+    m->expert_dw_fresh = host_calloc(pl, (size_t)d->L, 1);
+    m->expert_dw_valid = host_calloc(pl, (size_t)d->L * m->E_local, 1);
     /* at most one range per expert weight tensor, and one more between them */
     m->grad_ranges_cap = 3 * d->L * m->E_local + 1;
-    m->grad_ranges = host_calloc(&pl, (size_t)m->grad_ranges_cap, sizeof(moe_range));
-    for (int l = 0; l < d->L && !pl.failed; l++)
-        plan_layer(&pl, m, l, rows);
-    plan_kind(&pl, MOE_MEM_WORKSPACE);
+    m->grad_ranges = host_calloc(pl, (size_t)m->grad_ranges_cap, sizeof(moe_range));
+    for (int l = 0; l < d->L && !pl->failed; l++)
+        plan_layer(pl, m, l, rows);
+    plan_kind(pl, MOE_MEM_WORKSPACE);
     if (m->recompute) {
-        m->prob_sum_scratch = plan_real(&pl, E);
-        m->route_count_scratch = host_calloc(&pl, E, sizeof(int64_t));
+        m->prob_sum_scratch = plan_real(pl, E);
+        m->route_count_scratch = host_calloc(pl, E, sizeof(int64_t));
     }
-    plan_kind(&pl, MOE_MEM_ACTIVATIONS);
-    m->resid_final = plan_act(&pl, N * C);
-    m->lnf = plan_act(&pl, N * C);
-    m->rstdf = plan_real(&pl, N);
-    plan_kind(&pl, MOE_MEM_WORKSPACE);
-    m->d_resid = plan_act(&pl, N * C);
-    m->d_a = plan_act(&pl, N * C);
-    m->d_b = plan_act(&pl, N * QD);
-    m->d_q = plan_act(&pl, N * QD);
-    m->d_k = plan_act(&pl, N * KVD);
-    m->d_v = plan_act(&pl, N * KVD);
-    plan_kind(&pl, MOE_MEM_CAPACITY);
-    m->d_rows_a = plan_act(&pl, rows * C);
-    m->d_rows_b = plan_act(&pl, rows * C);
-    m->d_prows = plan_real(&pl, rows);
-    plan_kind(&pl, MOE_MEM_WORKSPACE);
-    m->d_topk = plan_real(&pl, N * K);
-    m->aux_dprob_dev = plan_real(&pl, E);
-    m->tmp_c = plan_act(&pl, N * C);
-    m->route_frac = host_calloc(&pl, E, sizeof(double));
-    m->layer_count = host_calloc(&pl, (size_t)m->E_local, sizeof(int64_t));
-    /* the dispatcher's buffers too, now, so the memory plan counts them */
-    if (!pl.failed && disp->reserve && disp->reserve(disp, be, (int)N, (int)K, (int)C, d->L, e))
-        pl.failed = 1;
-    if (pl.failed) {
-        moe_err_prefix(e, "model memory plan (%d x %d tokens, %zu parameters)", B, T, P);
-        model_destroy(m);
-        return -1;
-    }
+    plan_kind(pl, MOE_MEM_ACTIVATIONS);
+    m->resid_final = plan_act(pl, N * C);
+    m->lnf = plan_act(pl, N * C);
+    m->rstdf = plan_real(pl, N);
+}
+
+/* The backward's gradient buffers, shared by all layers, and the router's
+ * statistics. */
+static void plan_backward(planner *pl, moe_model *m, size_t rows)
+{
+    const moe_dims *d = &m->d;
+    size_t N = (size_t)m->B * m->T, C = d->C, E = d->E, K = d->K;
+    size_t QD = (size_t)d->NH * d->HD, KVD = (size_t)d->NKV * d->HD;
+    plan_kind(pl, MOE_MEM_WORKSPACE);
+    m->d_resid = plan_act(pl, N * C);
+    m->d_a = plan_act(pl, N * C);
+    m->d_b = plan_act(pl, N * QD);
+    m->d_q = plan_act(pl, N * QD);
+    m->d_k = plan_act(pl, N * KVD);
+    m->d_v = plan_act(pl, N * KVD);
+    plan_kind(pl, MOE_MEM_CAPACITY);
+    m->d_rows_a = plan_act(pl, rows * C);
+    m->d_rows_b = plan_act(pl, rows * C);
+    m->d_prows = plan_real(pl, rows);
+    plan_kind(pl, MOE_MEM_WORKSPACE);
+    m->d_topk = plan_real(pl, N * K);
+    m->aux_dprob_dev = plan_real(pl, E);
+    m->tmp_c = plan_act(pl, N * C);
+    m->route_frac = host_calloc(pl, E, sizeof(double));
+    m->layer_count = host_calloc(pl, (size_t)m->E_local, sizeof(int64_t));
+}
+
+/* Gradients and, where the model keeps them, moments and masters start at zero. */
+static void zero_param_state(moe_model *m, int with_moments)
+{
+    moe_backend *be = m->be;
+    size_t P = m->n_elems;
     be->memset0(be, m->grad, sizeof(real) * P);
     if (with_moments) {
         be->memset0(be, m->m, moment_bytes(m->moments_bf16, P));
         be->memset0(be, m->v, moment_bytes(m->moments_bf16, P));
+        be->memset0(be, m->master, master_bytes(m));
     }
-    if (with_moments)
-        be->memset0(be, m->master, (m->split_master ? sizeof(uint16_t) : sizeof(real)) * P);
+}
+
+int model_create_parallel(moe_model **out, const moe_dims *d, moe_backend *be,
+                          moe_dispatcher *disp, int B, int T, int ep_rank, int ep_size,
+                          int with_moments, int recompute, moe_err *e)
+{
+    if (check_shape(d, ep_rank, ep_size, e))
+        return -1;
+    moe_model *m = model_new(d, be, disp, B, T, ep_rank, ep_size, recompute, e);
+    if (!m)
+        return -1;
+    planner pl = {be, e, 0};
+    size_t N = (size_t)B * T;
+    size_t rows = (size_t)disp->max_rows(disp, (int)N, d->K);
+    plan_param_state(&pl, m, with_moments);
+    plan_batch(&pl, m);
+    plan_forward(&pl, m, rows);
+    plan_backward(&pl, m, rows);
+    /* the dispatcher's buffers too, now, so the memory plan counts them */
+    if (!pl.failed && disp->reserve && disp->reserve(disp, be, (int)N, d->K, d->C, d->L, e))
+        pl.failed = 1;
+    if (pl.failed) {
+        moe_err_prefix(e, "model memory plan (%d x %d tokens, %zu parameters)", B, T, m->n_elems);
+        model_destroy(m);
+        return -1;
+    }
+    zero_param_state(m, with_moments);
     *out = m;
     return 0;
 }

@@ -166,11 +166,13 @@ int model_create(moe_model **out, const moe_dims *d, moe_backend *be, moe_dispat
  * gradients, one layer's activations instead of all of them, one more
  * forward of every layer but the last). */
 enum { MOE_MOMENTS_NONE = 0, MOE_MOMENTS_FP32 = 1, MOE_MOMENTS_BF16 = 2 };
-/* with_moments for a model that keeps its own moments (one rank) or leaves
- * them to the distributed optimizer, in bf16 or fp32 (optimizer.moments_dtype) */
-static inline int model_moments_mode(int own, int bf16)
+/* with_moments for a model that keeps its own moments (one rank) in
+ * optimizer.moments_dtype, or leaves them to the distributed optimizer */
+static inline int model_moments_mode(int own, moe_moments_dtype dtype)
 {
-    return !own ? MOE_MOMENTS_NONE : bf16 ? MOE_MOMENTS_BF16 : MOE_MOMENTS_FP32;
+    return !own ? MOE_MOMENTS_NONE
+           : dtype == MOE_MOMENTS_DTYPE_BF16 ? MOE_MOMENTS_BF16
+                                             : MOE_MOMENTS_FP32;
 }
 /* what the backward recomputes instead of keeping (model_create_parallel's recompute) */
 enum { MOE_RECOMPUTE_NONE = 0, MOE_RECOMPUTE_LAYERS = 1, MOE_RECOMPUTE_EXPERTS = 2 };

@@ -103,6 +103,7 @@ int count_backend_create(moe_backend **out, moe_backend *shape, int fp8_saved, m
     c->next = (uintptr_t)1 << 20;
     be->ctx = c;
     be->name = "count";
+    be->kind = shape ? shape->kind : MOE_BACKEND_CUDA;
     be->act_type = shape ? shape->act_type : "bf16";
     be->device_memory = 1; /* it counts for a GPU */
     be->counts_only = 1;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../build/run_build.h"
 #include "../config/config_scale.h"
 #include "../model/dims_config.h"
 #include "../model/model.h"
@@ -55,77 +56,48 @@ static int groups_open(plan_groups *g, int ep, int dp, moe_err *e)
     return 0;
 }
 
-/* The optimizer's state, as the trainer makes it: the model's own moments
- * on one rank, the distributed optimizer's shards on several (its create
+/* The optimizer's state as the build made it: the model's own moments on
+ * one rank, the distributed optimizer's shards on several (its create
  * allocates through the backend alone, so the counting backend sees every
- * byte of it). *zp: the distributed optimizer, for the caller to destroy
- * once it has read the totals. */
-static int count_optimizer(moe_plan *p, const moe_config *c, moe_backend *be, moe_model *m,
-                           plan_groups *g, moe_zero **zp, moe_err *e)
+ * byte of it). */
+static void count_optimizer(moe_plan *p, const moe_config *c, const moe_build *b)
 {
-    int bf16 = !strcmp(c->optimizer.moments_dtype, "bf16");
-    if (p->world == 1) { /* the model's own moments, made with it in their dtype */
-        p->moments = 2 * (bf16 ? sizeof(uint16_t) : sizeof(real)) * m->n_elems;
-        p->optimizer_counted = 1;
-        return 0;
-    }
-    moe_zero *z = NULL;
-    moe_zero_opts zo = {.bucket_bytes = (size_t)c->parallel.grad_bucket_mb << 20,
-                        .moments_bf16 = bf16};
-    be->mem_kind = MOE_MEM_OPTIMIZER;
-    int rc = zero_create(&z, m, &g->par, &zo, e);
-    be->mem_kind = MOE_MEM_WORKSPACE;
-    if (rc)
-        return -1;
-    p->moments = zero_moment_bytes(z);
+    int bf16 = c->optimizer.moments_dtype == MOE_MOMENTS_DTYPE_BF16;
+    p->moments = b->zero ? zero_moment_bytes(b->zero)
+                         : 2 * (bf16 ? sizeof(uint16_t) : sizeof(real)) * b->model->n_elems;
     p->optimizer_counted = 1;
-    *zp = z;
-    return 0;
 }
 
-/* One counting pass: the dispatcher, the model and the optimizer. */
+/* One counting pass: the dispatcher, the model and the optimizer, built as
+ * a run builds them (run_build.h) on the counting backend, with the
+ * recompute mode asked for. */
 static int count_once(moe_plan *p, const moe_config *c, int recompute, moe_backend *shape,
                       size_t bytes[MOE_MEM_KINDS], moe_err *e)
 {
-    moe_dims d = model_dims_from_config(&c->model);
     int fp8_saved = c->precision.compute == MOE_PREC_FP8_BLOCK && c->precision.fp8_saved_activations;
     moe_backend *be = NULL;
-    moe_dispatcher *disp = NULL;
-    moe_model *m = NULL;
     plan_groups g;
     if (count_backend_create(&be, shape, fp8_saved, e))
         return -1;
     int rc = -1;
     if (groups_open(&g, p->ep, p->dp, e))
         goto out;
-    if (p->ep > 1) {
-        if (dispatcher_ep_create(&disp, g.ep, d.E, e))
-            goto out_groups;
-        dispatcher_ep_set_capacity(disp, c->parallel.expert_capacity_factor);
-    } else if (dispatcher_local_create(&disp, e)) {
+    moe_build_spec spec = build_spec_from_config(c, &g.par);
+    spec.recompute = recompute;
+    moe_build b;
+    if (build_run(&b, &spec, be, e))
         goto out_groups;
-    }
-    int B = c->train.micro_batch_size, T = c->train.seq_length;
-    int moments = model_moments_mode(p->world == 1, !strcmp(c->optimizer.moments_dtype, "bf16"));
-    if (model_create_parallel(&m, &d, be, disp, B, T, 0, p->ep, moments, recompute, e))
-        goto out_disp;
-    p->cap_rows = (size_t)disp->max_rows(disp, B * T, d.K);
+    const moe_model *m = b.model;
+    p->cap_rows = (size_t)b.disp->max_rows(b.disp, spec.B * spec.T, spec.dims.K);
     p->params_local = (int64_t)m->n_elems;
     p->params_local_expert = 0;
     for (int i = 0; i < m->n_params; i++)
         if (m->params[i].n_experts > 0)
             p->params_local_expert += (int64_t)m->params[i].n;
-    moe_zero *z = NULL;
-    if (count_optimizer(p, c, be, m, &g, &z, e))
-        goto out_model;
+    count_optimizer(p, c, &b);
     memcpy(bytes, be->mem_bytes, sizeof be->mem_bytes);
-    if (z)
-        zero_destroy(z);
+    build_close(&b);
     rc = 0;
-out_model:
-    model_destroy(m);
-out_disp:
-    disp->destroy(disp);
 out_groups:
     groups_close(&g);
 out:
@@ -233,7 +205,7 @@ int plan_make_counted(moe_plan *p, const moe_config *c, int ep, int dp, moe_back
     p->dp = dp;
     p->world = ep * dp;
     p->recompute = c->train.activation_recompute;
-    snprintf(p->backend, sizeof p->backend, "%s", shape ? shape->name : "cuda");
+    p->sized_for = shape ? shape->kind : MOE_BACKEND_CUDA;
     moe_dims d = model_dims_from_config(&c->model);
     int64_t active;
     model_count_params(&d, &p->params_total, &active);
@@ -280,7 +252,7 @@ void plan_print(FILE *f, const moe_plan *p, const moe_config *c, double gpu_byte
     const double u = gib ? GIB : 1048576.0;
     fprintf(f, "moekit memory plan: %s at EP=%d x DP=%d (%d %s%s), micro-batch %d x %d tokens, "
                "%zu expert rows per pass",
-            c->name, p->ep, p->dp, p->world, !strcmp(p->backend, "cpu") ? "CPU rank" : "GPU",
+            c->name, p->ep, p->dp, p->world, p->sized_for == MOE_BACKEND_CPU ? "CPU rank" : "GPU",
             p->world > 1 ? "s" : "", c->train.micro_batch_size, c->train.seq_length, p->cap_rows);
     if (p->ep > 1)
         fprintf(f, " (parallel.expert_capacity_factor %.2f)", c->parallel.expert_capacity_factor);

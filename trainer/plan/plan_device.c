@@ -54,7 +54,7 @@ static size_t fp8_kept_weights(const moe_config *c, int mx, int ep, size_t C, si
     size_t KVD = (size_t)m->num_kv_heads * HD;
     size_t layer = local * (2 * (fp8_weight_copy(mx, I, C) + fp8_weight_copy(mx, C, I)) +
                             fp8_weight_copy(mx, C, I) + fp8_weight_copy(mx, I, C));
-    if (!strcmp(c->precision.layers, "all"))
+    if (c->precision.layers == MOE_LAYERS_ALL)
         layer += fp8_weight_copy(mx, QD, C) + fp8_weight_copy(mx, C, QD) +
                  2 * (fp8_weight_copy(mx, KVD, C) + fp8_weight_copy(mx, C, KVD)) +
                  fp8_weight_copy(mx, C, QD) + fp8_weight_copy(mx, QD, C);

@@ -108,9 +108,9 @@ int plan_fit_room(const moe_config *c, int ep, int dp, const plan_room *room, in
             c2->runtime.fp8_weight_cache = 0;
             alternative(&t, "runtime.fp8_weight_cache=false", c2, ep, dp, room);
         }
-        if (strcmp(c->optimizer.moments_dtype, "bf16")) {
+        if (c->optimizer.moments_dtype != MOE_MOMENTS_DTYPE_BF16) {
             *c2 = *c;
-            snprintf(c2->optimizer.moments_dtype, sizeof c2->optimizer.moments_dtype, "bf16");
+            c2->optimizer.moments_dtype = MOE_MOMENTS_DTYPE_BF16;
             alternative(&t, "optimizer.moments_dtype=bf16", c2, ep, dp, room);
         }
         /* a shorter sequence: halved until it fits, four times at most */

@@ -10,7 +10,7 @@ ALL_LIBS += $(PLAN_LIB)
 
 UNIT_TESTS += $(B)/tests/test_plan
 # (trainer/rules.mk, read after this file, names the model and parallel libraries)
-$(B)/tests/test_plan: $(call obj,tests/unit/test_plan.c) $(PLAN_LIB) $(B)/lib/libmoe_parallel.a \
+$(B)/tests/test_plan: $(call obj,tests/unit/test_plan.c) $(PLAN_LIB) $(BUILD_LIB) $(B)/lib/libmoe_parallel.a \
 		$(B)/lib/libmoe_model.a $(B)/lib/libmoe_cpu.a $(LOWP_LIB) $(CONFIG_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LIBCONFIG) $(LDLIBS_BASE)

@@ -1,6 +1,7 @@
 /* moekit: the training loop. */
 #include "trainer.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 
 #include "../../common/host_wait.h"
 #include "../backend/select.h"
+#include "../build/run_build.h"
 #include "../ckpt/ckpt_dir.h"
 #include "ckpt_io.h"
 #include "../model/dims_config.h"
@@ -107,7 +109,7 @@ static int try_precision(moe_trainer *t, moe_precision p, moe_err *e)
 static int resolve_precision(moe_trainer *t, moe_err *e)
 {
     const moe_precision_cfg *pc = &t->cfg.precision;
-    if (!strcmp(t->be->name, "cpu")) {
+    if (t->be->kind == MOE_BACKEND_CPU) {
         if (pc->compute != MOE_PREC_AUTO && pc->compute != MOE_PREC_FP32)
             return moe_errf(e,
                             "precision.compute=%s needs the cuda backend; the cpu backend "
@@ -132,7 +134,7 @@ static int resolve_precision(moe_trainer *t, moe_err *e)
         fprintf(stderr, "%s\n", tp.note);
     if (tp.precision == MOE_PREC_BF16)
         return 0;
-    const int all = strcmp(pc->layers, "all") == 0;
+    const int all = pc->layers == MOE_LAYERS_ALL;
     if (pc->compute != MOE_PREC_AUTO)
         return set_layers(t, tp.precision, all, e);
     /* projections auto cannot block stay in bf16, with the reason */
@@ -226,7 +228,7 @@ static void print_summary(moe_trainer *t, const char *backend_why)
            (unsigned long long)st.val_windows, c->train.seq_length);
     if (dataset_packed(t->data))
         printf("  windows   packed: records end to end, attention and positions within each\n");
-    else if ((c->data.store[0] || c->data.n_blend) && !strcmp(c->data.pack, "auto"))
+    else if ((c->data.store[0] || c->data.n_blend) && c->data.pack == MOE_PACK_AUTO)
         printf("  windows   padded: one record a window (the %s backend packs on request only: "
                "data.pack = packed)\n", t->be->name);
     if (dataset_no_val_reason(t->data))
@@ -258,7 +260,7 @@ static void print_summary(moe_trainer *t, const char *backend_why)
                    "parameter); a step sends %.2f MiB reduce-scatter + %.2f MiB all-gather in "
                    "%d buckets\n",
                    wc / mib, P / mib, (double)zero_state_bytes(t->zero) / mib,
-                   c->optimizer.moments_dtype, m->split_master ? " + master low halves" : "",
+                   config_moments_dtype_names[c->optimizer.moments_dtype], m->split_master ? " + master low halves" : "",
                    (double)(rs[0] + rs[1]) / mib, (double)(ag[0] + ag[1]) / mib,
                    zero_n_buckets(t->zero));
         } else {
@@ -266,7 +268,8 @@ static void print_summary(moe_trainer *t, const char *backend_why)
             double mst = m->split_master ? n * 2 : P; /* the high halves are the compute copy */
             printf("  memory    per rank: %.2f MiB fp32 masters + %.2f MiB grads, %.2f MiB AdamW "
                    "moments (%s)\n",
-                   mst / mib, P / mib, mom / mib, c->optimizer.moments_dtype);
+                   mst / mib, P / mib, mom / mib,
+                   config_moments_dtype_names[c->optimizer.moments_dtype]);
         }
         if (t->model->recompute)
             printf("            activations: each layer's input kept, the layer recomputed in the "
@@ -325,10 +328,9 @@ static void startup_notes(moe_trainer *t)
 
 /* The ranks: launched by MPI, or by a launcher that set MOE_RANK and
  * NCCL_COMM_ID (NCCL alone); cfg's EP x DP becomes the layout they found. */
-static int open_ranks(moe_trainer *t, const char *backend, moe_err *e)
+static int open_ranks(moe_trainer *t, moe_err *e)
 {
     moe_config *c = &t->cfg;
-    const char *bname = backend && *backend ? backend : c->runtime.backend;
     moe_launch launch;
     comm_nccl_set_timeout(c->parallel.timeout_s); /* NCCL's set-up is timed too */
     int from_env = par_launch_from_env(&launch, e);
@@ -336,7 +338,8 @@ static int open_ranks(moe_trainer *t, const char *backend, moe_err *e)
         return -1;
     if (from_env) {
         /* ranks started without MPI meet over NCCL, which only GPU ranks have */
-        if (!strcmp(bname, "cpu") || (!strcmp(bname, "auto") && !cuda_backend_available()))
+        if (t->backend == MOE_BACKEND_CPU ||
+            (t->backend == MOE_BACKEND_AUTO && !cuda_backend_available()))
             return moe_errf(e,
                             "%s starts %d ranks without MPI, but the cpu backend's ranks "
                             "exchange over MPI (NCCL is for GPU ranks): launch them with srun "
@@ -351,8 +354,14 @@ static int open_ranks(moe_trainer *t, const char *backend, moe_err *e)
         if (par_open_world(&t->par, world, launch.local_rank, c->parallel.ep, c->parallel.dp,
                            c->parallel.timeout_s, e))
             return -1;
-    } else if (par_open(&t->par, c->parallel.ep, c->parallel.dp, c->parallel.timeout_s, e)) {
-        return -1;
+    } else {
+        comm_mpi_set_max_count((size_t)c->parallel.mpi_max_count);
+        if (comm_mpi_built() && c->parallel.mpi_max_count > 0 &&
+            c->parallel.mpi_max_count < INT_MAX)
+            fprintf(stderr, "moe-train: note: MPI messages go in pieces of at most %d elements "
+                            "(parallel.mpi_max_count)\n", c->parallel.mpi_max_count);
+        if (par_open(&t->par, c->parallel.ep, c->parallel.dp, c->parallel.timeout_s, e))
+            return -1;
     }
     t->have_par = 1;
     t->world = t->par.size;
@@ -364,7 +373,7 @@ static int open_ranks(moe_trainer *t, const char *backend, moe_err *e)
 }
 
 /* runtime.* as the backend takes them */
-static moe_backend_opts backend_opts_from_config(const moe_runtime_cfg *rt)
+moe_backend_opts backend_opts_from_config(const moe_runtime_cfg *rt)
 {
     moe_backend_opts o = backend_opts_default();
     int mask = 0;
@@ -377,21 +386,18 @@ static moe_backend_opts backend_opts_from_config(const moe_runtime_cfg *rt)
     o.fp8_fused_save = rt->fp8_fused_save;
     o.fp8_weight_cache = rt->fp8_weight_cache;
     o.expert_chunk_rows = rt->expert_chunk_rows;
-    o.gemm = rt->gemm == MOE_RT_GEMM_CUBLAS ? MOE_GEMM_CUBLAS : MOE_GEMM_CUBLASLT;
-    o.attention = rt->attention == MOE_RT_ATTN_SIMT   ? MOE_ATTN_SIMT
-                  : rt->attention == MOE_RT_ATTN_WMMA ? MOE_ATTN_WMMA
-                  : rt->attention == MOE_RT_ATTN_MMA  ? MOE_ATTN_MMA
-                                                      : MOE_ATTN_CUDNN;
+    o.cudnn_lib = rt->cudnn_lib;
+    o.gemm = rt->gemm;
+    o.attention = rt->attention;
     return o;
 }
 
-/* The backend: --backend, else runtime.backend. */
-static int open_backend(moe_trainer *t, const char *backend, char *why, size_t why_len,
-                        moe_err *e)
+/* The backend t->backend asks for. */
+static int open_backend(moe_trainer *t, char *why, size_t why_len, moe_err *e)
 {
     const moe_config *c = &t->cfg;
-    const char *bname = backend && *backend ? backend : c->runtime.backend;
-    return backend_open(bname, c->runtime.threads, t->par.local_rank, &t->be, why, why_len, e);
+    return backend_open(t->backend, c->runtime.threads, t->par.local_rank, &t->be, why, why_len,
+                        e);
 }
 
 /* The backend's run options (runtime.*) and the precision it computes in. */
@@ -403,51 +409,36 @@ static int configure_backend(moe_trainer *t, moe_err *e)
     return resolve_precision(t, e);
 }
 
-/* The token dispatcher: local, or over the EP group. GPU ranks that met over
- * MPI first make the world, EP and DP groups again over NCCL (the id passes
- * over the MPI world), so every collective of a step goes GPU to GPU. */
-static int open_dispatcher(moe_trainer *t, moe_err *e)
+/* The step's groups: GPU ranks that met over MPI first make the world, EP
+ * and DP groups again over NCCL (the id passes over the MPI world), so
+ * every collective of a step goes GPU to GPU. */
+static int open_step_groups(moe_trainer *t, moe_err *e)
 {
-    if (t->world > 1 && !t->par.world->device_memory && strcmp(t->be->name, "cpu")) {
+    if (t->world > 1 && !t->par.world->device_memory && t->be->kind != MOE_BACKEND_CPU) {
         if (par_device_groups(&t->dev, &t->par, e))
             return -1;
         t->have_dev = 1;
     }
     if (t->world > 1 && par_bind(step_par(t), t->be, e)) /* comm.h's stream order */
         return -1;
-    if (t->par.ep_size > 1) {
-        if (dispatcher_ep_create(&t->disp, step_par(t)->ep, t->cfg.model.num_experts, e))
-            return -1;
-        dispatcher_ep_set_capacity(t->disp, t->cfg.parallel.expert_capacity_factor);
-        return 0;
-    }
-    return dispatcher_local_create(&t->disp, e);
+    return 0;
 }
 
-/* The model's memory, and who reads its gradients: the distributed optimizer
- * over several ranks. */
+/* The dispatcher, the model's memory and who reads its gradients (the
+ * distributed optimizer over several ranks), as run_build.h builds them. */
 static int build_model(moe_trainer *t, moe_err *e)
 {
-    const moe_config *c = &t->cfg;
-    moe_dims d = model_dims_from_config(&c->model);
-    const int moments_bf16 = !strcmp(c->optimizer.moments_dtype, "bf16");
-    if (model_create_parallel(&t->model, &d, t->be, t->disp, c->train.micro_batch_size,
-                              c->train.seq_length, t->par.ep_rank, t->par.ep_size,
-                              model_moments_mode(t->world == 1, moments_bf16),
-                              model_recompute_mode(c->train.activation_recompute,
-                                                   c->train.recompute_experts),
-                              e))
+    moe_build_spec spec = build_spec_from_config(&t->cfg, step_par(t));
+    moe_build b;
+    if (build_run(&b, &spec, t->be, e))
         return -1;
-    t->model->init_on_host = c->runtime.init_on == MOE_RT_INIT_HOST;
+    t->disp = b.disp;
+    t->model = b.model;
+    t->zero = b.zero;
     if (t->world > 1) {
         t->model->stats_sum = world_sum;
         t->model->stats_ctx = step_par(t);
-        moe_zero_opts zo = {.bucket_bytes = (size_t)c->parallel.grad_bucket_mb << 20,
-                            .moments_bf16 = moments_bf16};
-        t->be->mem_kind = MOE_MEM_OPTIMIZER;
-        int rc = zero_create(&t->zero, t->model, step_par(t), &zo, e);
-        t->be->mem_kind = MOE_MEM_WORKSPACE;
-        return rc;
+        return 0;
     }
     /* one rank: only model_grad_sum_squares and model_adamw read the
      * gradients, so an expert no token reached costs no gradient bytes */
@@ -463,11 +454,11 @@ static int open_data(moe_trainer *t, moe_err *e)
      * takes sequence boundaries at its full rate */
     moe_data_cfg dc = c->data;
     int collection = dc.store[0] || dc.n_blend;
-    if (!strcmp(dc.pack, "packed") && t->be->segments == MOE_SEGMENTS_NONE)
+    if (dc.pack == MOE_PACK_PACKED && t->be->segments == MOE_SEGMENTS_NONE)
         return moe_errf(e, "data.pack = packed: the %s backend's attention does not take sequence "
                         "boundaries; use data.pack = padded (or auto)", t->be->name);
-    if (!strcmp(dc.pack, "auto") && collection && t->be->segments != MOE_SEGMENTS_FAST)
-        snprintf(dc.pack, sizeof dc.pack, "padded");
+    if (dc.pack == MOE_PACK_AUTO && collection && t->be->segments != MOE_SEGMENTS_FAST)
+        dc.pack = MOE_PACK_PADDED;
     /* every rank reads its own windows: shard = world rank, shards = world */
     if (dataset_open(&t->data, &dc, c->train.seq_length, c->train.seed, t->rank, t->world,
                      NULL, e))
@@ -579,25 +570,26 @@ static double lap(double *t0)
     return s;
 }
 
-int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, int quiet, moe_err *e)
+int trainer_create(moe_trainer *t, const moe_config *cfg, int backend, int quiet, moe_err *e)
 {
     memset(t, 0, sizeof *t);
     t->cfg = *cfg;
     t->quiet = quiet;
+    t->backend = backend >= 0 ? (moe_backend_choice)backend : cfg->runtime.backend;
     double t0 = now_s();
     char why[128];
     long resume_step = -1;
     if (trainer_adopt_init_config(&t->cfg, e))
         return -1;
-    if (open_ranks(t, backend, e))
+    if (open_ranks(t, e))
         return -1;
     /* the checkpoint directory, locked and checked before anything large is
      * allocated (a collective: every rank fails together) */
     if (ckpt_io_open(t, e))
         goto fail;
-    if (open_backend(t, backend, why, sizeof why, e))
+    if (open_backend(t, why, sizeof why, e))
         goto fail;
-    if (configure_backend(t, e) || open_dispatcher(t, e))
+    if (configure_backend(t, e) || open_step_groups(t, e))
         goto fail;
     t->startup_s[0] = lap(&t0);
     /* before the model's buffers: a run that cannot fit stops with the plan */

@@ -16,6 +16,7 @@
 
 typedef struct {
     moe_config cfg;
+    moe_backend_choice backend; /* --backend, else runtime.backend */
     moe_backend *be;
     moe_dispatcher *disp;
     moe_model *model;
@@ -55,7 +56,11 @@ extern volatile sig_atomic_t moe_stop_requested;
  * on it): MOE_EXIT_PREEMPTED, with the other tools' statuses. */
 #include "../../common/exit_codes.h"
 
-int trainer_create(moe_trainer *t, const moe_config *cfg, const char *backend, int quiet, moe_err *e);
+/* runtime.* as the backend takes them (set_run_opts); eval's too. */
+moe_backend_opts backend_opts_from_config(const moe_runtime_cfg *rt);
+
+/* backend: a moe_backend_choice (--backend), or -1 for runtime.backend. */
+int trainer_create(moe_trainer *t, const moe_config *cfg, int backend, int quiet, moe_err *e);
 void trainer_destroy(moe_trainer *t);
 /* Train to cfg.train.steps (or until a stop signal). Returns 0, 1 when it
  * stopped early on a signal after checkpointing, 2 when it resumed at or

@@ -114,6 +114,7 @@ int cpu_backend_create(moe_backend **out, int threads, moe_err *e)
     (void)threads;
 #endif
     be->name = "cpu";
+    be->kind = MOE_BACKEND_CPU;
     be->cc_major = be->cc_minor = -1;
     be->segments = MOE_SEGMENTS_FAST; /* the reference masks per segment at no extra cost */
     be->act_type = sizeof(real) == 8 ? "fp64" : "fp32";

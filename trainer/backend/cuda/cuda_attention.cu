@@ -46,14 +46,14 @@ int cuda_attention_tc_supported(int HD);
  * moekit's kernels: mma.sync, WMMA, SIMT. runtime.attention=mma|wmma|simt starts the
  * search lower (to test and time the fallbacks against the default); read at each call,
  * so a test can switch between cases (set_run_opts) */
-static moe_attn_kernels attention_family(moe_backend *be, int HD)
+static moe_rt_attention attention_family(moe_backend *be, int HD)
 {
-    moe_attn_kernels want = CTX(be)->attention;
-    if (want <= MOE_ATTN_MMA && cuda_attention_mma_supported(HD))
-        return MOE_ATTN_MMA;
-    if (want != MOE_ATTN_SIMT && cuda_attention_tc_supported(HD))
-        return MOE_ATTN_WMMA;
-    return MOE_ATTN_SIMT;
+    moe_rt_attention want = CTX(be)->attention;
+    if (want <= MOE_RT_ATTN_MMA && cuda_attention_mma_supported(HD))
+        return MOE_RT_ATTN_MMA;
+    if (want != MOE_RT_ATTN_SIMT && cuda_attention_tc_supported(HD))
+        return MOE_RT_ATTN_WMMA;
+    return MOE_RT_ATTN_SIMT;
 }
 void cuda_attention_tc_fwd(moe_backend *be, bf16 *out, float *lse, const bf16 *q, const bf16 *k,
                            const bf16 *v, int B, int T, int NH, int NKV, int HD);
@@ -184,19 +184,19 @@ static void attention_fwd(moe_backend *be, act *out, real *lse, const act *q, co
         return;
     }
     /* packed rows: cuDNN with a score bias, else the SIMT kernels */
-    moe_attn_kernels want = CTX(be)->attention;
-    moe_attn_kernels fam = seg ? MOE_ATTN_SIMT : attention_family(be, HD);
-    const bf16 *bias = seg && want == MOE_ATTN_CUDNN ? segment_bias(be, seg, B, T) : NULL;
-    if (want == MOE_ATTN_CUDNN && (!seg || bias) &&
+    moe_rt_attention want = CTX(be)->attention;
+    moe_rt_attention fam = seg ? MOE_RT_ATTN_SIMT : attention_family(be, HD);
+    const bf16 *bias = seg && want == MOE_RT_ATTN_CUDNN ? segment_bias(be, seg, B, T) : NULL;
+    if (want == MOE_RT_ATTN_CUDNN && (!seg || bias) &&
         !cuda_attention_cudnn_fwd(be, (bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
                                   (const bf16 *)v, B, T, NH, NKV, HD, bias))
         return;
-    if (fam == MOE_ATTN_MMA) {
+    if (fam == MOE_RT_ATTN_MMA) {
         cuda_attention_mma_fwd(be, (bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
                                (const bf16 *)v, B, T, NH, NKV, HD);
         return;
     }
-    if (fam == MOE_ATTN_WMMA) {
+    if (fam == MOE_RT_ATTN_WMMA) {
         cuda_attention_tc_fwd(be, (bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k,
                               (const bf16 *)v, B, T, NH, NKV, HD);
         return;
@@ -397,11 +397,11 @@ static void attention_bwd(moe_backend *be, act *dq, act *dk, act *dv, const act 
         cuda_note(be, "attention_bwd", "head_dim above 256 is not supported");
         return;
     }
-    moe_attn_kernels want = CTX(be)->attention;
-    moe_attn_kernels fam = seg ? MOE_ATTN_SIMT : attention_family(be, HD);
+    moe_rt_attention want = CTX(be)->attention;
+    moe_rt_attention fam = seg ? MOE_RT_ATTN_SIMT : attention_family(be, HD);
     /* the forward's bias again (its scratch may have been taken since) */
-    const bf16 *bias = seg && want == MOE_ATTN_CUDNN ? segment_bias(be, seg, B, T) : NULL;
-    if (want == MOE_ATTN_CUDNN && (!seg || bias) &&
+    const bf16 *bias = seg && want == MOE_RT_ATTN_CUDNN ? segment_bias(be, seg, B, T) : NULL;
+    if (want == MOE_RT_ATTN_CUDNN && (!seg || bias) &&
         !cuda_attention_cudnn_bwd(be, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv, (const bf16 *)dout,
                                   (const bf16 *)q, (const bf16 *)k, (const bf16 *)v,
                                   (const bf16 *)out, lse, B, T, NH, NKV, HD, bias))
@@ -414,13 +414,13 @@ static void attention_bwd(moe_backend *be, act *dq, act *dk, act *dv, const act 
     float scale = (float)(1.0 / sqrt((double)HD));
     attn_delta_kernel<<<cuda_blocks(rows, WARPS), WARPS * 32, 0, st>>>(
         D, (const bf16 *)dout, (const bf16 *)out, T, NH, HD, rows);
-    if (fam == MOE_ATTN_MMA) {
+    if (fam == MOE_RT_ATTN_MMA) {
         cuda_attention_mma_bwd(be, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv, (const bf16 *)dout,
                                (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, lse, D, B, T,
                                NH, NKV, HD);
         return;
     }
-    if (fam == MOE_ATTN_WMMA) {
+    if (fam == MOE_RT_ATTN_WMMA) {
         cuda_attention_tc_bwd(be, (bf16 *)dq, (bf16 *)dk, (bf16 *)dv, (const bf16 *)dout,
                               (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, lse, D, B, T, NH,
                               NKV, HD);

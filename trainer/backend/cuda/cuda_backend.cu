@@ -1,4 +1,5 @@
 /* moekit CUDA backend: device, memory, conversions, GEMM helpers, the table. */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include "../../../common/host_wait.h"
 #include "lowp/fp8_gemm.h"
 #include "cuda_internal.h"
+#include "cuda_cudnn.h"
 #include "cuda_fp8_weight_cache.h"
 
 void cuda_note(moe_backend *be, const char *op, const char *what)
@@ -430,25 +432,24 @@ extern "C" int cuda_device_count(void)
 extern "C" int cuda_backend_available(void) { return cuda_device_count() > 0; }
 
 /* the GEMM library switches at once (cuBLASLt's handle and plans made or
- * dropped); the FP8 values reach the kernels through the ctx */
+ * dropped); the FP8 values reach the kernels through the ctx. The chunk
+ * sizes come validated (config_validate: runtime.*_chunk_rows). */
 static int cu_set_run_opts(moe_backend *be, const moe_backend_opts *o, moe_err *e)
 {
     cuda_ctx *c = CTX(be);
-    if (o->fp8_chunk_rows < 128 || o->fp8_chunk_rows % 128)
-        return moe_errf(e, "cuda: FP8 chunk of %d rows: want a positive multiple of 128",
-                        o->fp8_chunk_rows);
-    if (o->expert_chunk_rows < 128 || o->expert_chunk_rows % 128)
-        return moe_errf(e, "cuda: expert chunk of %d rows: want a positive multiple of 128",
-                        o->expert_chunk_rows);
-    if (o->gemm == MOE_GEMM_CUBLAS && c->lt)
+    assert(o->fp8_chunk_rows >= MOE_CHUNK_ROWS_ALIGN && o->fp8_chunk_rows % MOE_CHUNK_ROWS_ALIGN == 0);
+    assert(o->expert_chunk_rows >= MOE_CHUNK_ROWS_ALIGN &&
+           o->expert_chunk_rows % MOE_CHUNK_ROWS_ALIGN == 0);
+    if (o->gemm == MOE_RT_GEMM_CUBLAS && c->lt)
         cuda_gemm_destroy(be); /* c->lt NULL: every GEMM through cublasGemmEx */
-    else if (o->gemm == MOE_GEMM_CUBLASLT && !c->lt && cuda_gemm_init(be, e))
+    else if (o->gemm == MOE_RT_GEMM_CUBLASLT && !c->lt && cuda_gemm_init(be, e))
         return -1;
     c->fp8_gemms = o->fp8_gemms;
     c->fp8_chunk_rows = o->fp8_chunk_rows;
     c->expert_chunk_rows = o->expert_chunk_rows;
     c->fp8_fused_save = o->fp8_fused_save != 0;
     c->attention = o->attention;
+    cudnn_set_lib(o->cudnn_lib);
     cuda_wcache_set(be, o->fp8_weight_cache != 0);
     return 0;
 }
@@ -547,6 +548,7 @@ extern "C" int cuda_backend_create(moe_backend **out, int device, moe_err *e)
         return -1;
     }
     be->name = "cuda";
+    be->kind = MOE_BACKEND_CUDA;
     /* packed rows only through the SIMT attention kernels (not cuDNN's yet) */
     be->segments = MOE_SEGMENTS_SLOW;
     be->act_type = "bf16";

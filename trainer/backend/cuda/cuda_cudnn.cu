@@ -46,13 +46,16 @@ static int load_symbols(void *lib)
     return 0;
 }
 
+static char own_lib[4096];
+
+void cudnn_set_lib(const char *path) { snprintf(own_lib, sizeof own_lib, "%s", path ? path : ""); }
+
 const cudnn_api *cudnn_load(char *why, size_t n)
 {
     if (!load_state) {
-        const char *own = getenv("MOE_CUDNN_LIB");
-        const char *names[] = {own, "libcudnn_graph.so.9", "libcudnn.so.9"};
+        const char *names[] = {own_lib, "libcudnn_graph.so.9", "libcudnn.so.9"};
         void *lib = NULL;
-        for (int i = own && *own ? 0 : 1; i < 3 && !lib; i++)
+        for (int i = own_lib[0] ? 0 : 1; i < 3 && !lib; i++)
             lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
         if (!lib)
             snprintf(load_why, sizeof load_why, "no cuDNN 9 library (%s)", dlerror());

@@ -29,9 +29,13 @@ typedef struct {
     void (*last_error)(char *, size_t);
 } cudnn_api;
 
-/* The process's cuDNN (loaded once; MOE_CUDNN_LIB names the library file to
- * open instead of the default sonames). NULL when absent or too old, with
- * the reason in `why`. */
+/* The library file cudnn_load opens instead of the default sonames
+ * (runtime.cudnn_lib; NULL or "" for the sonames). Copied; it counts only
+ * before the first cudnn_load. */
+void cudnn_set_lib(const char *path);
+/* The process's cuDNN (loaded once: cudnn_set_lib's file, else
+ * libcudnn_graph.so.9, else libcudnn.so.9). NULL when absent or too old,
+ * with the reason in `why`. */
 const cudnn_api *cudnn_load(char *why, size_t n);
 
 #define CUDNN_GRAPH_MAX_DESCS 160

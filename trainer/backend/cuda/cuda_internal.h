@@ -76,9 +76,10 @@ typedef struct {
     int fp8_gemms; /* which of fprop / dgrad / wgrad (bits 1, 2, 4) run in FP8 */
     int fp8_saved_on; /* fp8_block keeps h1, h3 in E4M3 (set_fp8_saved_activations) */
     int fp8_chunk_rows; /* an expert's FP8 rows go through the GEMMs this many at a time */
-    int expert_chunk_rows; /* an expert's rows go through the backward this many at a time */
+    int expert_chunk_rows; /* an expert's rows go through the SwiGLU, the down projection and
+                              the backward this many at a time */
     int fp8_fused_save; /* the SwiGLU kernel writes fp8_block's saved h (runtime.fp8_fused_save) */
-    moe_attn_kernels attention; /* the attention kernels tried first (runtime.attention) */
+    moe_rt_attention attention; /* the attention kernels tried first (runtime.attention) */
     int linear_lowp;    /* the attention projections in expert_lowp's recipe too */
     struct lowp_fp8_gemm *fp8_gemm;
     struct cuda_fp8_wcache *wcache; /* the weights' FP8 copies (cuda_fp8_weight_cache.h) */
