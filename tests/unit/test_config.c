@@ -869,10 +869,10 @@ static void test_runtime_switches(void)
     CHECK_MSG(load_text(&cfg, "rt.cfg", "", &e) == 0, "%s", e.msg);
     int mask = -1;
     CHECK(config_fp8_gemms_mask(cfg.runtime.fp8_gemms, &mask, &e) == 0 &&
-          mask == (MOE_RT_FP8_FPROP | MOE_RT_FP8_DGRAD | MOE_RT_FP8_WGRAD));
+          mask == (MOE_FP8_FPROP | MOE_FP8_DGRAD | MOE_FP8_WGRAD));
     CHECK(config_fp8_gemms_mask("none", &mask, &e) == 0 && mask == 0);
     CHECK(config_fp8_gemms_mask("wgrad,fprop", &mask, &e) == 0 &&
-          mask == (MOE_RT_FP8_FPROP | MOE_RT_FP8_WGRAD));
+          mask == (MOE_FP8_FPROP | MOE_FP8_WGRAD));
     CHECK(cfg.runtime.fp8_chunk_rows == 8192 && cfg.runtime.expert_chunk_rows == 8192 &&
           cfg.runtime.fp8_fused_save == 1 &&
           cfg.runtime.gemm == MOE_RT_GEMM_CUBLASLT && cfg.runtime.attention == MOE_RT_ATTN_CUDNN &&

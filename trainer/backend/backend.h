@@ -111,7 +111,6 @@ enum {
 /* How a backend runs, not what it computes: the config's runtime.* keys that
  * the trainer hands over (set_run_opts). backend_opts_default gives the
  * values a backend starts with. */
-enum { MOE_FP8_FPROP = 1, MOE_FP8_DGRAD = 2, MOE_FP8_WGRAD = 4 };
 typedef enum { MOE_GEMM_CUBLASLT = 0, MOE_GEMM_CUBLAS } moe_gemm_lib;
 /* in the order tried: cuDNN's fused flash attention, then moekit's own kernels */
 typedef enum { MOE_ATTN_CUDNN = 0, MOE_ATTN_MMA, MOE_ATTN_WMMA, MOE_ATTN_SIMT } moe_attn_kernels;

@@ -88,7 +88,8 @@ static int count_once(moe_plan *p, const moe_config *c, int recompute, moe_backe
                       size_t bytes[MOE_MEM_KINDS], moe_err *e)
 {
     moe_dims d = model_dims_from_config(&c->model);
-    int fp8_saved = c->precision.compute == MOE_PREC_FP8_BLOCK && c->precision.fp8_saved_activations;
+    const moe_recipe *r = precision_recipe(c->precision.compute); /* NULL: auto */
+    int fp8_saved = r && r->saves_e4m3_swiglu_in && c->precision.fp8_saved_activations;
     moe_backend *be = NULL;
     moe_dispatcher *disp = NULL;
     moe_model *m = NULL;

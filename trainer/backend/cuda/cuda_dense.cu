@@ -439,7 +439,7 @@ static void rmsnorm_bwd(moe_backend *be, act *din, real *dw, const act *dout, co
 /* precision.layers=all with a low-precision recipe set (cuda_linear_lowp.cu) */
 static int linear_lowp(moe_backend *be)
 {
-    return CTX(be)->linear_lowp && CTX(be)->expert_lowp != MOE_PREC_BF16;
+    return CTX(be)->linear_lowp && CTX(be)->expert_recipe->gemms != MOE_GEMMS_BF16;
 }
 
 static void matmul_fwd(moe_backend *be, act *out, const act *in, const act *w, int N, int IC,

@@ -311,12 +311,11 @@ static void experts_fwd(moe_backend *be, act *y_perm, act *h1, act *h3, act *a, 
                         const real *p_perm, const act *w1, const act *w3, const act *w2,
                         const moe_route_plan *plan, int C, int I)
 {
-    if (CTX(be)->expert_lowp == MOE_PREC_FP8_BLOCK ||
-        CTX(be)->expert_lowp == MOE_PREC_MXFP8) {
+    if (CTX(be)->expert_recipe->gemms == MOE_GEMMS_E4M3) {
         cuda_experts_fwd_fp8(be, y_perm, h1, h3, a, x_perm, p_perm, w1, w3, w2, plan, C, I);
         return;
     }
-    if (CTX(be)->expert_lowp == MOE_PREC_MXFP8_EMULATED) {
+    if (CTX(be)->expert_recipe->gemms == MOE_GEMMS_E4M3_EMULATED) {
         cuda_experts_fwd_mxemu(be, y_perm, h1, h3, a, x_perm, p_perm, w1, w3, w2, plan, C, I);
         return;
     }
@@ -537,13 +536,12 @@ static void experts_bwd(moe_backend *be, act *dx_perm, real *dp_perm, real *dw1,
 {
     if (dw_overwrite == MOE_DW_OVERWRITE)
         cuda_zero_idle_expert_dw(be, dw1, dw3, dw2, plan, C, I);
-    if (CTX(be)->expert_lowp == MOE_PREC_FP8_BLOCK ||
-        CTX(be)->expert_lowp == MOE_PREC_MXFP8) {
+    if (CTX(be)->expert_recipe->gemms == MOE_GEMMS_E4M3) {
         cuda_experts_bwd_fp8(be, dx_perm, dp_perm, dw1, dw3, dw2, dy_perm, x_perm, h1, h3, p_perm,
                              w1, w3, w2, plan, C, I, dw_overwrite);
         return;
     }
-    if (CTX(be)->expert_lowp == MOE_PREC_MXFP8_EMULATED) {
+    if (CTX(be)->expert_recipe->gemms == MOE_GEMMS_E4M3_EMULATED) {
         cuda_experts_bwd_mxemu(be, dx_perm, dp_perm, dw1, dw3, dw2, dy_perm, x_perm, h1, h3,
                                p_perm, w1, w3, w2, plan, C, I, dw_overwrite);
         return;

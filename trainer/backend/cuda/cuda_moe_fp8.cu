@@ -42,7 +42,7 @@
 
 int cuda_fp8_saved(moe_backend *be)
 {
-    return CTX(be)->expert_lowp == MOE_PREC_FP8_BLOCK && CTX(be)->fp8_saved_on;
+    return CTX(be)->expert_recipe->saves_e4m3_swiglu_in && CTX(be)->fp8_saved_on;
 }
 
 void cuda_set_fp8_saved_activations(moe_backend *be, int on) { CTX(be)->fp8_saved_on = on != 0; }
@@ -172,13 +172,14 @@ void cuda_experts_fwd_fp8(moe_backend *be, act *y_perm, act *h1, act *h3, act *a
                           const act *x_perm, const real *p_perm, const act *w1, const act *w3,
                           const act *w2, const moe_route_plan *plan, int C, int I)
 {
-    const char *op = fp8_is_mx(be) ? "experts_fwd (mxfp8)" : "experts_fwd (fp8_block)";
+    char name[48];
+    const char *op = fp8_op_name(be, name, sizeof name, "experts_fwd");
     size_t rows_all = plan->n_rows;
     const int on = CTX(be)->fp8_gemms & MOE_FP8_FPROP, saved8 = cuda_fp8_saved(be);
     /* mxfp8: SwiGLU x probability writes a's MXFP8 copy for the down
      * projection itself, chunk by chunk (and a in bf16, for the rows the
      * bf16 GEMM takes); fp8_block quantises each chunk of a after the SwiGLU */
-    const int mx_fused = fp8_is_mx(be) && on;
+    const int mx_fused = CTX(be)->expert_recipe->fused_swiglu_quant && on;
     bf16 *H1 = B16(h1), *H3 = B16(h3);
     if (rows_all == 0)
         return;
@@ -293,7 +294,8 @@ void cuda_experts_bwd_fp8(moe_backend *be, act *dx_perm, real *dp_perm, real *dw
                           const act *w2, const moe_route_plan *plan, int C, int I,
                           int dw_overwrite)
 {
-    const char *op = fp8_is_mx(be) ? "experts_bwd (mxfp8)" : "experts_bwd (fp8_block)";
+    char name[48];
+    const char *op = fp8_op_name(be, name, sizeof name, "experts_bwd");
     const float wb = dw_overwrite ? 0.f : 1.f;
     size_t rows_all = plan->n_rows;
     const int don = CTX(be)->fp8_gemms & MOE_FP8_DGRAD, won = CTX(be)->fp8_gemms & MOE_FP8_WGRAD;
