@@ -23,7 +23,7 @@ typedef enum {
 } moe_precision;
 
 /* How an operand's E4M3 values are scaled along the GEMM's k. The numbers
- * are cuBLASLt's operand kinds in trainer/backend/cuda/lowp/fp8_gemm.h. */
+ * are cuBLASLt's operand kinds in trainer/lowp/fp8_gemm.h. */
 typedef enum {
     MOE_SCALES_FP32_1X128 = 0,   /* an fp32 scale per 128 values (Hopper activations) */
     MOE_SCALES_FP32_128X128 = 1, /* an fp32 scale per 128x128 tile (Hopper weights) */

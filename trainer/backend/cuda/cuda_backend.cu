@@ -7,7 +7,7 @@
 
 #include "../../../common/device_peak.h"
 #include "../../../common/host_wait.h"
-#include "lowp/fp8_gemm.h"
+#include "../../lowp/fp8_gemm.h"
 #include "cuda_internal.h"
 #include "cuda_fp8_weight_cache.h"
 

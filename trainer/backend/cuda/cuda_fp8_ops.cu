@@ -4,8 +4,8 @@
  * block-scaled GEMM, and one linear layer's backward. fp8_ops.h says what
  * each takes. */
 #include "../../lowp/fp8.h"
-#include "lowp/fp8_gemm.h"
-#include "lowp/lowp_cuda.h"
+#include "../../lowp/fp8_gemm.h"
+#include "../../lowp/lowp_cuda.h"
 #include "cuda_fp8_ops.h"
 #include "cuda_fp8_weight_cache.h"
 

@@ -17,7 +17,7 @@
 #ifndef MOE_CUDA_FP8_OPS_H
 #define MOE_CUDA_FP8_OPS_H
 
-#include "lowp/fp8_gemm.h"
+#include "../../lowp/fp8_gemm.h"
 #include "cuda_internal.h"
 
 /* scratch slots of the FP8 paths (cuda_internal.h: CUDA_SCRATCH_SLOTS):

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lowp/fp8_gemm.h"
+#include "../../lowp/fp8_gemm.h"
 #include "../route_plan.h"
 
 #include "cuda_internal.h"

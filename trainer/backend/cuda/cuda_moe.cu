@@ -12,7 +12,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "lowp/fp8_blk_device.cuh"
+#include "../../lowp/fp8_blk_device.cuh"
 #include "../../lowp/fp8_scalar.h"
 #include "../route_plan.h"
 #include "cuda_internal.h"

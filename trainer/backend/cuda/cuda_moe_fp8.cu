@@ -29,8 +29,8 @@
 #include <string.h>
 
 #include "../../lowp/fp8.h"
-#include "lowp/fp8_gemm.h"
-#include "lowp/lowp_cuda.h"
+#include "../../lowp/fp8_gemm.h"
+#include "../../lowp/lowp_cuda.h"
 #include "../route_plan.h"
 #include "cuda_fp8_ops.h"
 

@@ -35,7 +35,7 @@ $(B)/obj/%.o: %.cu trainer/backend/cuda/cuda_internal.h trainer/backend/backend.
 CUDA_LIB := $(B)/lib/libmoe_cuda.a
 $(CUDA_LIB): $(CUDA_OBJS)
 # what the backend links: the low-precision FFN's quantiser kernels and
-# cuBLASLt GEMMs (lowp/), and trainer/lowp's scale-layout sizes
+# cuBLASLt GEMMs and the formats' scale-layout sizes (trainer/lowp/)
 CUDA_LIBS = $(CUDA_LIB) $(LOWP_CUDA_LIB) $(LOWP_LIB)
 CFLAGS += -DMOE_WITH_CUDA -I$(CUDA_HOME)/include
 CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++

@@ -26,8 +26,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "../../../../common/err.h"
-#include "../../../../common/precision.h"
+#include "../../common/err.h"
+#include "../../common/precision.h"
 
 #ifdef __cplusplus
 extern "C" {
