@@ -29,7 +29,8 @@ $(B)/obj/trainer/backend/cuda/cuda_moe.o: NVCCFLAGS += $(LOWP_DEVICE_DEFS)
 $(B)/obj/trainer/backend/cuda/cuda_lowp_select.o: $(FP8_GEMM_H)
 $(B)/obj/trainer/backend/cuda/cuda_cudnn.o $(B)/obj/trainer/backend/cuda/cuda_attention_cudnn.o: \
 	trainer/backend/cuda/cuda_cudnn.h
-$(B)/obj/%.o: %.cu trainer/backend/cuda/cuda_internal.h trainer/backend/backend.h
+$(B)/obj/%.o: %.cu trainer/backend/cuda/cuda_internal.h trainer/backend/cuda/cuda_reduce.cuh \
+		trainer/backend/backend.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 CUDA_LIB := $(B)/lib/libmoe_cuda.a
