@@ -59,7 +59,7 @@ include trainer/config/rules.mk
 include trainer/data/rules.mk
 include trainer/ckpt/rules.mk
 include trainer/lowp/rules.mk
-include trainer/backend/cuda/lowp/rules.mk
+include trainer/lowp/cuda.mk
 include trainer/backend/cuda/rules.mk
 include trainer/comm/nccl.mk
 include trainer/comm/rules.mk

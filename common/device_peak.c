@@ -8,6 +8,7 @@ double device_peak_tflops(int cc_major, int cc_minor, moe_precision p)
                         : cc_major == 10 && cc_minor == 0 ? 2250.0 /* B200 */
                         : cc_major == 8 && cc_minor == 0  ? 312.0  /* A100 */
                                                           : 0.0;
-    const int fp8 = p == MOE_PREC_FP8_BLOCK || p == MOE_PREC_MXFP8;
-    return fp8 && cc_major >= 9 ? 2 * bf16 : bf16;
+    const moe_recipe *r = precision_recipe(p);
+    /* FP8 tensor cores from Hopper on; the recipe's row says what it gains */
+    return r && cc_major >= 9 ? r->peak_vs_bf16 * bf16 : bf16;
 }

@@ -10,8 +10,8 @@ extern "C" {
 #endif
 
 /* TFLOP/s of a GPU of compute capability cc_major.cc_minor computing in
- * recipe p: bf16's peak, twice it for the FP8 recipes (fp8_block, mxfp8);
- * 0 where the GPU's peak is not known. mxfp8_emulated runs bf16 GEMMs. */
+ * recipe p: bf16's peak times the recipe row's peak_vs_bf16 (2 for the E4M3
+ * GEMMs) on GPUs with FP8 tensor cores; 0 where the GPU's peak is not known. */
 double device_peak_tflops(int cc_major, int cc_minor, moe_precision p);
 
 #ifdef __cplusplus

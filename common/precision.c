@@ -9,6 +9,7 @@
  * sm_100a-only build has no MXFP8 kernels for a B300 (10.3). */
 #include "precision.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,86 @@ const char *const precision_names[MOE_PREC_COUNT + 1] = {
     [MOE_PREC_MXFP8_EMULATED] = "mxfp8_emulated",
     [MOE_PREC_COUNT] = NULL,
 };
+
+/* The recipes. bf16 and mxfp8_emulated run anywhere from 8.0; the E4M3
+ * recipes only where their tensor-core kernels do. */
+static const moe_recipe recipes[MOE_PREC_COUNT] = {
+    [MOE_PREC_FP32] = {
+        .precision = MOE_PREC_FP32, .help = "fp32 on the cpu backend",
+        .gemms = MOE_GEMMS_FP32, .align = 1, .cc_major = 0,
+        .refusals = {{INT_MIN, INT_MAX, "fp32 runs on the cpu backend only"}},
+        .peak_vs_bf16 = 1,
+    },
+    [MOE_PREC_BF16] = {
+        .precision = MOE_PREC_BF16, .help = "bf16 GEMMs, any GPU of compute capability 8.0+",
+        .job_choice = 1, .gemms = MOE_GEMMS_BF16, .align = 1, .cc_major = -1,
+        .peak_vs_bf16 = 1,
+    },
+    [MOE_PREC_FP8_BLOCK] = {
+        .precision = MOE_PREC_FP8_BLOCK,
+        .help = "E4M3 with fp32 1x128 / 128x128 block scales, Hopper (9.x)",
+        .job_choice = 1, .gemms = MOE_GEMMS_E4M3, .block = 128, .align = 16,
+        .act_scales = MOE_SCALES_FP32_1X128, .weight_scales = MOE_SCALES_FP32_128X128,
+        .cc_major = 9,
+        .refusals = {
+            {10, INT_MAX, "fp8_block needs a Hopper GPU (compute capability 9.x); mxfp8 is "
+                          "the Blackwell recipe"},
+            {-1, -1, "fp8_block needs a Hopper GPU (compute capability 9.x), and this GPU's "
+                     "is unknown"},
+            {INT_MIN, INT_MAX, "fp8_block needs a Hopper GPU (compute capability 9.x)"},
+        },
+        .saves_e4m3_swiglu_in = 1, .peak_vs_bf16 = 2,
+    },
+    [MOE_PREC_MXFP8] = {
+        .precision = MOE_PREC_MXFP8,
+        .help = "E4M3 with E8M0 1x32 scales, data-centre Blackwell (10.x)",
+        .job_choice = 1, .gemms = MOE_GEMMS_E4M3, .block = 32, .align = 32,
+        .act_scales = MOE_SCALES_E8M0_1X32, .weight_scales = MOE_SCALES_E8M0_1X32,
+        .cc_major = 10,
+        .refusals = {
+            {12, 12, "mxfp8 needs data-centre Blackwell (compute capability 10.x); consumer "
+                     "Blackwell (12.x) lacks the sm_100 tensor-core path moekit's MXFP8 "
+                     "kernels use"},
+            {9, 9, "mxfp8 needs data-centre Blackwell (compute capability 10.x); fp8_block is "
+                   "the Hopper recipe"},
+            {-1, -1, "mxfp8 needs data-centre Blackwell (compute capability 10.x), and this "
+                     "GPU's is unknown"},
+            {INT_MIN, INT_MAX, "mxfp8 needs data-centre Blackwell (compute capability 10.x)"},
+        },
+        .fused_swiglu_quant = 1, .peak_vs_bf16 = 2,
+    },
+    [MOE_PREC_MXFP8_EMULATED] = {
+        .precision = MOE_PREC_MXFP8_EMULATED,
+        .help = "MXFP8 values through bf16 GEMMs, any GPU (accuracy studies)",
+        .gemms = MOE_GEMMS_E4M3_EMULATED, .block = 32, .align = 1,
+        .act_scales = MOE_SCALES_E8M0_1X32, .weight_scales = MOE_SCALES_E8M0_1X32,
+        .cc_major = -1, .peak_vs_bf16 = 1,
+    },
+};
+
+const moe_recipe *precision_recipe(moe_precision p)
+{
+    if ((int)p <= MOE_PREC_AUTO || p >= MOE_PREC_COUNT)
+        return NULL;
+    return &recipes[p];
+}
+
+char *precision_name_list(char *out, size_t n, const char *sep, const char *last, int job_only)
+{
+    const char *pick[MOE_PREC_COUNT];
+    int k = 0;
+    pick[k++] = precision_names[MOE_PREC_AUTO];
+    for (int i = MOE_PREC_AUTO + 1; i < MOE_PREC_COUNT; i++)
+        if (!job_only || recipes[i].job_choice)
+            pick[k++] = precision_names[i];
+    size_t used = 0;
+    if (n)
+        out[0] = 0;
+    for (int i = 0; i < k && used < n; i++)
+        used += (size_t)snprintf(out + used, n - used, "%s%s",
+                                 i == 0 ? "" : i == k - 1 ? last : sep, pick[i]);
+    return out;
+}
 
 const char *precision_name(moe_precision p)
 {
@@ -99,44 +180,24 @@ static int build_has_kernels(int cc_major, int cc_minor, char *why, size_t n)
 
 int precision_gpu_can_run(moe_precision p, int cc_major, int cc_minor, char *why, size_t n)
 {
-    if (p == MOE_PREC_AUTO)
-        return cannot(why, n, "auto names no recipe: it picks one");
-    if (p == MOE_PREC_FP32)
-        return cannot(why, n, "fp32 runs on the cpu backend only");
+    const moe_recipe *r = precision_recipe(p);
+    if (!r)
+        return cannot(why, n, p == MOE_PREC_AUTO ? "auto names no recipe: it picks one"
+                                                 : "not a precision moekit knows");
+    if (r->cc_major == 0)
+        return cannot(why, n, r->refusals[0].why);
     if (cc_major >= 0 && cc_major < 8)
         return cannot(why, n, "moekit trains in BF16 at the least, which needs compute "
                               "capability 8.0 (Ampere) or newer");
-    switch (p) {
-    case MOE_PREC_BF16:
-    case MOE_PREC_MXFP8_EMULATED:
-        /* Not checked against the build: its code for Ampere/Ada is missing
-         * today (sm_90a, sm_100a, PTX 90), and refusing those GPUs is the
-         * site's call (see NOTES.md). */
+    /* Recipes of any GPU (8.0+) are not checked against the build: its code
+     * for Ampere/Ada is missing today (sm_90a, sm_100a, PTX 90), and
+     * refusing those GPUs is the site's call (see NOTES.md). */
+    if (r->cc_major < 0)
         return 1;
-    case MOE_PREC_FP8_BLOCK:
-        if (cc_major == 9)
-            return build_has_kernels(cc_major, cc_minor, why, n);
-        return cannot(why, n, cc_major >= 10 ? "fp8_block needs a Hopper GPU (compute "
-                                               "capability 9.x); mxfp8 is the Blackwell recipe"
-                              : cc_major < 0 ? "fp8_block needs a Hopper GPU (compute "
-                                               "capability 9.x), and this GPU's is unknown"
-                                             : "fp8_block needs a Hopper GPU (compute "
-                                               "capability 9.x)");
-    case MOE_PREC_MXFP8:
-        if (cc_major == 10)
-            return build_has_kernels(cc_major, cc_minor, why, n);
-        return cannot(why, n, cc_major == 12 ? "mxfp8 needs data-centre Blackwell (compute "
-                                               "capability 10.x); consumer Blackwell (12.x) "
-                                               "lacks the sm_100 tensor-core path moekit's "
-                                               "MXFP8 kernels use"
-                              : cc_major == 9 ? "mxfp8 needs data-centre Blackwell (compute "
-                                                "capability 10.x); fp8_block is the Hopper "
-                                                "recipe"
-                              : cc_major < 0 ? "mxfp8 needs data-centre Blackwell (compute "
-                                               "capability 10.x), and this GPU's is unknown"
-                                             : "mxfp8 needs data-centre Blackwell (compute "
-                                               "capability 10.x)");
-    default:
-        return cannot(why, n, "not a precision moekit knows");
-    }
+    if (cc_major == r->cc_major)
+        return build_has_kernels(cc_major, cc_minor, why, n);
+    for (const moe_recipe_refusal *f = r->refusals; f < r->refusals + 4 && f->why; f++)
+        if (cc_major >= f->cc_lo && cc_major <= f->cc_hi)
+            return cannot(why, n, f->why);
+    return cannot(why, n, "not a precision moekit knows");
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../common/install_dirs.h"
+#include "../common/precision.h"
 
 #define POLICY_MAX_WORDS 64
 
@@ -95,7 +96,8 @@ static int set_value(moe_policy *pol, const policy_key *k, const char *value, in
     }
     case KEY_NONBW: {
         moe_nonbw_policy *p = (moe_nonbw_policy *)(void *)field;
-        if (strcmp(value, "bf16") == 0)
+        moe_precision named;
+        if (precision_parse(value, &named) == 0 && named == MOE_PREC_BF16)
             *p = MOE_NONBW_BF16;
         else if (strcmp(value, "reject") == 0)
             *p = MOE_NONBW_REJECT;

@@ -55,7 +55,7 @@ void verdict_sm_name(char *buf, size_t len, int cc_major, int cc_minor)
 int verdict_parse_precision(const char *s, moe_precision *out)
 {
     moe_precision p;
-    if (precision_parse(s, &p) < 0 || p == MOE_PREC_FP32 || p == MOE_PREC_MXFP8_EMULATED)
+    if (precision_parse(s, &p) < 0 || (p != MOE_PREC_AUTO && !precision_recipe(p)->job_choice))
         return -1;
     *out = p;
     return 0;

@@ -10,7 +10,7 @@ const moe_arg_desc moe_args[MOE_ARG_COUNT] = {
     [MOE_ARG_EP] = {"moe-ep", "N",
                     "moekit: expert-parallel size (default: the config's parallel.ep)"},
     [MOE_ARG_DP] = {"moe-dp", "N", "moekit: data-parallel size (default GPUs / EP)"},
-    [MOE_ARG_PRECISION] = {"moe-precision", "auto|mxfp8|bf16|fp8_block",
+    [MOE_ARG_PRECISION] = {"moe-precision", MOE_PRECISION_JOB_NAMES,
                            "moekit: compute precision (default auto: mxfp8 on Blackwell, "
                            "else bf16)"},
     [MOE_ARG_SET] = {"moe-set", "KEY=VALUE[,KEY=VALUE]",
@@ -280,9 +280,10 @@ int args_apply(moe_request *req, moe_arg_id id, const char *value, int allow_con
     }
     case MOE_ARG_PRECISION: {
         moe_precision p = MOE_PREC_AUTO;
+        char names[96];
         if (verdict_parse_precision(value, &p) < 0)
-            return moe_errf(e, "--moe-precision=%s: unknown precision (use auto, mxfp8, bf16 or "
-                               "fp8_block)", value);
+            return moe_errf(e, "--moe-precision=%s: unknown precision (use %s)", value,
+                            precision_name_list(names, sizeof names, ", ", " or ", 1));
         req->precision = p;
         break;
     }

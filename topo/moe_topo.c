@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "../common/exit_codes.h"
+#include "../common/precision.h"
 #include "../common/version.h"
 #include "../launch/policy.h"
 #include "../launch/verdict.h"
@@ -59,7 +60,7 @@ static void usage(FILE *f)
           "                  and exit 0 if it would run, 3 if it would refuse\n"
           "  --ep N, --dp M  expert and data parallel sizes (--moe-ep, --moe-dp); EP defaults\n"
           "                  to 1 and DP to GPUs / EP\n"
-          "  --precision P   --moe-precision: auto (default), mxfp8, bf16 or fp8_block\n"
+          "  --precision P   --moe-precision: " MOE_PRECISION_JOB_NAMES " (default auto)\n"
           "  --experts E     experts in the model (0 or absent: not checked)\n"
           "  --policy WORDS  the plugin's plugstack.conf arguments, e.g.\n"
           "                  \"on_non_blackwell=reject allow_cpu=yes\"; topology_xml= is read\n"
@@ -131,8 +132,9 @@ static int parse_args(int argc, char **argv, cli *c)
         case O_NODES: if (positive("--nodes", optarg, &c->nodes)) return -1; break;
         case O_PREC:
             if (verdict_parse_precision(optarg, &c->req.precision)) {
-                fprintf(stderr, "moe-topo: --precision \"%s\": expected auto, mxfp8, bf16 or "
-                                "fp8_block\n", optarg);
+                char names[96];
+                fprintf(stderr, "moe-topo: --precision \"%s\": expected %s\n", optarg,
+                        precision_name_list(names, sizeof names, ", ", " or ", 1));
                 return -1;
             }
             break;

@@ -1,4 +1,4 @@
-/* The FP8 block-scaled GEMMs (trainer/backend/cuda/lowp/fp8_gemm.c, cuBLASLt) against a
+/* The FP8 block-scaled GEMMs (trainer/lowp/fp8_gemm.c, cuBLASLt) against a
  * float64 GEMM of the dequantised operands, then their speed beside bf16.
  *
  * Correctness: operands drawn fresh (normal values, the magnitude varied by
@@ -31,8 +31,8 @@
 #include <cuda_runtime.h>
 
 #include "../../trainer/lowp/fp8.h"
-#include "../../trainer/backend/cuda/lowp/fp8_gemm.h"
-#include "../../trainer/backend/cuda/lowp/lowp_cuda.h"
+#include "../../trainer/lowp/fp8_gemm.h"
+#include "../../trainer/lowp/lowp_cuda.h"
 #include "../test_rng.h"
 #define GPU_CHECK_NAME "fp8_gemm"
 #include "gpu_check.h"

@@ -1,4 +1,4 @@
-/* The GPU quantisers (trainer/backend/cuda/lowp/) against the C reference
+/* The GPU quantisers (trainer/lowp/, each format's folder) against the C reference
  * (trainer/lowp/fp8.h), byte for byte, then their speed.
  *
  * Every case draws fresh random bf16 inputs (magnitudes from 2^-20 to 2^20
@@ -25,7 +25,7 @@
 #include <cuda_runtime.h>
 
 #include "../../trainer/lowp/fp8.h"
-#include "../../trainer/backend/cuda/lowp/lowp_cuda.h"
+#include "../../trainer/lowp/lowp_cuda.h"
 #include "../test_rng.h"
 #define GPU_CHECK_NAME "lowp_cuda"
 #include "gpu_check.h"

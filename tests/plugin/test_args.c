@@ -79,7 +79,7 @@ static void test_precision(void)
     }
     REFUSED(MOE_ARG_PRECISION, "fp8", 0, "unknown precision");
     REFUSED(MOE_ARG_PRECISION, "BF16", 0, "unknown precision");
-    REFUSED(MOE_ARG_PRECISION, "bf16 ", 0, "use auto, mxfp8, bf16 or fp8_block");
+    REFUSED(MOE_ARG_PRECISION, "bf16 ", 0, "use auto, bf16, fp8_block or mxfp8");
     REFUSED(MOE_ARG_PRECISION, "", 0, "unknown precision");
 }
 

@@ -2,6 +2,7 @@
  * precision recipe, and the EP x DP x experts layout rule. */
 #include <string.h>
 
+#include "../../common/device_peak.h"
 #include "../../common/layout.h"
 #include "../../common/precision.h"
 #include "../check.h"
@@ -78,6 +79,53 @@ static void test_gpu_rule_says_why(void)
     CHECK(strlen(small) == sizeof small - 1);
 }
 
+/* The recipe table: one row a recipe, found by its precision, saying what
+ * the kernels and the planner read (block, alignment, scale layouts, what
+ * the backward keeps, the peak), the GPU rule and the usage texts. */
+static void test_recipe_rows(void)
+{
+    CHECK(precision_recipe(MOE_PREC_AUTO) == NULL && precision_recipe(MOE_PREC_COUNT) == NULL &&
+          precision_recipe((moe_precision)-1) == NULL);
+    for (int i = MOE_PREC_AUTO + 1; i < MOE_PREC_COUNT; i++) {
+        const moe_recipe *r = precision_recipe((moe_precision)i);
+        CHECK_MSG(r && r->precision == (moe_precision)i && r->help && r->help[0] && r->align >= 1,
+                  "row %d", i);
+    }
+    const moe_recipe *blk = precision_recipe(MOE_PREC_FP8_BLOCK);
+    CHECK(blk->gemms == MOE_GEMMS_E4M3 && blk->block == 128 && blk->align == 16 &&
+          blk->act_scales == MOE_SCALES_FP32_1X128 &&
+          blk->weight_scales == MOE_SCALES_FP32_128X128 && blk->cc_major == 9 &&
+          blk->saves_e4m3_swiglu_in && !blk->fused_swiglu_quant && blk->peak_vs_bf16 == 2);
+    const moe_recipe *mx = precision_recipe(MOE_PREC_MXFP8);
+    CHECK(mx->gemms == MOE_GEMMS_E4M3 && mx->block == 32 && mx->align == 32 &&
+          mx->act_scales == MOE_SCALES_E8M0_1X32 && mx->weight_scales == MOE_SCALES_E8M0_1X32 &&
+          mx->cc_major == 10 && !mx->saves_e4m3_swiglu_in && mx->fused_swiglu_quant &&
+          mx->peak_vs_bf16 == 2);
+    const moe_recipe *emu = precision_recipe(MOE_PREC_MXFP8_EMULATED);
+    CHECK(emu->gemms == MOE_GEMMS_E4M3_EMULATED && emu->block == 32 && emu->cc_major == -1 &&
+          emu->peak_vs_bf16 == 1 && !emu->job_choice);
+    CHECK(precision_recipe(MOE_PREC_BF16)->gemms == MOE_GEMMS_BF16 &&
+          precision_recipe(MOE_PREC_BF16)->job_choice);
+    CHECK(precision_recipe(MOE_PREC_FP32)->gemms == MOE_GEMMS_FP32 &&
+          precision_recipe(MOE_PREC_FP32)->cc_major == 0);
+    /* the MFU's peak is the row's: bf16's times peak_vs_bf16 where FP8 tensor cores are */
+    for (int i = MOE_PREC_AUTO + 1; i < MOE_PREC_COUNT; i++) {
+        const moe_recipe *r = precision_recipe((moe_precision)i);
+        CHECK_MSG(device_peak_tflops(9, 0, r->precision) == 989.0 * r->peak_vs_bf16, "row %d", i);
+        CHECK_MSG(device_peak_tflops(8, 0, r->precision) == 312.0, "row %d", i);
+    }
+    /* usage texts from the table; the literal jobs' list agrees with it */
+    char names[128];
+    CHECK_MSG(strcmp(precision_name_list(names, sizeof names, "|", "|", 1),
+                     MOE_PRECISION_JOB_NAMES) == 0, "%s", names);
+    CHECK_MSG(strcmp(precision_name_list(names, sizeof names, ", ", " or ", 1),
+                     "auto, bf16, fp8_block or mxfp8") == 0, "%s", names);
+    CHECK_MSG(strcmp(precision_name_list(names, sizeof names, ", ", " or ", 0),
+                     "auto, fp32, bf16, fp8_block, mxfp8 or mxfp8_emulated") == 0, "%s", names);
+    char tiny[6];
+    CHECK(strcmp(precision_name_list(tiny, sizeof tiny, ", ", " or ", 1), "auto,") == 0);
+}
+
 static void test_layout_rule(void)
 {
     int dp = -7;
@@ -102,6 +150,7 @@ int main(void)
     RUN(test_names_round_trip);
     RUN(test_gpu_rule);
     RUN(test_gpu_rule_says_why);
+    RUN(test_recipe_rows);
     RUN(test_layout_rule);
     return check_summary("common");
 }

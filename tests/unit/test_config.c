@@ -929,10 +929,10 @@ static void test_runtime_switches(void)
     CHECK_MSG(load_text(&cfg, "rt.cfg", "", &e) == 0, "%s", e.msg);
     int mask = -1;
     CHECK(config_fp8_gemms_mask(cfg.runtime.fp8_gemms, &mask, &e) == 0 &&
-          mask == (MOE_RT_FP8_FPROP | MOE_RT_FP8_DGRAD | MOE_RT_FP8_WGRAD));
+          mask == (MOE_FP8_FPROP | MOE_FP8_DGRAD | MOE_FP8_WGRAD));
     CHECK(config_fp8_gemms_mask("none", &mask, &e) == 0 && mask == 0);
     CHECK(config_fp8_gemms_mask("wgrad,fprop", &mask, &e) == 0 &&
-          mask == (MOE_RT_FP8_FPROP | MOE_RT_FP8_WGRAD));
+          mask == (MOE_FP8_FPROP | MOE_FP8_WGRAD));
     /* the backend starts from the schema's defaults, not a copy of its own */
     CHECK(backend_opts_default().expert_chunk_rows == cfg.runtime.expert_chunk_rows &&
           backend_opts_default().fp8_chunk_rows == cfg.runtime.fp8_chunk_rows);

@@ -365,7 +365,7 @@ static void test_usage_errors(void)
         {"--check --ep", "option --ep needs a value", MOE_EXIT_USAGE},
         {"--check --ep 0", "--ep \"0\": expected a positive integer", MOE_EXIT_USAGE},
         {"--check --dp x", "--dp \"x\": expected a positive integer", MOE_EXIT_USAGE},
-        {"--check --precision fp16", "--precision \"fp16\": expected auto, mxfp8, bf16",
+        {"--check --precision fp16", "--precision \"fp16\": expected auto, bf16, fp8_block or mxfp8",
          MOE_EXIT_USAGE},
         {"--ep 2", "only apply with --check", MOE_EXIT_USAGE},
         {"--gpus 0", "only apply with --check", MOE_EXIT_USAGE},

@@ -113,7 +113,6 @@ enum {
 /* How a backend runs, not what it computes: the config's runtime.* keys that
  * the trainer hands over (set_run_opts). backend_opts_default gives the
  * values a backend starts with. */
-enum { MOE_FP8_FPROP = 1, MOE_FP8_DGRAD = 2, MOE_FP8_WGRAD = 4 };
 typedef struct {
     int fp8_gemms;              /* MOE_FP8_* bits: the expert GEMMs fp8_block / mxfp8 run in FP8 */
     int fp8_chunk_rows;         /* an expert's FP8 rows go through the GEMMs this many at a time */

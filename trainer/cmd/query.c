@@ -28,7 +28,7 @@ static const cli_option query_options[] = {
     OPT("configs-dir", CLI_STRING, configs_dir, 0, NULL, "DIR",
         "where names and base = \"...\" resolve"),
     OPT("precision", CLI_STRING, precision, 0, NULL, "P",
-        "--plan-fit: the verdict's precision (mxfp8, bf16, fp8_block, ...)"),
+        "--plan-fit: the verdict's precision (" MOE_PRECISION_JOB_NAMES ")"),
     OPT("ep", CLI_COUNT, ep, 1 << 20, NULL, "N", "--plan-fit: expert-parallel size"),
     OPT("dp", CLI_COUNT, dp, 1 << 20, NULL, "N", "--plan-fit: data-parallel size"),
     OPT("room-bytes", CLI_STRING, room_bytes, 0, NULL, "N",

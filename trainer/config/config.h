@@ -98,9 +98,6 @@ typedef struct {
     moe_lowp_layers layers;         /* precision.layers: experts|all (which GEMMs go low precision) */
 } moe_precision_cfg;
 
-/* runtime.fp8_gemms's words, as bits */
-enum { MOE_RT_FP8_FPROP = 1, MOE_RT_FP8_DGRAD = 2, MOE_RT_FP8_WGRAD = 4 };
-
 typedef struct {
     moe_backend_choice backend;     /* runtime.backend: auto|cpu|cuda */
     int threads;                    /* runtime.threads: CPU threads (0 = OpenMP default) */
@@ -184,7 +181,7 @@ int config_resolve_path(const char *name_or_path, const char *configs_dir, char 
  * validate the whole: call config_validate when done changing cfg. */
 int config_apply_override(moe_config *cfg, const char *override, moe_err *e);
 
-/* runtime.fp8_gemms's list as MOE_RT_FP8_* bits; a word that is none of
+/* runtime.fp8_gemms's list as MOE_FP8_* bits (common/precision.h); a word that is none of
  * fprop, dgrad, wgrad, none is an error naming it. */
 int config_fp8_gemms_mask(const char *list, int *mask, moe_err *e);
 

@@ -317,6 +317,7 @@ int config_unknown_key(const char *path, int is_group, moe_err *e)
 
 int config_fp8_gemms_mask(const char *list, int *mask, moe_err *e)
 {
+    /* word i is bit 1 << i: MOE_FP8_FPROP, _DGRAD, _WGRAD */
     static const char *const words[] = {"fprop", "dgrad", "wgrad"};
     char buf[sizeof(((moe_config *)0)->runtime.fp8_gemms)];
     if (snprintf(buf, sizeof buf, "%s", list) >= (int)sizeof buf)

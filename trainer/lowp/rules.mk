@@ -1,9 +1,14 @@
-# trainer/lowp: the low-precision reference quantisers (E4M3, E8M0, MXFP8 with
-# cuBLASLt's scale layout, FP8 1x128 / 128x128 block scaling, SwiGLU x router
-# probability) and the scalar header their CUDA kernels share
-# (trainer/backend/cuda/lowp/, bit-identical to them).
-LOWP_SRCS := trainer/lowp/mxfp8.c trainer/lowp/mx_swizzle.c trainer/lowp/fp8_block.c \
-	trainer/lowp/swiglu.c
+# trainer/lowp: the low-precision formats, a folder each (mxfp8/, fp8_block/:
+# the C reference quantiser and its CUDA kernels side by side, bit-identical),
+# and what they share here: E4M3 / E8M0 scalars (fp8_scalar.h), the arrays'
+# helpers and the SwiGLU x router probability reference (lowp_ref.h), and on
+# the GPU the kernels' common code and the cuBLASLt scaled GEMMs (cuda.mk).
+# A format's rules.mk adds its sources to LOWP_SRCS and LOWP_CUDA_SRCS.
+LOWP_SRCS := trainer/lowp/swiglu.c
+LOWP_CUDA_SRCS :=
+LOWP_CUDA_HEADERS :=
+include trainer/lowp/mxfp8/rules.mk
+include trainer/lowp/fp8_block/rules.mk
 LOWP_LIB := $(B)/lib/libmoe_lowp.a
 $(LOWP_LIB): $(call obj,$(LOWP_SRCS))
 ALL_LIBS += $(LOWP_LIB)

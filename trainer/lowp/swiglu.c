@@ -1,6 +1,6 @@
 /* moekit low precision: the SwiGLU x router-probability reference whose bf16
  * output the fused CUDA kernel quantises to MXFP8. */
-#include "fp8.h"
+#include "lowp_ref.h"
 
 void lowp_swiglu_prob_bf16(const uint16_t *gate, const uint16_t *up, const float *prob, size_t rows,
                            size_t f, uint16_t *out)

@@ -74,7 +74,8 @@ static void count_optimizer(moe_plan *p, const moe_config *c, const moe_build *b
 static int count_once(moe_plan *p, const moe_config *c, int recompute, moe_backend *shape,
                       size_t bytes[MOE_MEM_KINDS], moe_err *e)
 {
-    int fp8_saved = c->precision.compute == MOE_PREC_FP8_BLOCK && c->precision.fp8_saved_activations;
+    const moe_recipe *r = precision_recipe(c->precision.compute); /* NULL: auto */
+    int fp8_saved = r && r->saves_e4m3_swiglu_in && c->precision.fp8_saved_activations;
     moe_backend *be = NULL;
     plan_groups g;
     if (count_backend_create(&be, shape, fp8_saved, e))

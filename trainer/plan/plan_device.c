@@ -17,28 +17,27 @@ static size_t slot(size_t bytes) { return bytes ? cuda_scratch_grown(bytes) : 0;
 /* The FP8 paths' slots 8-19 (cuda_fp8_ops.h): copies of one chunk of
  * activations (rowwise and transposed: the gradient; transposed: the GEMM
  * input) and one weight operand with its transposed codes on the way. */
-static size_t fp8_copies(const moe_config *c, int mx, size_t C, size_t I, size_t QD)
+static size_t fp8_copies(const moe_config *c, const moe_recipe *r, size_t C, size_t I, size_t QD)
 {
     size_t ch = (size_t)c->runtime.fp8_chunk_rows;
     size_t wide = max2(max2(C, I), QD);
     size_t codes = ch * wide;
-    size_t act = slot(codes) + slot(cuda_fp8_row_scale_bytes(mx, ch, wide)) /* gradient, rows */
-                 + slot(codes) + slot(cuda_fp8_row_scale_bytes(mx, wide, ch)) /* and transposed */
-                 + slot(codes) + slot(cuda_fp8_row_scale_bytes(mx, wide, ch)); /* input, transposed */
+    const moe_scale_layout as = r->act_scales, ws = r->weight_scales;
+    size_t act = slot(codes) + slot(cuda_fp8_row_scale_bytes(as, ch, wide)) /* gradient, rows */
+                 + slot(codes) + slot(cuda_fp8_row_scale_bytes(as, wide, ch)) /* and transposed */
+                 + slot(codes) + slot(cuda_fp8_row_scale_bytes(as, wide, ch)); /* input, transposed */
     size_t w = max2(C * I, QD * C), wout = max2(C, QD), win = max2(I, C);
-    size_t wscales = mx ? max2(cuda_fp8_row_scale_bytes(1, wout, win),
-                               cuda_fp8_row_scale_bytes(1, win, wout))
-                        : 4 * max2(lowp_fp8blk_128x128_scales(wout, win),
-                                   lowp_fp8blk_128x128_scales(win, wout));
+    size_t wscales = max2(cuda_fp8_weight_scale_bytes(ws, wout, win),
+                          cuda_fp8_weight_scale_bytes(ws, win, wout));
     return act + slot(w) + slot(wscales) + slot(w);
 }
 
 /* one weight [out, in]'s FP8 copy in one orientation: codes and scales, as
  * the cache allocates them (cuda_fp8_weight_cache.cu: their exact sizes,
  * not grown like scratch) */
-static size_t fp8_weight_copy(int mx, size_t out, size_t in)
+static size_t fp8_weight_copy(const moe_recipe *r, size_t out, size_t in)
 {
-    size_t scales = mx ? cuda_fp8_row_scale_bytes(1, out, in) : 4 * lowp_fp8blk_128x128_scales(out, in);
+    size_t scales = cuda_fp8_weight_scale_bytes(r->weight_scales, out, in);
     return out * in + (scales ? scales : 16);
 }
 
@@ -46,18 +45,18 @@ static size_t fp8_weight_copy(int mx, size_t out, size_t in)
  * (the forward's and the data gradient's operands), kept for the step: the
  * local experts' w1, w3, w2 in every layer, and with precision.layers = all
  * the attention projections */
-static size_t fp8_kept_weights(const moe_config *c, int mx, int ep, size_t C, size_t I, size_t QD)
+static size_t fp8_kept_weights(const moe_config *c, const moe_recipe *r, int ep, size_t C, size_t I, size_t QD)
 {
     const moe_model_cfg *m = &c->model;
     size_t local = (size_t)(m->num_experts / (ep > 0 ? ep : 1));
     size_t HD = m->head_dim ? (size_t)m->head_dim : C / (size_t)m->num_heads;
     size_t KVD = (size_t)m->num_kv_heads * HD;
-    size_t layer = local * (2 * (fp8_weight_copy(mx, I, C) + fp8_weight_copy(mx, C, I)) +
-                            fp8_weight_copy(mx, C, I) + fp8_weight_copy(mx, I, C));
+    size_t layer = local * (2 * (fp8_weight_copy(r, I, C) + fp8_weight_copy(r, C, I)) +
+                            fp8_weight_copy(r, C, I) + fp8_weight_copy(r, I, C));
     if (c->precision.layers == MOE_LAYERS_ALL)
-        layer += fp8_weight_copy(mx, QD, C) + fp8_weight_copy(mx, C, QD) +
-                 2 * (fp8_weight_copy(mx, KVD, C) + fp8_weight_copy(mx, C, KVD)) +
-                 fp8_weight_copy(mx, C, QD) + fp8_weight_copy(mx, QD, C);
+        layer += fp8_weight_copy(r, QD, C) + fp8_weight_copy(r, C, QD) +
+                 2 * (fp8_weight_copy(r, KVD, C) + fp8_weight_copy(r, C, KVD)) +
+                 fp8_weight_copy(r, C, QD) + fp8_weight_copy(r, QD, C);
     return (size_t)m->num_layers * layer;
 }
 
@@ -69,8 +68,8 @@ void plan_device_rows(const moe_config *c, int ep, int dp, size_t cap_rows, size
     size_t B = (size_t)c->train.micro_batch_size, T = (size_t)c->train.seq_length, N = B * T;
     size_t C = (size_t)m->hidden_size, I = (size_t)m->intermediate_size, E = (size_t)m->num_experts;
     size_t NH = (size_t)m->num_heads, HD = m->head_dim ? (size_t)m->head_dim : C / NH, QD = NH * HD;
-    moe_precision prec = c->precision.compute;
-    int fp8 = prec == MOE_PREC_FP8_BLOCK || prec == MOE_PREC_MXFP8;
+    const moe_recipe *r = precision_recipe(c->precision.compute); /* NULL: auto */
+    const int fp8 = r && r->gemms == MOE_GEMMS_E4M3;
 
     /* slots 3-6: one chunk of the busiest expert's rows, at most a pass's */
     size_t rows_bwd = cap_rows < (size_t)c->runtime.expert_chunk_rows
@@ -78,7 +77,7 @@ void plan_device_rows(const moe_config *c, int ep, int dp, size_t cap_rows, size
     size_t bwd = slot(cuda_expert_bwd_slot_bytes(rows_bwd, (int)I));
     bytes[PLAN_DEV_EXPERT_BWD] = 4 * bwd;
     /* slots 5, 6 again: fp8_block with E4M3-saved h1, h3 first holds them in bf16 for the pass */
-    if (prec == MOE_PREC_FP8_BLOCK && c->precision.fp8_saved_activations) {
+    if (r && r->saves_e4m3_swiglu_in && c->precision.fp8_saved_activations) {
         if (cuda_fp8_fwd_chunked(1, c->runtime.fp8_fused_save, (int)I)) {
             /* a chunk's bf16 h1, h3 fit the backward's slots; one more weight copy (w2) */
             bytes[PLAN_DEV_FP8_H] = slot(C * I) + slot(4 * lowp_fp8blk_128x128_scales(C, I));
@@ -88,10 +87,10 @@ void plan_device_rows(const moe_config *c, int ep, int dp, size_t cap_rows, size
         }
     }
     if (fp8)
-        bytes[PLAN_DEV_FP8_COPIES] = fp8_copies(c, prec == MOE_PREC_MXFP8, C, I, QD);
+        bytes[PLAN_DEV_FP8_COPIES] = fp8_copies(c, r, C, I, QD);
     if (fp8 && c->runtime.fp8_weight_cache)
-        bytes[PLAN_DEV_FP8_WEIGHTS] = fp8_kept_weights(c, prec == MOE_PREC_MXFP8, ep, C, I, QD);
-    else if (prec == MOE_PREC_MXFP8_EMULATED) /* four bf16 copies of a pass's rows, one weight */
+        bytes[PLAN_DEV_FP8_WEIGHTS] = fp8_kept_weights(c, r, ep, C, I, QD);
+    else if (r && r->gemms == MOE_GEMMS_E4M3_EMULATED) /* four bf16 copies of a pass's rows, one weight */
         bytes[PLAN_DEV_FP8_COPIES] = 4 * slot(cap_rows * max2(C, I) * 2) + slot(C * I * 2);
     bytes[PLAN_DEV_ATTENTION] =
         c->runtime.attention == MOE_RT_ATTN_CUDNN

@@ -102,8 +102,8 @@ int plan_fit_room(const moe_config *c, int ep, int dp, const plan_room *room, in
             alternative(&t, "precision.compute=fp8_block (E4M3 saved activations)", c2, ep, dp,
                         room);
         }
-        if ((c->precision.compute == MOE_PREC_FP8_BLOCK || c->precision.compute == MOE_PREC_MXFP8) &&
-            c->runtime.fp8_weight_cache) {
+        const moe_recipe *r = precision_recipe(c->precision.compute); /* NULL: auto */
+        if (r && r->gemms == MOE_GEMMS_E4M3 && c->runtime.fp8_weight_cache) {
             *c2 = *c;
             c2->runtime.fp8_weight_cache = 0;
             alternative(&t, "runtime.fp8_weight_cache=false", c2, ep, dp, room);
@@ -141,10 +141,10 @@ int plan_fit_config(const char *config, const char *configs_dir, char *const *it
         return PLAN_REFUSE;
     }
     /* the verdict's precision decides how the experts keep their activations */
-    if (precision && !strcmp(precision, "fp8_block"))
-        c->precision.compute = MOE_PREC_FP8_BLOCK;
-    else if (precision && !strcmp(precision, "bf16"))
-        c->precision.compute = MOE_PREC_BF16;
+    moe_precision verdict;
+    if (precision && precision_parse(precision, &verdict) == 0 &&
+        (verdict == MOE_PREC_FP8_BLOCK || verdict == MOE_PREC_BF16))
+        c->precision.compute = verdict;
     int rc = plan_fit_room(c, ep, dp, room, refuse, msg, n, e);
     free(c);
     return rc;

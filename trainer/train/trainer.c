@@ -132,8 +132,8 @@ static int resolve_precision(moe_trainer *t, moe_err *e)
     }
     if (tp.note[0] && t->rank == 0)
         fprintf(stderr, "%s\n", tp.note);
-    if (tp.precision == MOE_PREC_BF16)
-        return 0;
+    if (precision_recipe(tp.precision)->gemms == MOE_GEMMS_BF16)
+        return 0; /* no low precision for the projections to share */
     const int all = pc->layers == MOE_LAYERS_ALL;
     if (pc->compute != MOE_PREC_AUTO)
         return set_layers(t, tp.precision, all, e);
@@ -379,9 +379,7 @@ moe_backend_opts backend_opts_from_config(const moe_runtime_cfg *rt)
     int mask = 0;
     moe_err ignored;
     if (config_fp8_gemms_mask(rt->fp8_gemms, &mask, &ignored) == 0) /* validated on load */
-        o.fp8_gemms = (mask & MOE_RT_FP8_FPROP ? MOE_FP8_FPROP : 0) |
-                      (mask & MOE_RT_FP8_DGRAD ? MOE_FP8_DGRAD : 0) |
-                      (mask & MOE_RT_FP8_WGRAD ? MOE_FP8_WGRAD : 0);
+        o.fp8_gemms = mask;
     o.fp8_chunk_rows = rt->fp8_chunk_rows;
     o.fp8_fused_save = rt->fp8_fused_save;
     o.fp8_weight_cache = rt->fp8_weight_cache;

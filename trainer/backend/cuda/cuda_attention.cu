@@ -14,23 +14,12 @@
 #include <string.h>
 
 #include "cuda_internal.h"
+#include "cuda_reduce.cuh"
 
 #define WARPS 8
 #define TILE 32
 #define MAXR 8 /* HD / 32 rounded up, at most */
 
-__device__ __forceinline__ float wsum(float v)
-{
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-__device__ __forceinline__ float wmax(float v)
-{
-    for (int o = 16; o > 0; o >>= 1)
-        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
 
 /* the tensor-core kernels for the head dims they take: mma.sync (cuda_attention_mma.cu)
  * first, then WMMA (cuda_attention_tc.cu) */
@@ -143,10 +132,10 @@ __global__ void attn_fwd_kernel(bf16 *out, float *lse, const bf16 *q, const bf16
             for (int d = 0; d < HD; d++)
                 sc += q_s[w * HD + d] * k_s[lane * (HD + 1) + d];
         }
-        float m_new = fmaxf(m, wmax(sc));
+        float m_new = fmaxf(m, warp_max(sc));
         float p = s >= lo && s <= t ? __expf(sc - m_new) : 0.f;
         float corr = m == -INFINITY ? 0.f : __expf(m - m_new);
-        l = l * corr + wsum(p);
+        l = l * corr + warp_sum(p);
         int n = min(TILE, t - s0 + 1);
 #pragma unroll
         for (int r = 0; r < MAXR; r++)
@@ -222,7 +211,7 @@ __global__ void attn_delta_kernel(float *D, const bf16 *dout, const bf16 *out, i
     float s = 0;
     for (int d = lane; d < HD; d += 32)
         s += __bfloat162float(a[d]) * __bfloat162float(c[d]);
-    s = wsum(s);
+    s = warp_sum(s);
     /* row = (b*T + t)*NH + h -> D index (b*NH + h)*T + t */
     size_t h = row % NH, bt = row / NH, t = bt % T, b = bt / T;
     if (lane == 0)

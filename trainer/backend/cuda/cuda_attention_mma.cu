@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "cuda_internal.h"
+#include "cuda_reduce.cuh"
 
 #define TILE 64 /* rows of a block and width of the tiles it loops over */
 #define WARPS 4 /* 16 rows each */
@@ -253,10 +254,8 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
                 mx_g8 = fmaxf(mx_g8, s2);
             }
         }
-        mx_g = fmaxf(mx_g, __shfl_xor_sync(0xffffffffu, mx_g, 1));
-        mx_g = fmaxf(mx_g, __shfl_xor_sync(0xffffffffu, mx_g, 2));
-        mx_g8 = fmaxf(mx_g8, __shfl_xor_sync(0xffffffffu, mx_g8, 1));
-        mx_g8 = fmaxf(mx_g8, __shfl_xor_sync(0xffffffffu, mx_g8, 2));
+        mx_g = lanes_max_up<4>(mx_g); /* a fragment row's four lanes */
+        mx_g8 = lanes_max_up<4>(mx_g8);
         /* key k0 <= every row of the block, so each row has a finite score by now */
         float mn_g = fmaxf(m_g, mx_g), mn_g8 = fmaxf(m_g8, mx_g8);
         float c_g = exp2f(m_g - mn_g), c_g8 = exp2f(m_g8 - mn_g8);
@@ -288,10 +287,8 @@ __global__ void __launch_bounds__(WARPS * 32, 2)
         acc_px<HD>(O, S, Vb);
         __syncthreads(); /* the next iteration's loads overwrite this buffer */
     }
-    l_g += __shfl_xor_sync(0xffffffffu, l_g, 1);
-    l_g += __shfl_xor_sync(0xffffffffu, l_g, 2);
-    l_g8 += __shfl_xor_sync(0xffffffffu, l_g8, 1);
-    l_g8 += __shfl_xor_sync(0xffffffffu, l_g8, 2);
+    l_g = lanes_sum_up<4>(l_g);
+    l_g8 = lanes_sum_up<4>(l_g8);
     store_acc<HD>(out, O, 1.f / l_g, 1.f / l_g8, b, q0 + w * 16, h, T, NH);
     if (t == 0) {
         if (row_g < T)

@@ -15,6 +15,7 @@
 #include <mma.h>
 
 #include "cuda_internal.h"
+#include "cuda_reduce.cuh"
 
 using namespace nvcuda;
 
@@ -120,7 +121,7 @@ __global__ void __launch_bounds__(NW * 32) attn_tc_fwd(bf16 *out, float *lse, co
             Sw[r * LDS + c] = s;
             mx = fmaxf(mx, s);
         }
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = lanes_max_up<2>(mx); /* the row's two lanes */
         float m_new = fmaxf(m, mx), sum = 0;
         float corr = m == -INFINITY ? 0.f : __expf(m - m_new);
         for (int c = c0; c < c0 + 32; c++) {
@@ -130,7 +131,7 @@ __global__ void __launch_bounds__(NW * 32) attn_tc_fwd(bf16 *out, float *lse, co
             Pw[r * LDP + c] = pb;
             sum += __bfloat162float(pb); /* the sum of what P V will use */
         }
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum = lanes_sum_up<2>(sum);
         l = l * corr + sum;
         m = m_new;
         for (int d = (lane & 1); d < HD; d += 2)

@@ -8,7 +8,7 @@
 
 #include "../../../common/device_peak.h"
 #include "../../../common/host_wait.h"
-#include "lowp/fp8_gemm.h"
+#include "../../lowp/fp8_gemm.h"
 #include "cuda_internal.h"
 #include "cuda_cudnn.h"
 #include "cuda_fp8_weight_cache.h"
@@ -507,7 +507,7 @@ extern "C" int cuda_backend_create(moe_backend **out, int device, moe_err *e)
     c->cc_minor = prop.minor;
     be->cc_major = prop.major;
     be->cc_minor = prop.minor;
-    c->expert_lowp = MOE_PREC_BF16;
+    c->expert_recipe = precision_recipe(MOE_PREC_BF16);
     c->fp8_saved_on = 1;
     moe_backend_opts opts = backend_opts_default();
     c->fp8_gemms = opts.fp8_gemms;

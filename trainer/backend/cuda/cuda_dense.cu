@@ -3,50 +3,11 @@
 #include <stdlib.h>
 
 #include "cuda_internal.h"
+#include "cuda_reduce.cuh"
 
 #define B16(p) ((bf16 *)(p))
 #define CB16(p) ((const bf16 *)(p))
 
-__device__ __forceinline__ float warp_sum(float v)
-{
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-__device__ __forceinline__ float warp_max(float v)
-{
-    for (int o = 16; o > 0; o >>= 1)
-        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
-/* block-wide sum, result in every thread; blockDim.x a multiple of 32, <= 1024 */
-__device__ float block_sum(float v)
-{
-    __shared__ float part[32];
-    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    v = warp_sum(v);
-    __syncthreads();
-    if (lane == 0)
-        part[wid] = v;
-    __syncthreads();
-    float t = lane < nw ? part[lane] : 0.f;
-    return warp_sum(t);
-}
-
-__device__ float block_max(float v)
-{
-    __shared__ float part[32];
-    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    v = warp_max(v);
-    __syncthreads();
-    if (lane == 0)
-        part[wid] = v;
-    __syncthreads();
-    float t = lane < nw ? part[lane] : -INFINITY;
-    return warp_max(t);
-}
 
 /* ---- embedding ---- */
 
@@ -439,7 +400,7 @@ static void rmsnorm_bwd(moe_backend *be, act *din, real *dw, const act *dout, co
 /* precision.layers=all with a low-precision recipe set (cuda_linear_lowp.cu) */
 static int linear_lowp(moe_backend *be)
 {
-    return CTX(be)->linear_lowp && CTX(be)->expert_lowp != MOE_PREC_BF16;
+    return CTX(be)->linear_lowp && CTX(be)->expert_recipe->gemms != MOE_GEMMS_BF16;
 }
 
 static void matmul_fwd(moe_backend *be, act *out, const act *in, const act *w, int N, int IC,

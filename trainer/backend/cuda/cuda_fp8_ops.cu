@@ -4,23 +4,34 @@
  * block-scaled GEMM, and one linear layer's backward. fp8_ops.h says what
  * each takes. */
 #include "../../lowp/fp8.h"
-#include "lowp/fp8_gemm.h"
-#include "lowp/lowp_cuda.h"
+#include "../../lowp/fp8_gemm.h"
+#include "../../lowp/lowp_cuda.h"
 #include "cuda_fp8_ops.h"
 #include "cuda_fp8_weight_cache.h"
 
 #define U16(p) ((const uint16_t *)(p))
 
-int fp8_is_mx(moe_backend *be) { return CTX(be)->expert_lowp == MOE_PREC_MXFP8; }
+static const moe_recipe *recipe(moe_backend *be) { return CTX(be)->expert_recipe; }
+
+const char *fp8_op_name(moe_backend *be, char *buf, size_t n, const char *op)
+{
+    snprintf(buf, n, "%s (%s)", op, precision_name(recipe(be)->precision));
+    return buf;
+}
 
 int64_t fp8_rows(moe_backend *be, int64_t rows)
 {
-    return rows & ~(int64_t)(fp8_is_mx(be) ? 31 : 15);
+    return rows & ~(int64_t)(recipe(be)->align - 1);
 }
 
 static size_t fp8_row_scale_bytes(moe_backend *be, size_t outer, size_t k)
 {
-    return cuda_fp8_row_scale_bytes(fp8_is_mx(be), outer, k);
+    return cuda_fp8_row_scale_bytes(recipe(be)->act_scales, outer, k);
+}
+
+static size_t fp8_weight_scale_bytes(moe_backend *be, size_t out, size_t in)
+{
+    return cuda_fp8_weight_scale_bytes(recipe(be)->weight_scales, out, in);
 }
 
 q8 fp8_act_scratch(moe_backend *be, int slot, size_t rows, size_t cols, int rowwise, int trans)
@@ -77,7 +88,7 @@ int fp8_quant_act(moe_backend *be, const char *op, const q8 *q, const bf16 *x, s
                   size_t cols)
 {
     moe_err e = {{0}};
-    if (fp8_is_mx(be)) {
+    if (recipe(be)->act_scales == MOE_SCALES_E8M0_1X32) {
         uint8_t *tmp = q->codes_t ? (uint8_t *)cuda_scratch(be, S_WT, rows * cols) : NULL;
         if (q->codes_t && !tmp)
             return -1;
@@ -105,10 +116,8 @@ int fp8_quant_weight(moe_backend *be, const char *op, const bf16 *w, size_t out,
         dst = S_W;
     if (cuda_wcache_find(be, w, out, in, transposed, o))
         return 0; /* quantised since the weights last changed */
-    const size_t scale_bytes =
-        fp8_is_mx(be) ? (transposed ? fp8_row_scale_bytes(be, in, out) : fp8_row_scale_bytes(be, out, in))
-           : 4 * (transposed ? lowp_fp8blk_128x128_scales(in, out)
-                             : lowp_fp8blk_128x128_scales(out, in));
+    const size_t scale_bytes = transposed ? fp8_weight_scale_bytes(be, in, out)
+                                          : fp8_weight_scale_bytes(be, out, in);
     void *kept_codes = NULL, *kept_scales = NULL;
     cuda_fp8_wcopy *kept = cuda_wcache_claim(be, w, out, in, transposed, out * in, scale_bytes,
                                              &kept_codes, &kept_scales);
@@ -127,12 +136,12 @@ static int fp8_quant_weight_into(moe_backend *be, const char *op, const bf16 *w,
 {
     cuda_ctx *c = CTX(be);
     moe_err e = {{0}};
-    if (fp8_is_mx(be)) {
+    if (recipe(be)->weight_scales == MOE_SCALES_E8M0_1X32) {
         q8 q = {NULL, NULL, NULL, NULL};
         uint8_t *codes = to_codes ? to_codes : (uint8_t *)cuda_scratch(be, dst, out * in);
         void *scales = to_scales ? to_scales
-                                 : cuda_scratch(be, dst + 1, transposed ? fp8_row_scale_bytes(be, in, out)
-                                                                        : fp8_row_scale_bytes(be, out, in));
+                                 : cuda_scratch(be, dst + 1, transposed ? fp8_weight_scale_bytes(be, in, out)
+                                                                        : fp8_weight_scale_bytes(be, out, in));
         uint8_t *tmp = transposed ? (uint8_t *)cuda_scratch(be, S_WT, out * in) : NULL;
         if (!codes || !scales || (transposed && !tmp))
             return -1;
@@ -142,7 +151,7 @@ static int fp8_quant_weight_into(moe_backend *be, const char *op, const bf16 *w,
             q.codes = codes, q.scales = scales;
         if (mx_quant(be, op, &q, tmp, w, out, in))
             return -1;
-        o->codes = codes, o->scales = scales, o->kind = LOWP_MX_1X32;
+        o->codes = codes, o->scales = scales, o->kind = recipe(be)->weight_scales;
         return 0;
     }
     /* fp8_block: w, or w^T's codes and scales straight from w in one pass */
@@ -160,7 +169,7 @@ static int fp8_quant_weight_into(moe_backend *be, const char *op, const bf16 *w,
         cuda_note(be, op, e.msg);
         return -1;
     }
-    o->codes = codes, o->scales = scales, o->kind = LOWP_BLK_128X128;
+    o->codes = codes, o->scales = scales, o->kind = recipe(be)->weight_scales;
     return 0;
 }
 
@@ -170,7 +179,7 @@ void fp8_gemm8(moe_backend *be, const char *op, int m, int n, int k, const uint8
                int out_fp32, float beta)
 {
     cuda_ctx *c = CTX(be);
-    lowp_fp8_operand a = {ac, as, ak}, b = {bc, bs, fp8_is_mx(be) ? LOWP_MX_1X32 : LOWP_BLK_1X128};
+    lowp_fp8_operand a = {ac, as, ak}, b = {bc, bs, recipe(be)->act_scales};
     moe_err e = {{0}};
     if (lowp_fp8_gemm_run(c->fp8_gemm, c->stream, m, n, k, &a, &b, out,
                           out_fp32 ? LOWP_OUT_F32 : LOWP_OUT_BF16, 1.f, beta, &e))
@@ -207,7 +216,7 @@ int fp8_proj_bwd(moe_backend *be, const char *op, bf16 *dx, float dx_beta, float
                       dyq->scales, dx + c0 * in, 0, dx_beta);
         if (nw)
             fp8_gemm8(be, op, in, out, (int)cn, xq->codes_t, xq->scales_t,
-                      fp8_is_mx(be) ? LOWP_MX_1X32 : LOWP_BLK_1X128, dyq->codes_t, dyq->scales_t,
+                      recipe(be)->act_scales, dyq->codes_t, dyq->scales_t,
                       dw, 1, c0 ? 1.f : dw_beta);
     }
     if (dx && rows > nd)

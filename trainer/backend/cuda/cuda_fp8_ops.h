@@ -17,7 +17,7 @@
 #ifndef MOE_CUDA_FP8_OPS_H
 #define MOE_CUDA_FP8_OPS_H
 
-#include "lowp/fp8_gemm.h"
+#include "../../lowp/fp8_gemm.h"
 #include "cuda_internal.h"
 
 /* scratch slots of the FP8 paths (cuda_internal.h: CUDA_SCRATCH_SLOTS):
@@ -32,8 +32,8 @@ typedef struct {
     void *scales, *scales_t;
 } q8;
 
-/* the recipe set now is mxfp8 (else fp8_block) */
-int fp8_is_mx(moe_backend *be);
+/* "op (recipe)": an FP8 op's name in messages, in buf (n bytes) */
+const char *fp8_op_name(moe_backend *be, char *buf, size_t n, const char *op);
 /* rows a GEMM takes in FP8 (a multiple of the scale block along tokens) */
 int64_t fp8_rows(moe_backend *be, int64_t rows);
 /* rows of the chunk starting at c0 of n8 FP8 rows (fp8_chunk_rows at most) */

@@ -23,7 +23,7 @@
 
 #include <stddef.h>
 
-#include "lowp/fp8_gemm.h"
+#include "../../lowp/fp8_gemm.h"
 
 struct moe_backend;
 typedef struct cuda_fp8_wcopy cuda_fp8_wcopy;

@@ -72,7 +72,7 @@ typedef struct {
     int *d_bad;                    /* first out-of-vocabulary target, 1-based */
     size_t loss_cap;
     /* precision of the expert FFN (cuda_set_expert_precision) */
-    moe_precision expert_lowp; /* MOE_PREC_BF16, _FP8_BLOCK, _MXFP8 or _MXFP8_EMULATED */
+    const moe_recipe *expert_recipe; /* bf16, fp8_block, mxfp8 or mxfp8_emulated's row */
     int fp8_gemms; /* which of fprop / dgrad / wgrad (bits 1, 2, 4) run in FP8 */
     int fp8_saved_on; /* fp8_block keeps h1, h3 in E4M3 (set_fp8_saved_activations) */
     int fp8_chunk_rows; /* an expert's FP8 rows go through the GEMMs this many at a time */
@@ -80,7 +80,7 @@ typedef struct {
                               the backward this many at a time */
     int fp8_fused_save; /* the SwiGLU kernel writes fp8_block's saved h (runtime.fp8_fused_save) */
     moe_rt_attention attention; /* the attention kernels tried first (runtime.attention) */
-    int linear_lowp;    /* the attention projections in expert_lowp's recipe too */
+    int linear_lowp;    /* the attention projections in expert_recipe too */
     struct lowp_fp8_gemm *fp8_gemm;
     struct cuda_fp8_wcache *wcache; /* the weights' FP8 copies (cuda_fp8_weight_cache.h) */
     /* the bf16 GEMMs through cuBLASLt (cuda_gemm.cu); lt NULL: cublasGemmEx */
@@ -264,7 +264,7 @@ int cuda_expert_bwd_prepare(moe_backend *be, cuda_expert_bwd_bufs *b, const act 
 int cuda_fp8_saved(moe_backend *be);
 size_t cuda_expert_saved_bytes(moe_backend *be, size_t rows, int I);
 void cuda_set_fp8_saved_activations(moe_backend *be, int on);
-/* the expert FFN in FP8: fp8_block or mxfp8 by expert_lowp (cuda_moe_fp8.cu) */
+/* the expert FFN in FP8: the E4M3 recipes, by expert_recipe (cuda_moe_fp8.cu) */
 void cuda_experts_fwd_fp8(moe_backend *be, act *y_perm, act *h1, act *h3, act *a,
                           const act *x_perm, const real *p_perm, const act *w1, const act *w3,
                           const act *w2, const moe_route_plan *plan, int C, int I);

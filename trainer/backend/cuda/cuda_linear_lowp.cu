@@ -19,7 +19,7 @@
 
 static int emulated(moe_backend *be)
 {
-    return CTX(be)->expert_lowp == MOE_PREC_MXFP8_EMULATED;
+    return CTX(be)->expert_recipe->gemms == MOE_GEMMS_E4M3_EMULATED;
 }
 
 static void fwd_emulated(moe_backend *be, bf16 *out, const bf16 *in, const bf16 *w, int N, int IC,
@@ -41,7 +41,8 @@ void cuda_linear_fwd_lowp(moe_backend *be, act *out, const act *in, const act *w
         fwd_emulated(be, B16(out), CB16(in), CB16(w), N, IC, OC);
         return;
     }
-    const char *op = fp8_is_mx(be) ? "matmul_fwd (mxfp8)" : "matmul_fwd (fp8_block)";
+    char name[48];
+    const char *op = fp8_op_name(be, name, sizeof name, "matmul_fwd");
     const int64_t n8 = CTX(be)->fp8_gemms & MOE_FP8_FPROP ? fp8_rows(be, N) : 0;
     bf16 *Y = B16(out);
     const bf16 *X = CB16(in);
@@ -77,7 +78,8 @@ void cuda_linear_bwd_lowp(moe_backend *be, act *din, real *dw, const act *dout, 
                                 N, IC, OC);
         return;
     }
-    const char *op = fp8_is_mx(be) ? "matmul_bwd (mxfp8)" : "matmul_bwd (fp8_block)";
+    char name[48];
+    const char *op = fp8_op_name(be, name, sizeof name, "matmul_bwd");
     const int mask = CTX(be)->fp8_gemms;
     const int64_t n8 = fp8_rows(be, N);
     const int64_t nd = din && (mask & MOE_FP8_DGRAD) ? n8 : 0, nw = mask & MOE_FP8_WGRAD ? n8 : 0;
@@ -101,14 +103,13 @@ extern "C" int cuda_set_linear_lowp(moe_backend *be, int on, const int *widths, 
     c->linear_lowp = 0;
     if (!on)
         return 0;
-    const char *name = precision_name(c->expert_lowp);
-    if (c->expert_lowp == MOE_PREC_BF16)
+    const moe_recipe *r = c->expert_recipe;
+    const char *name = precision_name(r->precision);
+    if (r->gemms == MOE_GEMMS_BF16)
         return moe_errf(e, "precision.layers=all: the experts run in bf16, so the attention "
                            "projections have no low precision to share");
     /* the E4M3 GEMMs' alignment along k and m (the emulation blocks any width) */
-    const int align = c->expert_lowp == MOE_PREC_MXFP8 ? 32
-                      : c->expert_lowp == MOE_PREC_FP8_BLOCK ? 16
-                                                                 : 1;
+    const int align = r->align;
     for (int i = 0; i < n_widths; i++)
         if (widths[i] <= 0 || widths[i] % align)
             return moe_errf(e,

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lowp/fp8_gemm.h"
+#include "../../lowp/fp8_gemm.h"
 #include "../route_plan.h"
 
 #include "cuda_internal.h"
@@ -140,13 +140,13 @@ static int mxfp8_self_test(moe_backend *be, moe_err *e)
         bad = 1;
     if (!bad) {
         for (int k = 0; k < 2; k++) {
-            c->expert_lowp = k ? MOE_PREC_MXFP8_EMULATED : MOE_PREC_MXFP8;
+            c->expert_recipe = precision_recipe(k ? MOE_PREC_MXFP8_EMULATED : MOE_PREC_MXFP8);
             be->experts_fwd(be, o[k].y, o[k].h1, o[k].h3, o[k].a, x, p_perm, w1, w3, w2, &plan,
                             ST_C, ST_I);
             be->experts_bwd(be, o[k].dx, o[k].dp, o[k].dw1, o[k].dw3, o[k].dw2, dy, x, o[k].h1,
                             o[k].h3, p_perm, w1, w3, w2, &plan, ST_C, ST_I, 1);
         }
-        c->expert_lowp = MOE_PREC_BF16;
+        c->expert_recipe = precision_recipe(MOE_PREC_BF16);
         if (cuda_check(be, e) || cudaDeviceSynchronize() != cudaSuccess) {
             bad = 2;
         } else {
@@ -198,12 +198,12 @@ extern "C" int cuda_set_expert_precision(moe_backend *be, moe_precision p, int C
         return moe_errf(e, "precision.compute=%s on %s: %s; use bf16", precision,
                         c->device_name, why);
     cuda_wcache_forget(be, NULL, SIZE_MAX); /* copies of another recipe: made again */
-    if (p == MOE_PREC_BF16 || p == MOE_PREC_MXFP8_EMULATED) {
-        c->expert_lowp = p; /* plain kernels and bf16 GEMMs */
+    const moe_recipe *r = precision_recipe(p);
+    if (r->gemms != MOE_GEMMS_E4M3) {
+        c->expert_recipe = r; /* plain kernels and bf16 GEMMs */
         return 0;
     }
-    const int mx = p == MOE_PREC_MXFP8;
-    int align = mx ? 32 : 16;
+    const int align = r->align;
     if (C % align || I % align)
         return moe_errf(e,
                         "precision.compute=%s needs model.hidden_size and "
@@ -211,7 +211,9 @@ extern "C" int cuda_set_expert_precision(moe_backend *be, moe_precision p, int C
                         precision, align, C, I);
     if (!c->fp8_gemm && lowp_fp8_gemm_create(&c->fp8_gemm, CUDA_FP8_GEMM_WORKSPACE_BYTES, e))
         return -1;
-    if (mx) {
+    /* the E8M0 scales' swizzled layout is cuBLASLt's to read: checked
+     * against the emulation; the fp32 block scales by a probe GEMM */
+    if (r->act_scales == MOE_SCALES_E8M0_1X32) {
         int keep = c->fp8_gemms;
         c->fp8_gemms = MOE_FP8_FPROP | MOE_FP8_DGRAD | MOE_FP8_WGRAD; /* the self-test checks all three */
         int rc = mxfp8_self_test(be, e);
@@ -221,6 +223,6 @@ extern "C" int cuda_set_expert_precision(moe_backend *be, moe_precision p, int C
     } else if (fp8_block_probe(c, e)) {
         return -1;
     }
-    c->expert_lowp = p;
+    c->expert_recipe = r;
     return 0;
 }

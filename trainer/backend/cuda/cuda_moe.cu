@@ -12,10 +12,11 @@
 #include <math.h>
 #include <string.h>
 
-#include "lowp/fp8_blk_device.cuh"
+#include "../../lowp/fp8_blk_device.cuh"
 #include "../../lowp/fp8_scalar.h"
 #include "../route_plan.h"
 #include "cuda_internal.h"
+#include "cuda_reduce.cuh"
 
 #define B16(p) ((bf16 *)(p))
 #define CB16(p) ((const bf16 *)(p))
@@ -254,8 +255,7 @@ __device__ __forceinline__ void save_e4m3_8(const cuda_fp8_save o, size_t row, i
     uint32_t am = 0;
     for (int k = 0; k < 4; k++)
         am = max(am, max(w[k] & 0x7FFFu, (w[k] >> 16) & 0x7FFFu));
-    for (int off = 8; off > 0; off >>= 1)
-        am = max(am, __shfl_xor_sync(0xFFFFFFFFu, am, off));
+    am = lanes_umax_down<16>(am);
     const blk_scale b = blk_scale_of(am << 16);
     *(uint2 *)(o.q + row * I + (size_t)i * 8) =
         make_uint2(blk_quant4(w[0], w[1], b), blk_quant4(w[2], w[3], b));
@@ -311,12 +311,11 @@ static void experts_fwd(moe_backend *be, act *y_perm, act *h1, act *h3, act *a, 
                         const real *p_perm, const act *w1, const act *w3, const act *w2,
                         const moe_route_plan *plan, int C, int I)
 {
-    if (CTX(be)->expert_lowp == MOE_PREC_FP8_BLOCK ||
-        CTX(be)->expert_lowp == MOE_PREC_MXFP8) {
+    if (CTX(be)->expert_recipe->gemms == MOE_GEMMS_E4M3) {
         cuda_experts_fwd_fp8(be, y_perm, h1, h3, a, x_perm, p_perm, w1, w3, w2, plan, C, I);
         return;
     }
-    if (CTX(be)->expert_lowp == MOE_PREC_MXFP8_EMULATED) {
+    if (CTX(be)->expert_recipe->gemms == MOE_GEMMS_E4M3_EMULATED) {
         cuda_experts_fwd_mxemu(be, y_perm, h1, h3, a, x_perm, p_perm, w1, w3, w2, plan, C, I);
         return;
     }
@@ -443,18 +442,9 @@ __global__ void swiglu_prob_bwd_kernel(bf16 *dh1, bf16 *dh3, float *dp_perm, con
             dh1[base + i] = __float2bfloat16(d1);
         }
     }
-    __shared__ float part[32];
-    for (int o = 16; o > 0; o >>= 1)
-        dp += __shfl_xor_sync(0xffffffffu, dp, o);
-    if ((threadIdx.x & 31) == 0)
-        part[threadIdx.x >> 5] = dp;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        float s = 0;
-        for (int w = 0; w < (int)(blockDim.x >> 5); w++)
-            s += part[w];
+    const float s = block_sum_to_thread0<32>(dp, (int)(blockDim.x >> 5));
+    if (threadIdx.x == 0)
         dp_perm[row] = s;
-    }
 }
 
 void cuda_swiglu_prob_bwd_in(moe_backend *be, bf16 *dh1, bf16 *dh3, float *dp, const bf16 *da,
@@ -537,13 +527,12 @@ static void experts_bwd(moe_backend *be, act *dx_perm, real *dp_perm, real *dw1,
 {
     if (dw_overwrite == MOE_DW_OVERWRITE)
         cuda_zero_idle_expert_dw(be, dw1, dw3, dw2, plan, C, I);
-    if (CTX(be)->expert_lowp == MOE_PREC_FP8_BLOCK ||
-        CTX(be)->expert_lowp == MOE_PREC_MXFP8) {
+    if (CTX(be)->expert_recipe->gemms == MOE_GEMMS_E4M3) {
         cuda_experts_bwd_fp8(be, dx_perm, dp_perm, dw1, dw3, dw2, dy_perm, x_perm, h1, h3, p_perm,
                              w1, w3, w2, plan, C, I, dw_overwrite);
         return;
     }
-    if (CTX(be)->expert_lowp == MOE_PREC_MXFP8_EMULATED) {
+    if (CTX(be)->expert_recipe->gemms == MOE_GEMMS_E4M3_EMULATED) {
         cuda_experts_bwd_mxemu(be, dx_perm, dp_perm, dw1, dw3, dw2, dy_perm, x_perm, h1, h3,
                                p_perm, w1, w3, w2, plan, C, I, dw_overwrite);
         return;

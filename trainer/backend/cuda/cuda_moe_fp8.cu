@@ -29,8 +29,8 @@
 #include <string.h>
 
 #include "../../lowp/fp8.h"
-#include "lowp/fp8_gemm.h"
-#include "lowp/lowp_cuda.h"
+#include "../../lowp/fp8_gemm.h"
+#include "../../lowp/lowp_cuda.h"
 #include "../route_plan.h"
 #include "cuda_fp8_ops.h"
 
@@ -42,7 +42,7 @@
 
 int cuda_fp8_saved(moe_backend *be)
 {
-    return CTX(be)->expert_lowp == MOE_PREC_FP8_BLOCK && CTX(be)->fp8_saved_on;
+    return CTX(be)->expert_recipe->saves_e4m3_swiglu_in && CTX(be)->fp8_saved_on;
 }
 
 void cuda_set_fp8_saved_activations(moe_backend *be, int on) { CTX(be)->fp8_saved_on = on != 0; }
@@ -168,119 +168,172 @@ static void experts_fwd_fp8_chunked(moe_backend *be, const char *op, act *y_perm
     }
 }
 
-void cuda_experts_fwd_fp8(moe_backend *be, act *y_perm, act *h1, act *h3, act *a,
-                          const act *x_perm, const real *p_perm, const act *w1, const act *w3,
-                          const act *w2, const moe_route_plan *plan, int C, int I)
+/* The whole-pass forward's state, shared by its steps below. */
+typedef struct {
+    moe_backend *be;
+    const char *op;
+    int C, I;
+    size_t rows_all;
+    int on;         /* fprop in FP8 (runtime.fp8_gemms) */
+    int mx_fused;   /* SwiGLU x p writes the down projection's E4M3 copy (the row's
+                       fused_swiglu_quant; mxfp8 keeps no E4M3 h, so never with saved8) */
+    int fused_save; /* the SwiGLU kernel writes the kept E4M3 h1, h3 as it reads them */
+    bf16 *H1, *H3;  /* h1, h3 in bf16: the model's, or scratch where they are kept in E4M3 */
+    q8 xq;          /* one chunk of an activation's E4M3 copy */
+} fwd8_pass;
+
+/* Step 1: h1 = x w1^T and h3 = x w3^T for every expert, its FP8 rows
+ * chunk by chunk, the rest in bf16. */
+static int fwd8_gate_up(fwd8_pass *f, const act *x_perm, const act *w1, const act *w3,
+                        const moe_route_plan *plan)
 {
-    const char *op = fp8_is_mx(be) ? "experts_fwd (mxfp8)" : "experts_fwd (fp8_block)";
-    size_t rows_all = plan->n_rows;
-    const int on = CTX(be)->fp8_gemms & MOE_FP8_FPROP, saved8 = cuda_fp8_saved(be);
-    /* mxfp8: SwiGLU x probability writes a's MXFP8 copy for the down
-     * projection itself, chunk by chunk (and a in bf16, for the rows the
-     * bf16 GEMM takes); fp8_block quantises each chunk of a after the SwiGLU */
-    const int mx_fused = fp8_is_mx(be) && on;
-    bf16 *H1 = B16(h1), *H3 = B16(h3);
-    if (rows_all == 0)
-        return;
-    if (cuda_fp8_fwd_chunked(saved8, CTX(be)->fp8_fused_save, I)) {
-        experts_fwd_fp8_chunked(be, op, y_perm, h1, h3, x_perm, p_perm, w1, w3, w2, plan, C, I);
-        return;
-    }
-    if (saved8) {
-        H1 = (bf16 *)cuda_scratch(be, 5, cuda_fp8_h_bf16_bytes(rows_all, I));
-        H3 = (bf16 *)cuda_scratch(be, 6, cuda_fp8_h_bf16_bytes(rows_all, I));
-        if (!H1 || !H3)
-            return;
-    }
-    q8 xq = fp8_act_scratch(be, S_P, CTX(be)->fp8_chunk_rows, C > I ? C : I, 1, 0);
-    if (!fp8_q8_ok(&xq, 1, 0))
-        return;
+    moe_backend *be = f->be;
+    const int C = f->C, I = f->I;
     for (int x = 0; x < plan->n_experts; x++) {
         int64_t r0 = plan->expert_offset[x], rows = plan->expert_count[x];
-        int64_t n8 = on ? fp8_rows(be, rows) : 0;
+        int64_t n8 = f->on ? fp8_rows(be, rows) : 0;
         if (rows == 0)
             continue;
         const bf16 *X = CB16(x_perm) + r0 * C;
         const bf16 *W1 = CB16(w1) + (size_t)x * I * C, *W3 = CB16(w3) + (size_t)x * I * C;
         if (n8) {
             lowp_fp8_operand q1, q3;
-            if (fp8_quant_weight(be, op, W1, I, C, 0, S_W, &q1) ||
-                fp8_quant_weight(be, op, W3, I, C, 0, S_WT, &q3))
-                return;
+            if (fp8_quant_weight(be, f->op, W1, I, C, 0, S_W, &q1) ||
+                fp8_quant_weight(be, f->op, W3, I, C, 0, S_WT, &q3))
+                return -1;
             for (int64_t c0 = 0; c0 < n8; c0 += CTX(be)->fp8_chunk_rows) {
                 int64_t cn = fp8_chunk_len(be, n8, c0);
-                if (fp8_quant_act(be, op, &xq, X + c0 * C, cn, C))
-                    return;
-                fp8_gemm8(be, op, I, (int)cn, C, q1.codes, q1.scales, q1.kind, xq.codes, xq.scales,
-                          H1 + (r0 + c0) * I, 0, 0.f);
-                fp8_gemm8(be, op, I, (int)cn, C, q3.codes, q3.scales, q3.kind, xq.codes, xq.scales,
-                          H3 + (r0 + c0) * I, 0, 0.f);
+                if (fp8_quant_act(be, f->op, &f->xq, X + c0 * C, cn, C))
+                    return -1;
+                fp8_gemm8(be, f->op, I, (int)cn, C, q1.codes, q1.scales, q1.kind, f->xq.codes,
+                          f->xq.scales, f->H1 + (r0 + c0) * I, 0, 0.f);
+                fp8_gemm8(be, f->op, I, (int)cn, C, q3.codes, q3.scales, q3.kind, f->xq.codes,
+                          f->xq.scales, f->H3 + (r0 + c0) * I, 0, 0.f);
             }
         }
         if (rows > n8) {
             int r = (int)(rows - n8);
-            cuda_gemm_xwT(be, H1 + (r0 + n8) * I, 0, X + n8 * C, W1, r, C, I, 0.f);
-            cuda_gemm_xwT(be, H3 + (r0 + n8) * I, 0, X + n8 * C, W3, r, C, I, 0.f);
+            cuda_gemm_xwT(be, f->H1 + (r0 + n8) * I, 0, X + n8 * C, W1, r, C, I, 0.f);
+            cuda_gemm_xwT(be, f->H3 + (r0 + n8) * I, 0, X + n8 * C, W3, r, C, I, 0.f);
         }
     }
+    return 0;
+}
+
+/* Step 2, where h1, h3 are kept in E4M3 and the SwiGLU kernel cannot
+ * write them: the quantiser takes every row. */
+static int fwd8_keep_all(fwd8_pass *f, act *h1, act *h3)
+{
+    return save_fp8(f->be, f->op, h1, f->H1, f->rows_all, f->I) ||
+                   save_fp8(f->be, f->op, h3, f->H3, f->rows_all, f->I)
+               ? -1
+               : 0;
+}
+
+/* Step 3: A = p SwiGLU(h1, h3) for rows r0 .. r0 + rows, writing the kept
+ * E4M3 h1, h3 on the way where the kernel can (else step 2 for every row,
+ * once); with mx_fused step 4 does the SwiGLU itself. */
+static int fwd8_swiglu(fwd8_pass *f, bf16 *A, act *h1, act *h3, const real *p_perm, int64_t r0,
+                       int64_t rows)
+{
+    const int I = f->I;
+    if (f->fused_save) {
+        const size_t ld = lowp_fp8blk_1x128_ld(f->rows_all);
+        cuda_fp8_save s1 = {(uint8_t *)h1 + r0 * I, saved_scales(h1, f->rows_all, I) + r0, ld},
+                      s3 = {(uint8_t *)h3 + r0 * I, saved_scales(h3, f->rows_all, I) + r0, ld};
+        if (cuda_swiglu_prob_save8(f->be, A, f->H1 + r0 * I, f->H3 + r0 * I, p_perm + r0,
+                                   (size_t)rows, I, s1, s3)) {
+            /* this shape is not the kernel's: the quantiser takes every row now */
+            f->fused_save = 0;
+            if (fwd8_keep_all(f, h1, h3))
+                return -1;
+        }
+    }
+    if (!f->fused_save && !f->mx_fused)
+        cuda_swiglu_prob(f->be, A, f->H1 + r0 * I, f->H3 + r0 * I, p_perm + r0, (size_t)rows, I);
+    return 0;
+}
+
+/* Step 4: y = A w2^T for rows r0 .. r0 + rows of one expert (w2's operand
+ * q2), its FP8 rows chunk by chunk, the rest in bf16. */
+static int fwd8_down(fwd8_pass *f, act *y_perm, bf16 *A, const bf16 *W2,
+                     const lowp_fp8_operand *q2, const real *p_perm, int64_t r0, int64_t rows)
+{
+    moe_backend *be = f->be;
+    const int C = f->C, I = f->I;
+    const int64_t n8 = f->on ? fp8_rows(be, rows) : 0;
+    for (int64_t c0 = 0; c0 < n8; c0 += CTX(be)->fp8_chunk_rows) {
+        int64_t cn = fp8_chunk_len(be, n8, c0);
+        const size_t o = (size_t)(r0 + c0) * I;
+        if (f->mx_fused ? fp8_swiglu_mx(be, f->op, &f->xq, A + c0 * I, f->H1 + o,
+                                        f->H3 + o, p_perm + r0 + c0, cn, I)
+                        : fp8_quant_act(be, f->op, &f->xq, A + c0 * I, cn, I))
+            return -1;
+        fp8_gemm8(be, f->op, C, (int)cn, I, q2->codes, q2->scales, q2->kind, f->xq.codes,
+                  f->xq.scales, B16(y_perm) + (r0 + c0) * C, 0, 0.f);
+    }
+    if (rows > n8) {
+        const size_t o = (size_t)(r0 + n8) * I;
+        if (f->mx_fused)
+            cuda_swiglu_prob(be, A + n8 * I, f->H1 + o, f->H3 + o, p_perm + r0 + n8,
+                             (size_t)(rows - n8), I);
+        cuda_gemm_xwT(be, B16(y_perm) + (r0 + n8) * C, 0, A + n8 * I, W2, (int)(rows - n8), I, C,
+                      0.f);
+    }
+    return 0;
+}
+
+void cuda_experts_fwd_fp8(moe_backend *be, act *y_perm, act *h1, act *h3, act *a,
+                          const act *x_perm, const real *p_perm, const act *w1, const act *w3,
+                          const act *w2, const moe_route_plan *plan, int C, int I)
+{
+    char name[48];
+    fwd8_pass f;
+    memset(&f, 0, sizeof f);
+    f.be = be, f.op = fp8_op_name(be, name, sizeof name, "experts_fwd"), f.C = C, f.I = I;
+    f.rows_all = plan->n_rows;
+    const int saved8 = cuda_fp8_saved(be);
+    f.on = CTX(be)->fp8_gemms & MOE_FP8_FPROP;
+    f.mx_fused = CTX(be)->expert_recipe->fused_swiglu_quant && f.on;
+    f.H1 = B16(h1), f.H3 = B16(h3);
+    if (f.rows_all == 0)
+        return;
+    if (cuda_fp8_fwd_chunked(saved8, CTX(be)->fp8_fused_save, I)) {
+        experts_fwd_fp8_chunked(be, f.op, y_perm, h1, h3, x_perm, p_perm, w1, w3, w2, plan, C, I);
+        return;
+    }
+    if (saved8) {
+        f.H1 = (bf16 *)cuda_scratch(be, 5, cuda_fp8_h_bf16_bytes(f.rows_all, I));
+        f.H3 = (bf16 *)cuda_scratch(be, 6, cuda_fp8_h_bf16_bytes(f.rows_all, I));
+        if (!f.H1 || !f.H3)
+            return;
+    }
+    f.xq = fp8_act_scratch(be, S_P, CTX(be)->fp8_chunk_rows, C > I ? C : I, 1, 0);
+    if (!fp8_q8_ok(&f.xq, 1, 0) || fwd8_gate_up(&f, x_perm, w1, w3, plan))
+        return;
     /* a = p SwiGLU(h1, h3) an expert chunk at a time (into the backward's `a`
      * scratch: the model gives none, cuda_expert_swiglu_rows), each chunk
-     * straight into the down projection. fp8_block keeps h1, h3 in E4M3:
-     * the SwiGLU kernel writes each chunk's codes as it reads them, or, where
-     * it cannot (fp8_fused_save off, a width not a multiple of 256), the
-     * quantiser takes all rows first. mxfp8 fuses the SwiGLU into the down
-     * projection's quantiser (fp8_swiglu_mx). */
+     * straight into the down projection. */
     bf16 *A = cuda_expert_swiglu_scratch(be, plan, I);
     if (!A)
         return;
     (void)a;
-    const size_t ld = lowp_fp8blk_1x128_ld(rows_all);
-    int fused_save = saved8 && CTX(be)->fp8_fused_save;
-    if (saved8 && !fused_save &&
-        (save_fp8(be, op, h1, H1, rows_all, I) || save_fp8(be, op, h3, H3, rows_all, I)))
+    f.fused_save = saved8 && CTX(be)->fp8_fused_save;
+    if (saved8 && !f.fused_save && fwd8_keep_all(&f, h1, h3))
         return;
     const int64_t ech = CTX(be)->expert_chunk_rows;
     for (int x = 0; x < plan->n_experts; x++) {
         const bf16 *W2 = CB16(w2) + (size_t)x * C * I;
         lowp_fp8_operand q2;
-        if (on && fp8_rows(be, plan->expert_count[x]) &&
-            fp8_quant_weight(be, op, W2, C, I, 0, S_W, &q2))
+        if (f.on && fp8_rows(be, plan->expert_count[x]) &&
+            fp8_quant_weight(be, f.op, W2, C, I, 0, S_W, &q2))
             return;
         for (int64_t e0 = 0; e0 < plan->expert_count[x]; e0 += ech) {
             const int64_t r0 = plan->expert_offset[x] + e0;
             const int64_t rows = cuda_chunk_len(plan->expert_count[x], e0, ech);
-            const int64_t n8 = on ? fp8_rows(be, rows) : 0;
-            if (fused_save) {
-                cuda_fp8_save s1 = {(uint8_t *)h1 + r0 * I, saved_scales(h1, rows_all, I) + r0, ld},
-                              s3 = {(uint8_t *)h3 + r0 * I, saved_scales(h3, rows_all, I) + r0, ld};
-                if (cuda_swiglu_prob_save8(be, A, H1 + r0 * I, H3 + r0 * I, p_perm + r0,
-                                           (size_t)rows, I, s1, s3)) {
-                    /* this shape is not the kernel's: the quantiser takes every row now */
-                    fused_save = 0;
-                    if (save_fp8(be, op, h1, H1, rows_all, I) || save_fp8(be, op, h3, H3, rows_all, I))
-                        return;
-                }
-            }
-            if (!fused_save && !mx_fused) /* (mxfp8 keeps no E4M3 h: mx_fused excludes saved8) */
-                cuda_swiglu_prob(be, A, H1 + r0 * I, H3 + r0 * I, p_perm + r0, (size_t)rows, I);
-            for (int64_t c0 = 0; c0 < n8; c0 += CTX(be)->fp8_chunk_rows) {
-                int64_t cn = fp8_chunk_len(be, n8, c0);
-                const size_t o = (size_t)(r0 + c0) * I;
-                if (mx_fused ? fp8_swiglu_mx(be, op, &xq, A + c0 * I, H1 + o, H3 + o,
-                                             p_perm + r0 + c0, cn, I)
-                             : fp8_quant_act(be, op, &xq, A + c0 * I, cn, I))
-                    return;
-                fp8_gemm8(be, op, C, (int)cn, I, q2.codes, q2.scales, q2.kind, xq.codes, xq.scales,
-                          B16(y_perm) + (r0 + c0) * C, 0, 0.f);
-            }
-            if (rows > n8) {
-                const size_t o = (size_t)(r0 + n8) * I;
-                if (mx_fused)
-                    cuda_swiglu_prob(be, A + n8 * I, H1 + o, H3 + o, p_perm + r0 + n8,
-                                     (size_t)(rows - n8), I);
-                cuda_gemm_xwT(be, B16(y_perm) + (r0 + n8) * C, 0, A + n8 * I, W2, (int)(rows - n8),
-                              I, C, 0.f);
-            }
+            if (fwd8_swiglu(&f, A, h1, h3, p_perm, r0, rows) ||
+                fwd8_down(&f, y_perm, A, W2, &q2, p_perm, r0, rows))
+                return;
         }
     }
 }
@@ -293,7 +346,8 @@ void cuda_experts_bwd_fp8(moe_backend *be, act *dx_perm, real *dp_perm, real *dw
                           const act *w2, const moe_route_plan *plan, int C, int I,
                           int dw_overwrite)
 {
-    const char *op = fp8_is_mx(be) ? "experts_bwd (mxfp8)" : "experts_bwd (fp8_block)";
+    char name[48];
+    const char *op = fp8_op_name(be, name, sizeof name, "experts_bwd");
     const float wb = dw_overwrite ? 0.f : 1.f;
     size_t rows_all = plan->n_rows;
     const int don = CTX(be)->fp8_gemms & MOE_FP8_DGRAD, won = CTX(be)->fp8_gemms & MOE_FP8_WGRAD;

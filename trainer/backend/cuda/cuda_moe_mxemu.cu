@@ -13,7 +13,7 @@
  * extra pass over its tensor.
  * Reached through set_expert_precision(MOE_PREC_MXFP8_EMULATED) by the GPU tests
  * (test_cuda_ops); moe-train offers it once those have passed on a GPU. */
-#include "lowp/lowp_cuda.h"
+#include "../../lowp/lowp_cuda.h"
 #include "../route_plan.h"
 #include "cuda_internal.h"
 

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cuda_internal.h"
+#include "cuda_reduce.cuh"
 #include "cuda_fp8_weight_cache.h"
 #include "../split_master.h"
 #include "../../numerics/init_normal.h"
@@ -13,18 +14,9 @@
 /* a block's part of a sum of squares, to partial[blockIdx.x] */
 __device__ void sumsq_block_total(double s, double *partial)
 {
-    __shared__ double part[CUDA_THREADS / 32];
-    for (int o = 16; o > 0; o >>= 1)
-        s += __shfl_xor_sync(0xffffffffu, s, o);
-    if ((threadIdx.x & 31) == 0)
-        part[threadIdx.x >> 5] = s;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        double t = 0;
-        for (int w = 0; w < CUDA_THREADS / 32; w++)
-            t += part[w];
+    const double t = block_sum_to_thread0<CUDA_THREADS / 32>(s, CUDA_THREADS / 32);
+    if (threadIdx.x == 0)
         partial[blockIdx.x] = t;
-    }
 }
 
 /* this thread's share of x[0..n), four floats a load where the pointer allows */

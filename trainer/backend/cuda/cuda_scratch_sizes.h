@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../../../common/precision.h"
 #include "../../lowp/fp8.h"
 
 #ifdef __cplusplus
@@ -102,12 +103,20 @@ static inline size_t cuda_norm_blocks_max(size_t N)
     return rowwise > grid ? rowwise : grid;
 }
 
-/* the FP8 paths' scales of an operand [outer, k] quantised along k: fp32
- * 1x128 blocks (fp8_block), E8M0 1x32 swizzled for cuBLASLt (mxfp8) */
-static inline size_t cuda_fp8_row_scale_bytes(int mx, size_t outer, size_t k)
+/* the FP8 paths' scales of an operand [outer, k] quantised along k as a
+ * recipe's activations are: fp32 1x128 blocks (fp8_block), E8M0 1x32
+ * swizzled for cuBLASLt (mxfp8) */
+static inline size_t cuda_fp8_row_scale_bytes(moe_scale_layout s, size_t outer, size_t k)
 {
-    return mx ? lowp_mx_swizzled_bytes(outer, lowp_ceil_div(k, LOWP_MX_BLOCK))
-              : 4 * lowp_fp8blk_1x128_scales(outer, k);
+    return s == MOE_SCALES_E8M0_1X32 ? lowp_mx_swizzled_bytes(outer, lowp_ceil_div(k, LOWP_MX_BLOCK))
+                                     : 4 * lowp_fp8blk_1x128_scales(outer, k);
+}
+/* a weight [out, in]'s scales as the recipe quantises weights: fp32 128x128
+ * tiles (fp8_block), E8M0 1x32 like the activations (mxfp8) */
+static inline size_t cuda_fp8_weight_scale_bytes(moe_scale_layout s, size_t out, size_t in)
+{
+    return s == MOE_SCALES_FP32_128X128 ? 4 * lowp_fp8blk_128x128_scales(out, in)
+                                        : cuda_fp8_row_scale_bytes(s, out, in);
 }
 
 #ifdef __cplusplus

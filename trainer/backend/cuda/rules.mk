@@ -29,13 +29,14 @@ $(B)/obj/trainer/backend/cuda/cuda_moe.o: NVCCFLAGS += $(LOWP_DEVICE_DEFS)
 $(B)/obj/trainer/backend/cuda/cuda_lowp_select.o: $(FP8_GEMM_H)
 $(B)/obj/trainer/backend/cuda/cuda_cudnn.o $(B)/obj/trainer/backend/cuda/cuda_attention_cudnn.o: \
 	trainer/backend/cuda/cuda_cudnn.h
-$(B)/obj/%.o: %.cu trainer/backend/cuda/cuda_internal.h trainer/backend/backend.h
+$(B)/obj/%.o: %.cu trainer/backend/cuda/cuda_internal.h trainer/backend/cuda/cuda_reduce.cuh \
+		trainer/backend/backend.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 CUDA_LIB := $(B)/lib/libmoe_cuda.a
 $(CUDA_LIB): $(CUDA_OBJS)
 # what the backend links: the low-precision FFN's quantiser kernels and
-# cuBLASLt GEMMs (lowp/), and trainer/lowp's scale-layout sizes
+# cuBLASLt GEMMs and the formats' scale-layout sizes (trainer/lowp/)
 CUDA_LIBS = $(CUDA_LIB) $(LOWP_CUDA_LIB) $(LOWP_LIB)
 CFLAGS += -DMOE_WITH_CUDA -I$(CUDA_HOME)/include
 CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++

@@ -2,7 +2,7 @@
  * CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0 (128 x 4 tiles, see fp8.h). */
 #include <string.h>
 
-#include "fp8.h"
+#include "mxfp8.h"
 
 size_t lowp_mx_swizzle_index(size_t i, size_t j, size_t kblocks)
 {

@@ -1,5 +1,5 @@
 /* moekit CUDA low precision: the MXFP8 tile (rowwise and columnwise copies
- * of a 32 x 128 tile in one pass) that both the plain quantiser (mxfp8.cu)
+ * of a 32 x 128 tile in one pass) that both the plain quantiser (mxfp8_kernels.cu)
  * and the fused SwiGLU x probability quantiser (swiglu.cu) run; the SwiGLU
  * element is lowp_swiglu_prob's bits (fp8_scalar.h).
  *
@@ -13,7 +13,7 @@
 #ifndef MOE_MX_TILE_CUH
 #define MOE_MX_TILE_CUH
 
-#include "lowp_kernels.cuh"
+#include "../lowp_kernels.cuh"
 
 #define MX_TR 32  /* tile rows: one column block */
 #define MX_TC 128 /* tile columns: four row blocks */

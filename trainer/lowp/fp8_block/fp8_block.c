@@ -3,7 +3,7 @@
  * the layouts cuBLASLt's VEC128_32F / BLK128x128_32F modes read (fp8.h). */
 #include <string.h>
 
-#include "fp8.h"
+#include "fp8_block.h"
 
 size_t lowp_fp8blk_1x128_ld(size_t outer) { return lowp_round_up(outer, 4); }
 

@@ -1,7 +1,7 @@
 /* moekit low precision: MXFP8 quantisation and dequantisation, rowwise (1x32)
  * and columnwise (32x1), from fp32 or bf16. The reference the CUDA kernels
  * are checked against byte for byte. */
-#include "fp8.h"
+#include "mxfp8.h"
 
 uint8_t lowp_mxfp8_block(const void *x, lowp_dtype t, size_t first, size_t stride, size_t n,
                          uint8_t *codes, size_t cstride)

@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "../../../lowp/fp8_scalar.h"
+#include "fp8_scalar.h"
 
 /* Two fp32 -> two E4M3 codes (lo in the low byte): lowp_e4m3_from_f32 on
  * each, in one cvt.rn.satfinite.e4m3x2.f32 when the hardware conversion is

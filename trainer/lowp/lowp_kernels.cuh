@@ -1,5 +1,5 @@
 /* moekit CUDA low precision: what the quantiser kernels of this folder share
- * (mxfp8.cu, fp8_block.cu, swiglu.cu, e4m3_check.cu): launch bookkeeping,
+ * (mxfp8/, fp8_block/ and e4m3_check.cu): launch bookkeeping,
  * staged tile stores, four codes at a time, and the runner of the
  * exhaustive checks. Bit-identical to the C reference (trainer/lowp/fp8.h)
  * by construction: the per-element arithmetic is fp8_scalar.h's (mx_quant4
@@ -16,7 +16,7 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
-#include "../../../lowp/fp8_scalar.h"
+#include "fp8_scalar.h"
 #include "fp8_blk_device.cuh"
 #include "lowp_cuda.h"
 

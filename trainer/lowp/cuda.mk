@@ -1,8 +1,9 @@
-# trainer/backend/cuda/lowp: the GPU low-precision kernels, one file a recipe
-# (mxfp8.cu, fp8_block.cu, swiglu.cu: the fused SwiGLU x probability
-# quantiser; e4m3_check.cu), bit-identical to trainer/lowp's C reference, and
-# the FP8 block-scaled GEMMs over cuBLASLt (fp8_gemm.c). Included before the
-# backend's rules.mk, which links them in and uses LOWP_DEVICE_DEFS.
+# trainer/lowp on the GPU: the formats' quantiser kernels (LOWP_CUDA_SRCS,
+# from each format's rules.mk: mxfp8/mxfp8_kernels.cu, mxfp8/swiglu_mxfp8.cu,
+# fp8_block/fp8_block_kernels.cu), the shared e4m3_check.cu, bit-identical to the C
+# references beside them, and the E4M3 scaled GEMMs over cuBLASLt
+# (fp8_gemm.c). Included after rules.mk and before the backend's rules.mk,
+# which links them in and uses LOWP_DEVICE_DEFS.
 ifeq ($(CUDA),1)
 # The kernels: their own library, for the same GPUs as the backend (Hopper
 # sm_90a, Blackwell sm_100a, PTX for newer). --fmad=false on top of the
@@ -22,14 +23,15 @@ LOWP_DEVICE_DEFS := $(if $(filter 1,$(LOWP_HW_CVT)),-DLOWP_CUDA_HW_CVT) \
 LOWP_NVCCFLAGS := -O3 -lineinfo --fmad=false $(LOWP_DEVICE_DEFS) \
 	-Xcompiler -fPIC -Xcompiler -Wall,-Wextra \
 	$(MOE_CUDA_GENCODE)
-LOWP_CUDA_DIR := trainer/backend/cuda/lowp
-LOWP_CUDA_SRCS := $(LOWP_CUDA_DIR)/mxfp8.cu $(LOWP_CUDA_DIR)/fp8_block.cu \
-	$(LOWP_CUDA_DIR)/swiglu.cu $(LOWP_CUDA_DIR)/e4m3_check.cu
+LOWP_CUDA_DIR := trainer/lowp
+LOWP_CUDA_SRCS += $(LOWP_CUDA_DIR)/e4m3_check.cu
+# (a format's kernels are FORMAT_kernels.cu beside its FORMAT.c: one
+# object name each)
 LOWP_CUDA_OBJS := $(patsubst %.cu,$(B)/obj/%.o,$(LOWP_CUDA_SRCS))
 # a pattern rule of its own (more specific than the backend's): these flags, these headers
 $(B)/obj/$(LOWP_CUDA_DIR)/%.o: $(LOWP_CUDA_DIR)/%.cu $(LOWP_CUDA_DIR)/lowp_cuda.h \
-		$(LOWP_CUDA_DIR)/lowp_kernels.cuh $(LOWP_CUDA_DIR)/mx_tile.cuh \
-		$(LOWP_CUDA_DIR)/fp8_blk_device.cuh trainer/lowp/fp8_scalar.h
+		$(LOWP_CUDA_DIR)/lowp_kernels.cuh $(LOWP_CUDA_HEADERS) \
+		$(LOWP_CUDA_DIR)/fp8_blk_device.cuh $(LOWP_CUDA_DIR)/fp8_scalar.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(LOWP_NVCCFLAGS) -c $< -o $@
 # The FP8 block-scaled GEMMs: host C over cuBLASLt (fp8_gemm.h).

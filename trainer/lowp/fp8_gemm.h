@@ -26,7 +26,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "../../../../common/err.h"
+#include "../../common/err.h"
+#include "../../common/precision.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -34,8 +35,13 @@ extern "C" {
 
 /* The scaling of an operand: Hopper's fp32 block scales (1x128 along k,
  * 128x128), or MXFP8's E8M0 scale per 32 values along k in cuBLASLt's
- * swizzled 128x4 tiles (lowp_mx_swizzle_index; compute capability 10.x). */
-typedef enum { LOWP_BLK_1X128 = 0, LOWP_BLK_128X128 = 1, LOWP_MX_1X32 = 2 } lowp_blk_kind;
+ * swizzled 128x4 tiles (lowp_mx_swizzle_index; compute capability 10.x):
+ * the recipe table's scale layouts (common/precision.h), so a recipe row's
+ * act_scales / weight_scales is an operand's kind as it stands. */
+typedef moe_scale_layout lowp_blk_kind;
+#define LOWP_BLK_1X128 MOE_SCALES_FP32_1X128
+#define LOWP_BLK_128X128 MOE_SCALES_FP32_128X128
+#define LOWP_MX_1X32 MOE_SCALES_E8M0_1X32
 
 typedef struct {
     const uint8_t *codes; /* [outer, k] E4M3, 16-byte aligned, k % 16 == 0 */

@@ -24,7 +24,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "../../../../common/err.h"
+#include "../../common/err.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -107,7 +107,7 @@ int lowp_cuda_fp8blk_div_check(unsigned long long *code_mismatch,
  * gates must give NaN), the smallest pattern in *first. */
 int lowp_cuda_silu_check(unsigned long long *mismatch, uint32_t *first, moe_err *e);
 
-/* The SwiGLU -> MXFP8 kernel's silu table (see swiglu.cu) copied to
+/* The SwiGLU -> MXFP8 kernel's silu table (see mxfp8/swiglu_mxfp8.cu) copied to
  * host: 65536 floats, silu of each bf16 gate pattern (filled on stream,
  * then copied: synchronous). The test compares it with lowp_silu on every
  * gate. */

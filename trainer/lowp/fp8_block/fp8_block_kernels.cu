@@ -10,7 +10,7 @@
  * memory and written out as 128-byte rows of x^T. 128x128: the block's amax
  * taken while loading. The division by a block's scale is a reciprocal
  * multiply with one exact-remainder correction (blk_div). */
-#include "lowp_kernels.cuh"
+#include "../lowp_kernels.cuh"
 
 /* ---- FP8 block kernels -------------------------------------------------------------- */
 
