@@ -116,6 +116,8 @@ clean:
 # their configs and data relative to themselves (PREFIX/share/moekit, see
 # common/install_dirs.h), so the tree can be staged, moved or copied; the
 # plugin's trainer=, configs= and data= default to the same places.
+# the job scripts, each whole (jobs/job_body.sh is already inside every .sbatch)
+JOB_SCRIPTS := $(wildcard jobs/*.sbatch) jobs/chain.sh
 MAN_PAGES := $(B)/man/moe-train.1 $(B)/man/moe-topo.1
 HELP2MAN := help2man --no-info --no-discard-stderr
 $(B)/man/moe-train.1: $(B)/bin/moe-train
@@ -134,7 +136,7 @@ install: everything $(MAN_PAGES)
 	if [ -f $(B)/lib/spank_moe.so ]; then install -m 755 $(B)/lib/spank_moe.so $(DESTDIR)$(PREFIX)/lib/moekit/; fi
 	install -m 644 configs/*.cfg $(DESTDIR)$(PREFIX)/share/moekit/configs/
 	install -m 644 data/*.gz data/README.md $(DESTDIR)$(PREFIX)/share/moekit/data/
-	if ls jobs/* >/dev/null 2>&1; then install -m 755 jobs/* $(DESTDIR)$(PREFIX)/share/moekit/jobs/; fi
+	install -m 755 $(JOB_SCRIPTS) $(DESTDIR)$(PREFIX)/share/moekit/jobs/
 	install -m 644 $(MAN_PAGES) $(DESTDIR)$(PREFIX)/share/man/man1/
 	@echo "plugstack.conf line: required $(PREFIX)/lib/moekit/spank_moe.so allow_cpu=no" \
 		"(trainer=, configs= and data= default to this prefix)"
@@ -145,7 +147,7 @@ uninstall:
 		$(DESTDIR)$(PREFIX)/lib/moekit/spank_moe.so \
 		$(addprefix $(DESTDIR)$(PREFIX)/share/moekit/configs/,$(notdir $(wildcard configs/*.cfg))) \
 		$(addprefix $(DESTDIR)$(PREFIX)/share/moekit/data/,$(notdir $(wildcard data/*.gz)) README.md) \
-		$(addprefix $(DESTDIR)$(PREFIX)/share/moekit/jobs/,$(notdir $(wildcard jobs/*))) \
+		$(addprefix $(DESTDIR)$(PREFIX)/share/moekit/jobs/,$(notdir $(JOB_SCRIPTS))) \
 		$(addprefix $(DESTDIR)$(PREFIX)/share/man/man1/,$(notdir $(MAN_PAGES)))
 	-rmdir $(DESTDIR)$(PREFIX)/lib/moekit $(DESTDIR)$(PREFIX)/share/moekit/configs \
 		$(DESTDIR)$(PREFIX)/share/moekit/data $(DESTDIR)$(PREFIX)/share/moekit/jobs \

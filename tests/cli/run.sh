@@ -446,6 +446,15 @@ mkdir -p "$T/ro" && chmod 555 "$T/ro"
 if [ "$(id -u)" != 0 ]; then
     expect_fail ckpt_dir_unwritable "checkpoint" "$BIN" --config L0_sanity checkpoint.ckpt_dir="$T/ro/ck" "${TINY[@]}"
 fi
+# ---- the job scripts share one body (jobs/job_body.sh, copied in by scripts/job_scripts.sh)
+if "$ROOT/scripts/job_scripts.sh" --check 2>"$T/err"; then ok job_scripts_share_one_body
+else bad job_scripts_share_one_body "$(cat "$T/err")"; fi
+mkdir -p "$T/tree/scripts" && cp -r "$ROOT/jobs" "$T/tree/" && cp "$ROOT/scripts/job_scripts.sh" "$T/tree/scripts/"
+echo 'echo one more line' >> "$T/tree/jobs/job_body.sh"
+if ! "$T/tree/scripts/job_scripts.sh" --check 2>"$T/err" && grep -q "sanity.sbatch does not end in" "$T/err" &&
+    "$T/tree/scripts/job_scripts.sh" >/dev/null && "$T/tree/scripts/job_scripts.sh" --check &&
+    [ "$(tail -1 "$T/tree/jobs/scale.sbatch")" = "echo one more line" ]; then ok job_scripts_check_sees_a_stale_body
+else bad job_scripts_check_sees_a_stale_body "$(cat "$T/err")"; fi
 leftover=$(find "$T" -name '.tmp-*' | head -1)
 if [ -z "$leftover" ]; then ok no_partial_checkpoints; else bad no_partial_checkpoints "$leftover"; fi
 
