@@ -10,12 +10,12 @@ FUZZ_TARGETS := config fasta safetensors json hf_config plugin_args policy store
 FUZZ_CORPUS_ROOT := $(abspath tests/fuzz/corpus)
 
 # What each harness links: the reader under test and what it calls.
-FUZZ_SRCS_config := $(CONFIG_SRCS)
+FUZZ_SRCS_config := $(CONFIG_SRCS) $(CKPT_SRCS) $(NUMERICS_SRCS) # hf_config.c reads and writes JSON
 FUZZ_SRCS_fasta := $(DATA_SRCS) trainer/ckpt/json.c trainer/ckpt/fsio.c # hf_tokenizer.c writes JSON
 FUZZ_SRCS_store_index := $(DATA_SRCS) trainer/ckpt/json.c trainer/ckpt/fsio.c
 FUZZ_SRCS_safetensors := $(CKPT_SRCS) $(NUMERICS_SRCS)
 FUZZ_SRCS_json := $(CKPT_SRCS) $(NUMERICS_SRCS)
-FUZZ_SRCS_hf_config := trainer/config/hf_config.c $(CKPT_SRCS) $(NUMERICS_SRCS)
+FUZZ_SRCS_hf_config := $(CONFIG_SRCS) $(CKPT_SRCS) $(NUMERICS_SRCS)
 FUZZ_SRCS_plugin_args := plugin/args.c launch/verdict.c
 FUZZ_SRCS_policy := launch/policy.c
 FUZZ_SRCS_planner_answer := plugin/planner.c
