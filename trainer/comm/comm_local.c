@@ -323,21 +323,24 @@ static int leave(moe_comm *c, int rc, int on_device, moe_err *e)
     int failed = rc;
     if (!failed && on_device)
         failed = record_done(c, &se);
-    /* every other collective (by the seeded draw), the work this rank queues
-     * next stretched too: the producers of its next collective's inputs, which
-     * a peer that skips this rank's "ready" then reads before they are
-     * written. Host collectives too: the expert exchange's producer (the
-     * permute) is queued right after the host exchange of route counts, with
-     * the stream drained by the host's read of the router's choices, so only
-     * a stretch queued here makes it late. Not every time: a stretched
-     * consumer would also hide a missing wait on a collective's outputs. Only
-     * where compute runs behind the host (a device backend): the cpu backend's
-     * compute is this thread, whose sleep would stretch nothing but the host. */
-    if (!failed && LX(c)->be->device_memory &&
-        draw_us(LX(c)) > LX(c)->g->w->delay_us / 2)
-        failed = LX(c)->be->spin(LX(c)->be, NULL, draw_us(LX(c)), &se);
     if (rendezvous(c, failed ? &se : e) && !failed)
         return -1;
+    /* every other collective (by the seeded draw), the work this rank queues
+     * next stretched by one to two delays: the producers of its next
+     * collective's inputs, which a peer that skips this rank's "ready" then
+     * reads before they are written (the peer's own stretch before its copies
+     * is at most one delay). Queued after the rendezvous: before it, the wait
+     * for the slowest member (its copies, its host) would use the stretch up.
+     * Host collectives too: the expert exchange's producer (the permute) is
+     * queued right after the host exchange of route counts, with the stream
+     * drained by the host's read of the router's choices, so only a stretch
+     * queued here makes it late. Not every time: a stretched consumer would
+     * also hide a missing wait on a collective's outputs. Only where compute
+     * runs behind the host (a device backend): the cpu backend's compute is
+     * this thread, whose sleep would stretch nothing but the host. */
+    double max_us = LX(c)->g->w->delay_us;
+    if (!failed && LX(c)->be->device_memory && draw_us(LX(c)) > max_us / 2)
+        failed = LX(c)->be->spin(LX(c)->be, NULL, max_us + draw_us(LX(c)), &se);
     if (failed && !rc)
         *e = se;
     return failed ? -1 : 0;
