@@ -4,7 +4,7 @@ DATA_SRCS := trainer/data/tokenizer.c trainer/data/fasta.c trainer/data/gz_sourc
 	trainer/data/dataset.c trainer/data/window.c trainer/data/batch.c trainer/data/inputs.c \
 	trainer/data/store_read.c trainer/data/store_guard.c trainer/data/map_guard.c trainer/data/store_info.c trainer/data/store_sink.c \
 	trainer/data/store_prepare.c trainer/data/store_progress.c trainer/data/store_dir.c trainer/data/store_tmp.c \
-	trainer/data/hf_tokenizer.c
+	trainer/data/hf_tokenizer.c trainer/data/seq_source.c trainer/data/seq_fasta.c trainer/data/seq_store.c
 DATA_LIB := $(B)/lib/libmoe_data.a
 $(DATA_LIB): $(call obj,$(DATA_SRCS))
 ALL_LIBS += $(DATA_LIB)
