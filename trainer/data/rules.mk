@@ -21,3 +21,9 @@ $(B)/tests/test_store: $(call obj,tests/unit/test_store.c) $(DATA_LIB) $(COMMON_
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
 UNIT_TESTS += $(B)/tests/test_store
+
+$(call obj,tests/unit/test_seq_source.c): CFLAGS += -DMOE_TEST_DATA_DIR='"$(abspath tests/data/fasta)"'
+$(B)/tests/test_seq_source: $(call obj,tests/unit/test_seq_source.c) $(DATA_LIB) $(COMMON_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS_BASE)
+UNIT_TESTS += $(B)/tests/test_seq_source
