@@ -4,6 +4,7 @@
 #define MOE_DATA_INTERNAL_H
 
 #include "data.h"
+#include "seq_source.h"
 #include "store.h"
 
 /* ---- random numbers: splitmix64 seeding, xoshiro256** streams, and a
@@ -35,7 +36,7 @@ uint64_t xoshiro_below(moe_xoshiro *x, uint64_t n); /* uniform in [0, n), n >= 1
  * record: a split keeps the first window id of every LAYOUT_BLOCK-th record,
  * and a window is found by a binary search over those and a short walk over
  * the records of one block, computed from the record index (the store's
- * index.bin, mapped, or the records read from data.files). */
+ * index.bin, mapped, or the records read from data.files: part_record). */
 
 #define LAYOUT_BLOCK 64
 
@@ -104,13 +105,9 @@ void order_free(data_order *o);
 
 /* ---- the dataset -------------------------------------------------------- */
 
-/* A record read from data.files: where its tokens are in the part's. */
-typedef struct {
-    uint64_t offset, length;
-} data_record;
-
 /* One source of windows: the records of data.files read into memory, or
- * one mapped token store (data.store, or one entry of data.blend). */
+ * one mapped token store (data.store, or one entry of data.blend); src says
+ * which (seq_source.h) and reads its tokens and records. */
 struct data_part {
     const uint8_t *tokens;
     uint64_t n_tokens;
@@ -121,11 +118,8 @@ struct data_part {
     uint64_t forced_val;   /* the record held out whole when no other is (UINT64_MAX: none) */
     data_split train, val;
     data_order order;
-    moe_store store;       /* when mapped */
-    int mapped;
-    uint8_t *own_tokens;   /* when read from FASTA */
-    data_record *own_records;
-    uint64_t tokens_cap, records_cap;
+    const seq_source_ops *src; /* set before its open; NULL for a part not reached */
+    void *src_state;       /* the source's own (a store, records in memory) */
     int failed;            /* a damaged store entry: err says which; the dataset fails */
     moe_err err;
 };

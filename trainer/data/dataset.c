@@ -23,7 +23,8 @@ static const data_split *val_window(const moe_dataset *ds, uint64_t *id)
     return &ds->parts[d].val;
 }
 
-/* Over every validation window; from a token store, over at most
+/* Over every validation window; from a source that reads on demand (a
+ * token store), over at most
  * VAL_ENTROPY_WINDOWS of them spread evenly (start-up must not read a large
  * corpus), VAL_ENTROPY_PACKED packed ones (each walks the record entries
  * between its held-out records: 1 / val_fraction entries a record). */
@@ -32,12 +33,12 @@ static const data_split *val_window(const moe_dataset *ds, uint64_t *id)
 
 static double val_entropy(moe_dataset *ds)
 {
-    int mapped = 0;
+    int on_demand = 0; /* a source that would read its corpus for all of them */
     for (int d = 0; d < ds->n_parts; d++)
-        mapped |= ds->parts[d].mapped;
+        on_demand |= ds->parts[d].src->reads_on_demand;
     uint64_t counts[MOE_TOK_VOCAB] = {0}, total = 0, n = ds->val_windows;
     uint64_t most = ds->pack ? VAL_ENTROPY_PACKED : VAL_ENTROPY_WINDOWS;
-    uint64_t take = !mapped || n < most ? n : most;
+    uint64_t take = !on_demand || n < most ? n : most;
     size_t T = (size_t)ds->seq_length;
     int32_t *in = malloc(T * sizeof *in), *tg = malloc(T * sizeof *tg);
     double h = NAN;
@@ -69,7 +70,7 @@ out:
 
 /* A blend weight in the fingerprint: weight x 1e9 as it always was, its
  * bits where that would not fit 64 bits (the conversion would be undefined). */
-static uint64_t weight_word(double weight)
+uint64_t fingerprint_weight_word(double weight)
 {
     if (weight * 1e9 < 18446744073709551615.0)
         return (uint64_t)(weight * 1e9);
@@ -90,18 +91,7 @@ static uint64_t fingerprint(const moe_dataset *ds)
     h = rng_hash3(h, ds->val_windows, ds->parts[0].n_tokens);
     for (int d = 0; d < ds->n_parts; d++) {
         const data_part *p = &ds->parts[d];
-        if (p->mapped) { /* the store's checksum stands for its tokens */
-            h = rng_hash3(h, p->store.hdr->tokens_crc32, p->n_tokens);
-            h = rng_hash3(h, weight_word(p->weight), (uint64_t)ds->n_parts);
-            continue;
-        }
-        uint64_t i = 0, word;
-        for (; i + 8 <= p->n_tokens; i += 8) {
-            memcpy(&word, p->tokens + i, 8);
-            h = rng_mix64(h ^ word) + i;
-        }
-        for (; i < p->n_tokens; i++)
-            h = rng_mix64(h ^ p->tokens[i]);
+        h = p->src->fingerprint(p, h, ds->n_parts); /* a store: its checksum; FASTA: the tokens */
     }
     return h ? h : 1; /* 0 means "unchecked" in a cursor */
 }
@@ -183,9 +173,9 @@ int dataset_open(moe_dataset **out, const moe_data_cfg *dc, int seq_length, uint
     ds->mask_degenerate = dc->mask_degenerate_bases != 0;
     ds->rc_prob = dc->reverse_complement;
     ds->val_fraction = dc->val_fraction;
-    /* auto: genome collections (stores, blends) packed, data.files padded */
+    /* auto: as the sources say (stores and blends packed, data.files padded) */
     ds->pack = dc->pack == MOE_PACK_PACKED ||
-               (dc->pack == MOE_PACK_AUTO && (dc->store[0] || dc->n_blend));
+               (dc->pack == MOE_PACK_AUTO && seq_sources_pack_by_default(dc));
     ds->scratch = malloc((size_t)ds->window);
     if (!ds->scratch) {
         moe_errf(e, "out of memory for a window of %d tokens", ds->window);
@@ -212,8 +202,7 @@ int dataset_open(moe_dataset **out, const moe_data_cfg *dc, int seq_length, uint
     explain_no_val(ds);
     ds->val_entropy = val_entropy(ds);
     for (int d = 0; d < ds->n_parts; d++) /* what the sample read stays out of the RSS too */
-        if (ds->parts[d].mapped)
-            store_release_index(&ds->parts[d].store);
+        ds->parts[d].src->release_index(&ds->parts[d]);
     if (dataset_failed(ds, e))
         goto fail;
     ds->fingerprint = fingerprint(ds);

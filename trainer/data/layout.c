@@ -38,10 +38,7 @@ uint64_t layout_val_windows(uint64_t len, int seq_length, double val_fraction)
 
 void part_record(data_part *p, uint64_t r, uint64_t *offset, uint64_t *length)
 {
-    if (!p->mapped) {
-        *offset = p->own_records[r].offset;
-        *length = p->own_records[r].length;
-    } else if (p->failed || store_record_at(&p->store, r, offset, length, &p->err) < 0) {
+    if (p->failed || p->src->record(p, r, offset, length, &p->err) < 0) {
         p->failed = 1;
         *offset = *length = 0;
     }
@@ -211,9 +208,7 @@ uint64_t split_packed_read(const data_split *s, uint64_t offset, uint64_t n, uin
         uint64_t skip = offset > at ? offset - at : 0, take = len - skip;
         if (take > n - got)
             take = n - got;
-        if (!p->mapped)
-            memcpy(out + got, p->tokens + start + skip, (size_t)take);
-        else if (store_read_tokens(&p->store, start + skip, (size_t)take, out + got, &p->err) < 0) {
+        if (p->src->read(p, start + skip, (size_t)take, out + got, &p->err) < (size_t)take) {
             p->failed = 1;
             return 0;
         }

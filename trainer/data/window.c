@@ -48,10 +48,9 @@ void dataset_write_window(moe_dataset *ds, const data_split *s, uint64_t id, int
         n_real = split_packed_read(s, id * (uint64_t)s->stride, W, w);
     } else {
         split_window(s, id, ds->seq_length, &start, &n_real);
-        if (!s->part->mapped)
-            memcpy(w, s->part->tokens + start, (size_t)n_real);
-        else if (!ds->io_failed &&
-                 store_read_tokens(&s->part->store, start, (size_t)n_real, w, &ds->io_err) < 0)
+        /* after a failed read no more: the failure is what every batch reports */
+        if (!ds->io_failed &&
+            s->part->src->read(s->part, start, (size_t)n_real, w, &ds->io_err) < (size_t)n_real)
             ds->io_failed = 1; /* reported by the caller that asked for the batch */
     }
     memset(w + n_real, MOE_TOK_PAD, W - (size_t)n_real);
