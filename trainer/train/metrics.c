@@ -129,7 +129,7 @@ int metrics_log_step(moe_metrics *mx, const moe_step_metrics *m, moe_err *e)
     put_number(buf, sizeof buf, &used, "grad_norm", "%.6f", m->grad_norm);
     put_number(buf, sizeof buf, &used, "tokens", "%.0f", (double)m->tokens);
     put_number(buf, sizeof buf, &used, "time", "%.3f", m->wall_time);
-    put_number(buf, sizeof buf, &used, "elapsed_s", "%.3f", m->elapsed_s);
+    put_number(buf, sizeof buf, &used, "elapsed_s", "%.6f", m->elapsed_s); /* a tiny step is 0.5 ms */
     put_number(buf, sizeof buf, &used, "tokens_per_s", "%.1f", m->tokens_per_s);
     put_number(buf, sizeof buf, &used, "tflops", "%.4g", m->tflops);
     put_number(buf, sizeof buf, &used, "mfu", "%.4g", m->mfu);
@@ -173,7 +173,7 @@ int metrics_log_eval(moe_metrics *mx, int step, double val_loss, uint64_t tokens
     put_number(buf, sizeof buf, &used, "val_loss", "%.6f", val_loss);
     put_number(buf, sizeof buf, &used, "tokens", "%.0f", (double)tokens);
     put_number(buf, sizeof buf, &used, "time", "%.3f", wall_time);
-    put_number(buf, sizeof buf, &used, "elapsed_s", "%.3f", elapsed_s);
+    put_number(buf, sizeof buf, &used, "elapsed_s", "%.6f", elapsed_s);
     if (write_line(mx, buf, e))
         return -1;
     const char *tag = "val/loss";
