@@ -670,6 +670,14 @@ int main(int argc, char **argv)
 {
     if (argc > 1)
         backend_name = argv[1];
+    /* The ranks of a job are processes, each with the GPU's hardware queues
+     * to itself; here they are threads of one process, whose 8 queues (the
+     * default) their streams share (two a rank, 16 at EP=8, and the one-rank
+     * reference's). Two streams on one queue run in the order they were given
+     * work, a dependency no event made, which could hide a missing one: as
+     * many queues as the GPU has, set before CUDA starts (a user's value is
+     * kept). */
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
     const char *sd = getenv("MOE_TEST_SEED");
     seed = sd && *sd ? strtoull(sd, NULL, 10) : (uint64_t)time(NULL);
     const char *du = getenv("MOE_TEST_DELAY_US"); /* the delays' ceiling (200 us) */
