@@ -177,13 +177,30 @@ static int cu_event_wait(moe_backend *be, moe_queue *q, moe_event *ev, moe_err *
     return 0;
 }
 
+/* A copy between ranks as NCCL makes one: a kernel on the queue, not a
+ * copy-engine transfer, which the driver may put behind other streams' copies
+ * (the in-process ranks share one process's copy channels) and so order it
+ * after producers no event named. 16 bytes a load where both ends allow. */
+__global__ void copy_between_kernel(char *dst, const char *src, size_t n, int wide)
+{
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x, step = (size_t)gridDim.x * blockDim.x;
+    size_t head = wide ? n / 16 : 0;
+    for (size_t k = i; k < head; k += step)
+        ((uint4 *)dst)[k] = ((const uint4 *)src)[k];
+    for (size_t k = head * 16 + i; k < n; k += step)
+        dst[k] = src[k];
+}
+
 static int cu_copy_on(moe_backend *be, moe_queue *q, void *dst, const void *src, size_t bytes,
                       moe_err *e)
 {
     if (!bytes || dst == src)
         return 0;
     cuda_wcache_wrote(be, dst, bytes);
-    cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_of(be, q));
+    int wide = (((uintptr_t)dst | (uintptr_t)src) & 15) == 0;
+    copy_between_kernel<<<cuda_grid(wide ? (bytes + 15) / 16 : bytes), CUDA_THREADS, 0,
+                          stream_of(be, q)>>>((char *)dst, (const char *)src, bytes, wide);
+    cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess)
         return moe_errf(e, "cuda copy of %zu bytes between ranks: %s", bytes,
                         cudaGetErrorString(err));
