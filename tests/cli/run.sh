@@ -98,9 +98,10 @@ else
     bad sigint_checkpoints_and_exits_75 "exit $rc, checkpoints: $(ls "$T/int1" 2>&1)" "$(tail -3 "$T/int1.err")"
 fi
 # SIGHUP (a closed terminal or ssh session, a hung-up tmux) is SIGTERM: finish the step, save, exit 75
-# (it killed the run without saving)
-"$BIN" --config L0_sanity "${LONG[@]}" checkpoint.ckpt_dir="$T/hup" logger.run_dir="$T/hupr" \
-    >"$T/hup.out" 2>"$T/hup.err" & pid=$!
+# (it killed the run without saving). Started with SIGHUP at its default: moe-train keeps an
+# ignored SIGHUP ignored (nohup), and a suite run under nohup would otherwise wait forever.
+env --default-signal=HUP "$BIN" --config L0_sanity "${LONG[@]}" checkpoint.ckpt_dir="$T/hup" \
+    logger.run_dir="$T/hupr" >"$T/hup.out" 2>"$T/hup.err" & pid=$!
 wait_for_steps "$T/hupr"; kill -HUP $pid; wait $pid; rc=$?
 if [ $rc -eq 75 ] && ls -d "$T"/hup/step_* >/dev/null 2>&1; then
     ok sighup_checkpoints_and_exits_75
