@@ -120,7 +120,9 @@ struct data_part {
     data_order order;
     const seq_source_ops *src; /* set before its open; NULL for a part not reached */
     void *src_state;       /* the source's own (a store, records in memory) */
-    int failed;            /* a damaged store entry: err says which; the dataset fails */
+    /* a damaged store entry: err says which (the first failure writes it:
+     * split_build reads records from several threads); the dataset fails */
+    atomic_int failed;
     moe_err err;
 };
 

@@ -17,6 +17,7 @@
 #ifndef MOE_STORE_H
 #define MOE_STORE_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -77,7 +78,9 @@ typedef struct {
     size_t index_size;
     const uint8_t *chunk_crc; /* n_chunks little-endian CRC-32s of the tables, checked at open */
     uint64_t n_chunks;
-    uint8_t *chunk_ok;        /* 1 once chunk i matched its CRC (one byte per MiB of tables) */
+    /* 1 once chunk i matched its CRC (one byte per MiB of tables); atomic:
+     * the window layout reads records from several threads */
+    atomic_uchar *chunk_ok;
     const uint8_t *tokens;    /* mapped read-only and shared: ranks of a node share the pages */
     void *index_map, *tokens_map;
     size_t tokens_size;

@@ -115,7 +115,7 @@ static int need(moe_store *s, uint64_t off, uint64_t n, moe_err *e)
     uint64_t first = (off - sizeof(store_header)) / STORE_CHUNK_BYTES;
     uint64_t last = (off + n - 1 - sizeof(store_header)) / STORE_CHUNK_BYTES;
     for (uint64_t c = first; c <= last; c++) {
-        if (s->chunk_ok[c])
+        if (atomic_load_explicit(&s->chunk_ok[c], memory_order_relaxed))
             continue;
         uint64_t start = sizeof(store_header) + c * STORE_CHUNK_BYTES;
         uint64_t len = end - start < STORE_CHUNK_BYTES ? end - start : STORE_CHUNK_BYTES;
@@ -125,7 +125,7 @@ static int need(moe_store *s, uint64_t off, uint64_t n, moe_err *e)
             return moe_errf(e, "%s: chunk %" PRIu64 " (bytes %" PRIu64 "-%" PRIu64 " of the "
                             "index) fails its checksum (damaged file)", s->what, c, start,
                             start + len);
-        s->chunk_ok[c] = 1;
+        atomic_store_explicit(&s->chunk_ok[c], 1, memory_order_relaxed);
     }
     return 0;
 }
@@ -283,7 +283,7 @@ int store_check_index(const uint8_t *index, size_t size, uint64_t tokens_size, c
     memset(&s, 0, sizeof s);
     snprintf(s.what, sizeof s.what, "%s", what);
     int rc = attach(&s, index, size, tokens_size, e) < 0 || store_verify_index(&s, e) < 0 ? -1 : 0;
-    free(s.chunk_ok);
+    free((void *)s.chunk_ok);
     return rc;
 }
 
@@ -357,7 +357,7 @@ void store_close(moe_store *s)
 {
     if (s->index_map)
         store_unmap(s->index_map, s->index_size);
-    free(s->chunk_ok);
+    free((void *)s->chunk_ok);
     if (s->tokens_map)
         store_unmap(s->tokens_map, s->tokens_size);
     if (s->tokens_fd >= 0)
