@@ -121,6 +121,10 @@ if [ $rc -eq $((128 + 2)) ] && ! ls -d "$T"/int2/step_* >/dev/null 2>&1; then
 else
     bad second_sigint_aborts "exit $rc (want 130, killed by SIGINT), checkpoints: $(ls "$T/int2" 2>&1)"
 fi
+# a second Ctrl-C during the first one's save leaves that save's temporary directory, never a
+# checkpoint; the next save into the directory sweeps it (no_partial_checkpoints, at the end)
+"$BIN" --config L0_sanity "${TINY[@]}" checkpoint.ckpt_dir="$T/int2" >/dev/null 2>&1 ||
+    bad second_sigint_then_train_again "a run into the aborted run's checkpoint directory failed"
 
 # ---- configs and overrides
 printf 'base = "%s/configs/defaults.cfg";\nmodel = { hidden_size = 64 \n' "$ROOT" > "$T/syntax.cfg"
