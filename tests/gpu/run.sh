@@ -171,6 +171,15 @@ else
     bad local_ranks_on_one_gpu "$(grep -E '^not ok|FAIL' "$T/local_ranks.log" | head -5)"
 fi
 grep -E "^  " "$T/local_ranks.log" | cut -c1-200
+# where the input order's teeth do not show: the order-off run alone with the process's hardware
+# queues at the default 8 and at 32 (a difference names them as what ordered the copies)
+if grep -q "^not ok test_without_input_order_fails" "$T/local_ranks.log"; then
+    for conn in 8 32; do
+        CUDA_DEVICE_MAX_CONNECTIONS=$conn MOE_TEST_DELAY_US=1000 MOE_TEST_SEED=5 \
+            "$ROOT/$B/tests/test_local_ranks" cuda --order-off 1 >"$T/order_off_$conn.log" 2>&1
+        echo "  without input order, CUDA_DEVICE_MAX_CONNECTIONS=$conn: exit $? (42: matched, 0: missed)"
+    done
+fi
 [ -n "${MOE_GPU_LOG_DIR:-}" ] && cp "$T"/*.log "$T/ops_table.txt" "$MOE_GPU_LOG_DIR"/ 2>/dev/null
 echo "gpu: $passed passed, $failed failed"
 rm -rf "$T"
