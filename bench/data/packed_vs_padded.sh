@@ -9,7 +9,8 @@
 # same steps twice from the store, data.pack=padded and data.pack=packed, and prints for each:
 # steps, window positions, counted targets (the tokens the loss learns from), the share of
 # positions that are targets, seconds over the steps after the first, and useful tokens/s
-# (counted targets per second). Every key=value goes to both runs; the defaults are
+# (counted targets per second), and the loss at the first and the last step (a speed whose loss
+# does not fall is no speed). Every key=value goes to both runs; the defaults are
 #   --config L0_sanity train.seq_length=2048 train.micro_batch_size=1 train.steps=12
 # (later keys win), and on a GPU, e.g. (data.pack=packed runs cuda's packed attention):
 #   bench/data/packed_vs_padded.sh /scratch/pvp 20000 --config bench_8x7B_2L_genomic \
@@ -33,8 +34,8 @@ mkdir -p "$W"
     "$ROOT/build/tests/contigs" "$W/contigs.fa.gz" "$COUNT" --from "$ROOT/data/ecoli_536.fna.gz" \
         --max 200000 || exit 1
 "$ROOT/build/bin/moe-data" prepare --quiet --out "$W/store" "$W/contigs.fa.gz" || exit 1
-printf '%-7s %6s %12s %12s %7s %9s %14s\n' windows steps positions targets share seconds \
-    useful_tok/s
+printf '%-7s %6s %12s %12s %7s %9s %14s %8s %8s\n' windows steps positions targets share seconds \
+    useful_tok/s loss_1 loss_end
 for pack in padded packed; do
     run=$W/run-$pack
     rm -rf "$run"
@@ -59,6 +60,6 @@ targets = last["tokens"] - first["tokens"]
 secs = last["elapsed_s"] - first["elapsed_s"]
 positions = n * B * A * T
 print(f'{sys.argv[3]:<7} {n:6d} {positions:12d} {targets:12d} {targets / positions:7.3f} '
-      f'{secs:9.2f} {targets / secs:14.1f}')
+      f'{secs:9.2f} {targets / secs:14.1f} {first["loss"]:8.4f} {last["loss"]:8.4f}')
 EOF
 done
