@@ -22,26 +22,7 @@
 
 static char tmp_dir[] = "/tmp/moekit-store-XXXXXX";
 
-static const char *tmp_path(const char *name)
-{
-    static char bufs[8][4096];
-    static int next;
-    char *b = bufs[next++ % 8];
-    snprintf(b, 4096, "%s/%s", tmp_dir, name);
-    return b;
-}
-
-static const char *write_text(const char *name, const char *text)
-{
-    const char *p = tmp_path(name);
-    FILE *f = fopen(p, "w");
-    CHECK(f != NULL);
-    if (f) {
-        fputs(text, f);
-        fclose(f);
-    }
-    return p;
-}
+#include "../tmp_files.h"
 
 static void write_gz(const char *path, const char *text, size_t repeat)
 {

@@ -126,6 +126,9 @@ struct data_part {
     moe_err err;
 };
 
+/* Mark the part failed, keeping the first failure's message (split_build
+ * reads records from several threads). */
+void part_fail(data_part *p, const moe_err *e);
 /* Record r of the part: where its tokens start and how many. A store's
  * entry is read on demand; a damaged one marks the part failed and gives
  * an empty record (the caller that asked for a batch reports it). */

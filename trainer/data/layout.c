@@ -36,13 +36,18 @@ uint64_t layout_val_windows(uint64_t len, int seq_length, double val_fraction)
     return n < most ? n : most;
 }
 
+void part_fail(data_part *p, const moe_err *e)
+{
+    if (!atomic_exchange(&p->failed, 1)) /* the first failure is the one reported */
+        p->err = *e;
+}
+
 void part_record(data_part *p, uint64_t r, uint64_t *offset, uint64_t *length)
 {
     moe_err e;
-    e.msg[0] = '\0';
     if (p->failed || p->src->record(p, r, offset, length, &e) < 0) {
-        if (!atomic_exchange(&p->failed, 1)) /* the first failure names the entry */
-            p->err = e;
+        if (!p->failed) /* the source filled e */
+            part_fail(p, &e);
         *offset = *length = 0;
     }
 }
@@ -187,8 +192,9 @@ void split_window(const data_split *s, uint64_t id, int seq_length, uint64_t *to
     uint64_t first = s->block_first[lo], r = (uint64_t)lo * LAYOUT_BLOCK, start = 0, len = 0, n;
     for (;; r++) {
         if (r >= s->part->n_records) { /* only a store damaged since the layout was built */
-            s->part->failed = 1;
-            moe_errf(&s->part->err, "window %" PRIu64 " past the last record", id);
+            moe_err pe;
+            moe_errf(&pe, "window %" PRIu64 " past the last record", id);
+            part_fail(s->part, &pe);
             *tok_start = *n_real = 0;
             return;
         }
@@ -243,8 +249,9 @@ uint64_t split_packed_read(const data_split *s, uint64_t offset, uint64_t n, uin
         uint64_t skip = offset > at ? offset - at : 0, take = len - skip;
         if (take > n - got)
             take = n - got;
-        if (p->src->read(p, start + skip, (size_t)take, out + got, &p->err) < (size_t)take) {
-            p->failed = 1;
+        moe_err re;
+        if (p->src->read(p, start + skip, (size_t)take, out + got, &re) < (size_t)take) {
+            part_fail(p, &re);
             return 0;
         }
         got += take;
