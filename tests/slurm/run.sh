@@ -482,8 +482,9 @@ case_bad_exit_ends_step() {
 mkdir -p "$MARK_DIR"
 echo "SLURM_KILL_BAD_EXIT=${SLURM_KILL_BAD_EXIT-unset}" > "$MARK_DIR/env.$MOE_RANK"
 [ "$MOE_RANK" = 1 ] && exit 3
-sleep "${FAIL_SLEEP:-60}"
-touch "$MARK_DIR/finished.$MOE_RANK"
+# the mark only when the sleep ran out: a step that signals the shell and its sleep in
+# either order must not read as a rank left to finish
+sleep "${FAIL_SLEEP:-60}" && touch "$MARK_DIR/finished.$MOE_RANK"
 EOF
     chmod 755 fail_one.sh
     policy "trainer=$PWD/fail_one.sh" "topology_xml=$b200" bind=no
