@@ -164,6 +164,13 @@ same_bits skew_ep2_passes skew_ep2
 train ep2_recompute_passes 2 train.micro_batch_size=2 parallel.ep=2 parallel.dp=1 \
     train.activation_recompute=true parallel.expert_capacity_factor=0.3
 same_bits ep2_recompute_passes ep2_recompute
+# the exchange overlapped: two passes or more a layer, the same bits over MPI
+train skew_ep2_overlap 2 train.micro_batch_size=2 parallel.ep=2 checkpoint.init_from="$T/skewinit" \
+    parallel.overlap_expert_exchange=true
+same_bits skew_ep2_overlap skew_ep2
+train ep2_recompute_overlap 2 train.micro_batch_size=2 parallel.ep=2 parallel.dp=1 \
+    train.activation_recompute=true parallel.overlap_expert_exchange=true
+same_bits ep2_recompute_overlap ep2_recompute
 
 # ---- resume at another layout: the next steps equal the straight run
 # resume NAME RANKS STOP_ARGS -- RANKS2 RESUME_ARGS: stop after 2 steps at one

@@ -104,6 +104,9 @@ static moe_adamw_hyper hyper(int step)
 typedef struct job_s {
     int rank, world, ep, bf16;
     double capacity;    /* parallel.expert_capacity_factor (0: one pass) */
+    int overlap;        /* parallel.overlap_expert_exchange */
+    int recompute;      /* MOE_RECOMPUTE_* */
+    int fewest_passes;  /* of any layer in any step */
     moe_local_world *lw;
     double loss[STEPS], norm[STEPS];
     real *masters;      /* this rank's layout, after the steps */
@@ -233,10 +236,13 @@ static int train_rank(job *j, moe_backend *be, moe_par *p, moe_err *e)
     if (p->ep_size > 1 ? dispatcher_ep_create(&disp, p->ep, d.E, e)
                        : dispatcher_local_create(&disp, e))
         goto out;
-    if (p->ep_size > 1)
+    if (p->ep_size > 1) {
         dispatcher_ep_set_capacity(disp, j->capacity);
+        dispatcher_ep_set_overlap(disp, j->overlap);
+    }
     moe_zero_opts zo = {.bucket_bytes = 512 * sizeof(real), .moments_bf16 = j->bf16};
-    if (model_create_parallel(&m, &d, be, disp, B, T, p->ep_rank, p->ep_size, 0, 0, e) ||
+    if (model_create_parallel(&m, &d, be, disp, B, T, p->ep_rank, p->ep_size, 0, j->recompute,
+                              e) ||
         zero_create(&z, m, p, &zo, e) || init_both_ways(j, m, e))
         goto out;
     m->stats_sum = world_sum;
@@ -255,6 +261,10 @@ static int train_rank(job *j, moe_backend *be, moe_par *p, moe_err *e)
             zero_step(z, hyper(s + 1), CLIP, &j->norm[s], e))
             goto out;
         j->loss[s] = ls / global_valid(j->world, s);
+        for (int l = 0; l < d.L; l++) {
+            int n = model_expert_passes(m, l);
+            j->fewest_passes = s + l == 0 || n < j->fewest_passes ? n : j->fewest_passes;
+        }
     }
     j->n = m->n_elems;
     j->masters = malloc(sizeof(real) * j->n);
@@ -372,7 +382,10 @@ static double worse(double a, double b) { return isnan(b) ? INFINITY : fmax(a, b
 typedef struct {
     int ep, dp, bf16;
     double capacity;
+    int overlap, recompute;
     comm_local_order order; /* ORDERED, or a switch that must make the run miss */
+    real **keep;            /* [world]: each rank's masters handed back (else freed) */
+    size_t *keep_n;         /* [world]: how many */
 } layout_case;
 
 static void check_layout(layout_case lc)
@@ -391,6 +404,7 @@ static void check_layout(layout_case lc)
     moe_local_world *lw = NULL;
     moe_err e = {{0}};
     job jobs[MAX_RANKS];
+    uint64_t unwaited0 = cpu_queues_unwaited();
     pthread_t th[MAX_RANKS];
     char dir[] = "/tmp/moekit-local-ranks-XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
@@ -402,7 +416,9 @@ static void check_layout(layout_case lc)
     }
     for (int r = 0; r < world && lw; r++) {
         jobs[r] = (job){.rank = r, .world = world, .ep = ep, .bf16 = bf16, .lw = lw,
-                        .capacity = lc.capacity, .ref_full = ref, .ckpt_dir = dir, .all = jobs};
+                        .capacity = lc.capacity, .overlap = lc.overlap,
+                        .recompute = lc.recompute, .ref_full = ref, .ckpt_dir = dir,
+                        .all = jobs};
         CHECK(pthread_create(&th[r], NULL, rank_main, &jobs[r]) == 0);
     }
     for (int r = 0; r < world && lw; r++)
@@ -421,7 +437,11 @@ static void check_layout(layout_case lc)
         }
         for (size_t i = 0; i < j->n; i++)
             worst_w = worse(worst_w, fabs((double)j->masters[i] - j->expected[i]));
-        free(j->masters);
+        if (lc.keep) {
+            lc.keep[r] = j->masters;
+            lc.keep_n[r] = j->n;
+        } else
+            free(j->masters);
         free(j->expected);
         if (lc.order)
             continue;
@@ -431,16 +451,22 @@ static void check_layout(layout_case lc)
                   "differ from the host's initialisation", ep, dp, r);
         CHECK_MSG(j->ckpt_same, "EP=%d x DP=%d rank %d: the masters or moments read back from "
                   "the checkpoint differ from those written", ep, dp, r);
+        CHECK_MSG(!(lc.overlap || lc.capacity > 0) || ep == 1 || j->fewest_passes >= 2,
+                  "EP=%d x DP=%d rank %d: a layer ran in %d pass(es), the case needs two or more",
+                  ep, dp, r, j->fewest_passes);
     }
-    char what[96];
-    snprintf(what, sizeof what, "EP=%d x DP=%d%s%s%s", ep, dp, bf16 ? " (bf16 moments)" : "",
-             lc.capacity > 0 ? " (capacity passes)" : "", lc.order == COMM_LOCAL_NO_INPUT_ORDER ? " WITHOUT INPUT ORDER"
+    char what[160];
+    snprintf(what, sizeof what, "EP=%d x DP=%d%s%s%s%s%s", ep, dp, bf16 ? " (bf16 moments)" : "",
+             lc.capacity > 0 ? " (capacity passes)" : "",
+             lc.overlap ? " (exchange overlapped)" : "",
+             lc.recompute ? " (activation recompute)" : "", lc.order == COMM_LOCAL_NO_INPUT_ORDER ? " WITHOUT INPUT ORDER"
              : lc.order                               ? " WITHOUT OUTPUT ORDER"
                                                       : "");
+    uint64_t unwaited = cpu_queues_unwaited() - unwaited0;
     printf("  %s on %s, delays up to %g us (seed %llu): worst relative loss %.2e, norm %.2e; "
-           "worst weight %.2e%s\n",
+           "worst weight %.2e; %llu queued copies nobody waited for%s\n",
            what, backend_name, delay_us, (unsigned long long)seed, worst_l, worst_n, worst_w,
-           failed ? "; a rank failed" : "");
+           (unsigned long long)unwaited, failed ? "; a rank failed" : "");
     int within = !failed && worst_l <= loss_tol && worst_n <= 10 * loss_tol && worst_w <= w_tol;
     if (lc.order)
         order_outcome = !lw ? ORDER_DID_NOT_RUN : within ? ORDER_MATCHED : ORDER_MISSED;
@@ -471,6 +497,57 @@ static void test_ep4_capacity_passes(void)
 static void test_ep2_dp2_capacity_passes(void)
 {
     check_layout((layout_case){.ep = 2, .dp = 2, .capacity = 0.4});
+}
+/* The exchange overlapped with the experts' compute (dispatch_ep.c): every
+ * layer in two or more passes whose exchanges stay in flight beside another
+ * pass's experts, with and without activation recompute (where the next
+ * pass's rows wait in flight through the backward of the first), and with
+ * capacity passes; on the cpu the same bits as the run without overlap. */
+static void check_overlap(layout_case lc)
+{
+    int world = lc.ep * lc.dp, cpu = !strcmp(backend_name, "cpu");
+    real *plain[MAX_RANKS] = {0}, *over[MAX_RANKS] = {0};
+    size_t n_plain[MAX_RANKS] = {0}, n_over[MAX_RANKS] = {0};
+    layout_case off = lc;
+    off.overlap = 0;
+    off.keep = plain;
+    off.keep_n = n_plain;
+    lc.overlap = 1;
+    lc.keep = over;
+    lc.keep_n = n_over;
+    if (cpu)
+        check_layout(off);
+    check_layout(lc);
+    for (int r = 0; r < world && cpu; r++) {
+        CHECK_MSG(plain[r] && over[r], "EP=%d x DP=%d rank %d: a run gave no masters", lc.ep,
+                  lc.dp, r);
+        CHECK_MSG(plain[r] && over[r] && n_plain[r] == n_over[r] &&
+                      !memcmp(plain[r], over[r], sizeof(real) * n_over[r]),
+                  "EP=%d x DP=%d rank %d: overlapping the exchange changed the masters' bits",
+                  lc.ep, lc.dp, r);
+    }
+    for (int r = 0; r < world; r++) {
+        free(plain[r]);
+        free(over[r]);
+    }
+}
+static void test_ep2_overlap(void) { check_overlap((layout_case){.ep = 2, .dp = 1}); }
+static void test_ep4_overlap_recompute(void)
+{
+    check_overlap((layout_case){.ep = 4, .dp = 1, .recompute = MOE_RECOMPUTE_LAYERS});
+}
+static void test_ep8_overlap_recompute(void)
+{
+    check_overlap((layout_case){.ep = 8, .dp = 1, .recompute = MOE_RECOMPUTE_LAYERS});
+}
+static void test_ep2_dp2_overlap_capacity_passes(void)
+{
+    check_overlap((layout_case){.ep = 2, .dp = 2, .capacity = 0.4});
+}
+static void test_ep2_dp2_overlap_capacity_recompute(void)
+{
+    check_overlap((layout_case){.ep = 2, .dp = 2, .capacity = 0.4,
+                                .recompute = MOE_RECOMPUTE_LAYERS});
 }
 /* The harness's teeth: with half of the stream order taken away, the delays
  * must show. The run goes in a process of its own, this program run again
@@ -695,6 +772,11 @@ int main(int argc, char **argv)
     RUN(test_ep2_dp2_bf16_moments);
     RUN(test_ep4_capacity_passes);
     RUN(test_ep2_dp2_capacity_passes);
+    RUN(test_ep2_overlap);
+    RUN(test_ep4_overlap_recompute);
+    RUN(test_ep8_overlap_recompute);
+    RUN(test_ep2_dp2_overlap_capacity_passes);
+    RUN(test_ep2_dp2_overlap_capacity_recompute);
     RUN(test_without_output_order_fails);
     if (!strcmp(backend_name, "cuda"))
         RUN(test_without_input_order_fails);

@@ -426,9 +426,13 @@ struct moe_backend {
 /* Backends. Each returns 0 and a ready table, or -1 with a reason. */
 int cpu_backend_create(moe_backend **out, int threads, moe_err *e);
 /* Give a cpu backend queues that run their copies and sums on threads of
- * their own, later than asked, with events between them (cpu_queue.c): the
- * in-process ranks' harness then keeps comm.h's stream order as a GPU must. */
+ * their own, as late as they may (once waited for), with events between them
+ * (cpu_queue.c): the in-process ranks' harness then keeps comm.h's stream
+ * order as a GPU must. */
 int cpu_backend_enable_queues(moe_backend *be, moe_err *e);
+/* Tasks of those queues that ran because nobody waited for them within their
+ * grace (cpu_queue.c), over the process. */
+uint64_t cpu_queues_unwaited(void);
 int cuda_backend_available(void);
 int cuda_device_count(void); /* visible GPUs, 0 without a driver */
 int cuda_backend_create(moe_backend **out, int device, moe_err *e);

@@ -14,6 +14,7 @@ moe_build_spec build_spec_from_config(const moe_config *c, moe_par *par)
         .T = c->train.seq_length,
         .par = par,
         .capacity_factor = c->parallel.expert_capacity_factor,
+        .overlap_exchange = c->parallel.overlap_expert_exchange,
         .recompute = model_recompute_mode(c->train.activation_recompute,
                                           c->train.recompute_experts),
         .moments = c->optimizer.moments_dtype,
@@ -28,6 +29,7 @@ static int open_dispatcher(moe_build *b, const moe_build_spec *s, moe_err *e)
         if (dispatcher_ep_create(&b->disp, s->par->ep, s->dims.E, e))
             return -1;
         dispatcher_ep_set_capacity(b->disp, s->capacity_factor);
+        dispatcher_ep_set_overlap(b->disp, s->overlap_exchange);
         return 0;
     }
     return dispatcher_local_create(&b->disp, e);

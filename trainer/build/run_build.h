@@ -16,6 +16,7 @@ typedef struct {
     int B, T;                      /* rows and tokens of a micro-batch */
     moe_par *par;                  /* the ranks (EP group, optimizer shards); NULL: one rank */
     double capacity_factor;        /* parallel.expert_capacity_factor (EP > 1) */
+    int overlap_exchange;          /* parallel.overlap_expert_exchange (EP > 1) */
     int recompute;                 /* MOE_RECOMPUTE_* */
     moe_moments_dtype moments;     /* optimizer.moments_dtype */
     size_t bucket_bytes;           /* parallel.grad_bucket_mb, in bytes (several ranks) */

@@ -98,7 +98,9 @@ struct moe_comm {
     char name[32];         /* "world", "ep", "dp": for messages */
     int rank, size;
     int *world_ranks;      /* [size]: world rank of each member, for messages */
-    int device_memory;     /* 1: buffers are backend (GPU) memory, else host memory */
+    int device_memory;     /* 1: collectives carry the bound backend's memory, queued in
+                              stream order (a GPU's; a cpu backend's with queues), else host
+                              memory, done on return */
     /* bytes staged over the host link for host buffers handed to a GPU
      * transport: [0] host to device, [1] device to host */
     uint64_t host_bytes[2];

@@ -531,7 +531,9 @@ static int wrap(moe_comm **out, lgroup *g, int rank, int wrank, moe_backend *be,
         free(x);
         return -1;
     }
-    c->device_memory = be->device_memory;
+    /* a cpu backend with queues is carried as a GPU's memory is: the
+     * dispatcher then queues its exchanges on it, never staging them */
+    c->device_memory = be->device_memory || q;
     c->be = be;
     *out = c;
     return 0;

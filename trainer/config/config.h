@@ -87,6 +87,7 @@ typedef struct {
     double timeout_s;               /* parallel.timeout_s: collective wait before abort */
     int grad_bucket_mb;             /* parallel.grad_bucket_mb: gradient MiB per reduce-scatter */
     double expert_capacity_factor;  /* parallel.expert_capacity_factor: expert rows per pass */
+    int overlap_expert_exchange;    /* parallel.overlap_expert_exchange (bool): exchange beside experts */
     int mpi_max_count;              /* parallel.mpi_max_count: elements per MPI call (0 = INT_MAX) */
 } moe_parallel_cfg;
 

@@ -179,6 +179,9 @@ const config_key config_keys[] = {
               "1.5",
               "expert buffers hold micro-batch tokens x top_k x this many rows per rank (EP > "
               "1); rows beyond run in further passes, no token dropped"),
+    BOOL_KEY("parallel.overlap_expert_exchange", parallel.overlap_expert_exchange, "false",
+             "EP > 1: every layer in two or more passes of at most half the capacity, each "
+             "pass's token exchange in flight beside another pass's expert compute"),
     INT_KEY("parallel.mpi_max_count", parallel.mpi_max_count, AT_LEAST(0), "0",
             "most elements one MPI call carries on CPU ranks, larger messages in pieces; 0 = "
             "MPI's limit (2^31 - 1); small values test the pieces (legacy: MOE_MPI_MAX_COUNT)"),

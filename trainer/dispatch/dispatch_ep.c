@@ -19,7 +19,21 @@
  * sender's send order (expert-major order is expert, then sender, then
  * token order). Expert outputs and input gradients come back into a_back
  * at their send positions, and are summed per token once every pass is in,
- * so the result is the one-pass result, whatever the number of passes. */
+ * so the result is the one-pass result, whatever the number of passes.
+ *
+ * Overlap (dispatcher_ep_set_overlap): a layer runs in at least two passes
+ * of at most half the capacity each, and the exchanges are queued ahead of
+ * the compute that does not read them (comm.h's stream order):
+ *   forward   pass p+1's rows travel while the experts compute pass p, and
+ *             pass p's outputs travel back while the experts compute p+1;
+ *   backward  pass p's input gradients travel back while pass p+1's rows
+ *             arrive and its experts' forward is redone.
+ * Buffers by role, so that nothing in flight is written under it: a_send
+ * (the layer's token rows in send order, written once a dispatch), g_send
+ * (the output gradients in send order, once a backward), two arrival slots
+ * a_recv[p % 2], one return buffer a_ret whose next writer first waits for
+ * the return in flight. Without overlap the slots, g_send and a_ret are one
+ * buffer and every exchange is waited for at once. */
 #include "dispatch_ep.h"
 
 #include <math.h>
@@ -41,35 +55,54 @@ typedef struct {
     int64_t *all_cnt;              /* [P * E]: rows of rank q for global expert g */
     int64_t *layer_cnt;            /* [E_local]: rows of each local expert, all passes */
     int64_t n_recv;                /* rows for the local experts, all passes */
+    size_t pass_rows;              /* expert-major rows a pass takes (the last: the rest) */
     int n_pass, cur_pass, returned, returned_bwd;
-    ep_pass pass;                  /* the pass dispatched last */
+    int grads_sent_ready;          /* g_send holds this backward's output gradients */
+    ep_pass pass[2];               /* traffic of the passes in arrival slots 0 and 1 */
 } ep_layer;
+
+/* An exchange queued and not yet waited for. */
+typedef struct {
+    moe_comm_req req;              /* its last collective (a wait covers the ones before) */
+    int live;
+    const ep_layer *layer;         /* rows_in_flight: whose pass */
+    int pass;
+} ep_flight;
 
 typedef struct {
     moe_comm *c;
     int E, E_local, P;
     double capacity_factor;        /* 0: no capacity (P N K rows) */
+    int overlap;                   /* dispatcher_ep_set_overlap */
     int N, K, C;                   /* the shape the buffers are sized for */
     size_t cap;                    /* expert-side rows per pass */
     size_t row_bytes;              /* act bytes of one row of C */
     ep_layer *layers;
     int n_layers, cap_layers;
-    /* transient buffers shared by all layers (backend memory) */
-    act *a_send, *a_back, *a_recv; /* [N K, C], [N K, C], [cap, C] */
-    real *p_send, *p_back, *p_recv; /* [N K], [N K], [cap] */
+    /* transient buffers shared by all layers (backend memory); without
+     * overlap a_recv[1], a_ret and g_send alias a_recv[0], a_recv[0], a_send */
+    act *a_send, *a_back;          /* [N K, C] each */
+    act *a_recv[2], *a_ret, *g_send; /* [cap, C] each; g_send [N K, C] */
+    real *p_send, *p_back;         /* [N K] */
+    real *p_recv[2], *p_ret;       /* [cap] */
+    const ep_layer *send_rows_of;  /* whose token rows a_send holds (NULL: none) */
+    ep_flight rows_in_flight;      /* the queued dispatch of a pass (into a_recv) */
+    ep_flight return_in_flight;    /* the queued return of a pass (from a_ret) */
     /* host staging for communicators that carry host memory only */
     char *h_send, *h_recv;
     moe_backend *be;
 } ep_ctx;
 
+/* Expert-side rows of one pass: the capacity, or half of it with overlap
+ * (two passes in flight in the bytes of one). */
 static size_t cap_rows(const ep_ctx *x, int N, int K)
 {
-    size_t all = (size_t)x->P * N * K, nk = (size_t)N * K;
-    if (x->capacity_factor <= 0)
-        return all;
-    double want = ceil((double)nk * x->capacity_factor);
-    size_t cap = want < 1 ? 1 : want > (double)all ? all : (size_t)want;
-    return cap;
+    size_t all = (size_t)x->P * N * K, nk = (size_t)N * K, cap = all;
+    if (x->capacity_factor > 0) {
+        double want = ceil((double)nk * x->capacity_factor);
+        cap = want < 1 ? 1 : want > (double)all ? all : (size_t)want;
+    }
+    return x->overlap ? (cap + 1) / 2 : cap;
 }
 
 static int ep_max_rows(moe_dispatcher *d, int N, int K)
@@ -100,10 +133,12 @@ static void free_layer(ep_ctx *x, ep_layer *l)
     free(l->recv_src_h);
     free(l->all_cnt);
     free(l->layer_cnt);
-    free(l->pass.s_cnt);
-    free(l->pass.s_off);
-    free(l->pass.r_cnt);
-    free(l->pass.r_off);
+    for (int i = 0; i < 2; i++) {
+        free(l->pass[i].s_cnt);
+        free(l->pass[i].s_off);
+        free(l->pass[i].r_cnt);
+        free(l->pass[i].r_off);
+    }
 }
 
 static void free_buffers(ep_ctx *x)
@@ -114,12 +149,20 @@ static void free_buffers(ep_ctx *x)
     free(x->layers);
     x->layers = NULL;
     x->n_layers = x->cap_layers = 0;
-    void *dev[] = {x->a_send, x->a_back, x->a_recv, x->p_send, x->p_back, x->p_recv};
+    /* the aliases (no overlap) are freed once */
+    void *dev[] = {x->a_send, x->a_back, x->a_recv[0], x->p_send, x->p_back, x->p_recv[0],
+                   x->a_recv[1] != x->a_recv[0] ? x->a_recv[1] : NULL,
+                   x->a_ret != x->a_recv[0] ? x->a_ret : NULL,
+                   x->g_send != x->a_send ? x->g_send : NULL,
+                   x->p_recv[1] != x->p_recv[0] ? x->p_recv[1] : NULL,
+                   x->p_ret != x->p_recv[0] ? x->p_ret : NULL};
     for (size_t i = 0; be && i < sizeof dev / sizeof *dev; i++)
         if (dev[i])
             be->free(be, dev[i]);
-    x->a_send = x->a_back = x->a_recv = NULL;
-    x->p_send = x->p_back = x->p_recv = NULL;
+    x->a_send = x->a_back = x->a_recv[0] = x->a_recv[1] = x->a_ret = x->g_send = NULL;
+    x->p_send = x->p_back = x->p_recv[0] = x->p_recv[1] = x->p_ret = NULL;
+    x->send_rows_of = NULL;
+    x->rows_in_flight.live = x->return_in_flight.live = 0;
     free(x->h_send);
     free(x->h_recv);
     x->h_send = x->h_recv = NULL;
@@ -145,12 +188,22 @@ static int ensure_buffers(ep_ctx *x, moe_backend *be, int N, int K, int C, moe_e
     x->a_back = x->a_send ? be->alloc(be, ns * x->row_bytes + 1, e) : NULL;
     x->p_send = x->a_back ? be->alloc(be, sizeof(real) * ns + 1, e) : NULL;
     x->p_back = x->p_send ? be->alloc(be, sizeof(real) * ns + 1, e) : NULL;
+    x->g_send = x->p_back && x->overlap ? be->alloc(be, ns * x->row_bytes + 1, e) : x->a_send;
     be->mem_kind = MOE_MEM_CAPACITY;
-    x->a_recv = x->p_back ? be->alloc(be, nr * x->row_bytes + 1, e) : NULL;
-    x->p_recv = x->a_recv ? be->alloc(be, sizeof(real) * nr + 1, e) : NULL;
+    int ok = x->p_back && x->g_send;
+    for (int i = 0; i < (x->overlap ? 3 : 1) && ok; i++) {
+        act **a = i < 2 ? &x->a_recv[i] : &x->a_ret;
+        real **p = i < 2 ? &x->p_recv[i] : &x->p_ret;
+        ok = (*a = be->alloc(be, nr * x->row_bytes + 1, e)) &&
+             (*p = be->alloc(be, sizeof(real) * nr + 1, e));
+    }
     be->mem_kind = kind;
-    if (!x->p_recv)
+    if (!ok)
         return moe_err_prefix(e, "expert-parallel dispatch buffers");
+    if (!x->overlap) {
+        x->a_recv[1] = x->a_ret = x->a_recv[0];
+        x->p_recv[1] = x->p_ret = x->p_recv[0];
+    }
     if (!x->c->device_memory) {
         /* either side of an exchange, laid out as the backend buffers are */
         size_t rows = ns > nr ? ns : nr;
@@ -190,15 +243,19 @@ static int layer_init(ep_ctx *x, ep_layer *l, moe_err *e)
     l->recv_src_h = malloc(sizeof(int32_t) * hr + 1);
     l->all_cnt = calloc(x->be->counts_only ? 1 : (size_t)P * x->E, sizeof(int64_t));
     l->layer_cnt = calloc((size_t)x->E_local + 1, sizeof(int64_t));
-    l->pass.s_cnt = calloc((size_t)P, sizeof(size_t));
-    l->pass.s_off = calloc((size_t)P, sizeof(size_t));
-    l->pass.r_cnt = calloc((size_t)P, sizeof(size_t));
-    l->pass.r_off = calloc((size_t)P, sizeof(size_t));
+    int tables = 1;
+    for (int i = 0; i < 2; i++) {
+        ep_pass *ps = &l->pass[i];
+        ps->s_cnt = calloc((size_t)P, sizeof(size_t));
+        ps->s_off = calloc((size_t)P, sizeof(size_t));
+        ps->r_cnt = calloc((size_t)P, sizeof(size_t));
+        ps->r_off = calloc((size_t)P, sizeof(size_t));
+        tables = tables && ps->s_cnt && ps->s_off && ps->r_cnt && ps->r_off;
+    }
     int kind = x->be->mem_kind;
     x->be->mem_kind = MOE_MEM_COMM;
     int rc = (!l->send_pos_h || !l->send_tok_h || !l->recv_slot_h || !l->recv_src_h ||
-              !l->all_cnt || !l->layer_cnt || !l->pass.s_cnt || !l->pass.s_off ||
-              !l->pass.r_cnt || !l->pass.r_off)
+              !l->all_cnt || !l->layer_cnt || !tables)
                  ? moe_errf(e, "out of memory for the expert-parallel plan of a layer")
              : alloc_plan(x->be, &l->send, ns, ns, x->E, e) ||
                      alloc_plan(x->be, &l->recv, x->cap, x->cap, x->E_local, e)
@@ -238,15 +295,15 @@ static ep_layer *layer_of(ep_ctx *x, const moe_route_plan *key, moe_err *e)
 }
 
 /* Byte all-to-all of rows of `unit` bytes between the send-order buffer
- * (N K rows; to and from each rank at pass.s_off) and the pass's arrival
- * buffer (pass.r_off): `fwd` = 1 tokens to experts, 0 back. Stages through
- * host memory, laid out as the backend buffers, when the communicator
- * carries host memory only. */
-static int exchange(ep_ctx *x, const ep_layer *l, int fwd, const void *src, void *dst, size_t unit,
-                    moe_err *e)
+ * (N K rows; to and from each rank at ps->s_off) and a pass's arrival
+ * buffer (ps->r_off): `fwd` = 1 tokens to experts, 0 back. Queued into *f
+ * when the communicator carries the backend's memory (a later wait covers
+ * the earlier collectives of the flight); staged through host memory, laid
+ * out as the backend buffers, and done on return otherwise. */
+static int exchange(ep_ctx *x, const ep_pass *ps, int fwd, const void *src, void *dst,
+                    size_t unit, ep_flight *f, moe_err *e)
 {
     moe_backend *be = x->be;
-    const ep_pass *ps = &l->pass;
     int P = x->P;
     size_t sc[P], sd[P], rc[P], rd[P];
     memset(sc, 0, sizeof sc), memset(sd, 0, sizeof sd);
@@ -257,8 +314,12 @@ static int exchange(ep_ctx *x, const ep_layer *l, int fwd, const void *src, void
         rc[q] = (fwd ? ps->r_cnt[q] : ps->s_cnt[q]) * unit;
         rd[q] = (fwd ? ps->r_off[q] : ps->s_off[q]) * unit;
     }
-    if (x->c->device_memory)
-        return comm_alltoallv(x->c, src, sc, sd, dst, rc, rd, e);
+    if (x->c->device_memory) {
+        if (comm_alltoallv_start(x->c, src, sc, sd, dst, rc, rd, &f->req, e))
+            return -1;
+        f->live = 1;
+        return 0;
+    }
     for (int q = 0; q < P; q++)
         if (sc[q] && be->download(be, x->h_send + sd[q], (const char *)src + sd[q], sc[q], e))
             return -1;
@@ -268,6 +329,15 @@ static int exchange(ep_ctx *x, const ep_layer *l, int fwd, const void *src, void
         if (rc[q] && be->upload(be, (char *)dst + rd[q], x->h_recv + rd[q], rc[q], e))
             return -1;
     return 0;
+}
+
+/* The backend's later work behind the flight (no host wait). */
+static int flight_wait(ep_flight *f, moe_err *e)
+{
+    if (!f->live)
+        return 0;
+    f->live = 0;
+    return comm_wait(&f->req, e);
 }
 
 /* Rows [lo, hi) of receiver d's expert-major order that come from rank q
@@ -298,20 +368,18 @@ static size_t rows_of(const ep_ctx *x, const ep_layer *l, int d)
     return n;
 }
 
-/* Pass p's traffic (this rank as sender and as receiver), its recv plan and
- * the model's plan, on the host and uploaded. */
-static int plan_pass(ep_ctx *x, ep_layer *l, moe_route_plan *plan, int p, moe_err *e)
+/* Pass p's traffic, this rank as sender and as receiver (host only). */
+static int pass_traffic(const ep_ctx *x, const ep_layer *l, int p, ep_pass *ps, moe_err *e)
 {
-    moe_backend *be = x->be;
     int P = x->P, EL = x->E_local, E = x->E, me = x->c->rank;
-    ep_pass *ps = &l->pass;
+    size_t lo = (size_t)p * l->pass_rows, hi = lo + l->pass_rows, from;
     /* as sender: for each receiver, one contiguous range of send order */
     for (int d = 0; d < P; d++) {
-        size_t lo = (size_t)p * x->cap, hi = lo + x->cap, soff = 0, start = 0, n = 0;
+        size_t soff = 0, start = 0, n = 0;
         for (int g = 0; g < d * EL; g++)
             soff += (size_t)l->all_cnt[(size_t)me * E + g];
         for (int k = 0; k < EL; k++) {
-            size_t from, part = block_part(x, l, d, k, me, lo, hi, &from);
+            size_t part = block_part(x, l, d, k, me, lo, hi, &from);
             if (part && n && soff + from != start + n)
                 return moe_errf(e, "internal: pass %d's rows for rank %d are not contiguous", p,
                                 d);
@@ -323,12 +391,28 @@ static int plan_pass(ep_ctx *x, ep_layer *l, moe_route_plan *plan, int p, moe_er
         ps->s_cnt[d] = n;
         ps->s_off[d] = start;
     }
-    /* as receiver: arrivals source-major, rows in the pass's expert-major order */
-    size_t lo = (size_t)p * x->cap, hi = lo + x->cap, i = 0;
-    moe_route_plan *rp = &l->recv;
-    int64_t *cnt = rp->expert_count, *eoff = rp->expert_offset;
+    /* as receiver: arrivals source-major */
+    size_t i = 0;
     for (int q = 0; q < P; q++) {
         ps->r_off[q] = i;
+        for (int k = 0; k < EL; k++)
+            i += block_part(x, l, me, k, q, lo, hi, &from);
+        ps->r_cnt[q] = i - ps->r_off[q];
+    }
+    ps->n_rows = i;
+    return 0;
+}
+
+/* Pass p's recv plan (arrivals as rows of the pass's expert-major order)
+ * and the model's plan, on the host and uploaded. */
+static int plan_pass(ep_ctx *x, ep_layer *l, moe_route_plan *plan, int p, moe_err *e)
+{
+    moe_backend *be = x->be;
+    int P = x->P, EL = x->E_local, E = x->E, me = x->c->rank;
+    size_t lo = (size_t)p * l->pass_rows, hi = lo + l->pass_rows, i = 0;
+    moe_route_plan *rp = &l->recv;
+    int64_t *cnt = rp->expert_count, *eoff = rp->expert_offset;
+    for (int q = 0; q < P; q++)
         for (int k = 0; k < EL; k++) {
             size_t from, part = block_part(x, l, me, k, q, lo, hi, &from);
             size_t off = 0;
@@ -342,18 +426,18 @@ static int plan_pass(ep_ctx *x, ep_layer *l, moe_route_plan *plan, int p, moe_er
                 l->recv_src_h[row] = (int32_t)i;
             }
         }
-        ps->r_cnt[q] = i - ps->r_off[q];
-    }
-    ps->n_rows = i;
+    if (i != l->pass[p % 2].n_rows)
+        return moe_errf(e, "internal: pass %d plans %zu rows, its traffic %zu", p, i,
+                        l->pass[p % 2].n_rows);
     eoff[0] = 0;
     for (int k = 0; k < EL; k++) {
-        size_t a = (size_t)(eoff[k] + 0), k0 = 0;
+        size_t k0 = 0;
         for (int kk = 0; kk < k; kk++)
             k0 += (size_t)l->layer_cnt[kk];
         size_t k1 = k0 + (size_t)l->layer_cnt[k];
         size_t b0 = k0 > lo ? k0 : lo, b1 = k1 < hi ? k1 : hi;
         cnt[k] = b1 > b0 ? (int64_t)(b1 - b0) : 0;
-        eoff[k + 1] = (int64_t)a + cnt[k];
+        eoff[k + 1] = eoff[k] + cnt[k];
     }
     rp->n_tokens = (int)i;
     rp->top_k = 1;
@@ -381,20 +465,55 @@ static int plan_pass(ep_ctx *x, ep_layer *l, moe_route_plan *plan, int p, moe_er
     return 0;
 }
 
-/* Rows and router weights of pass p to the experts' owners, then expert-major. */
-static int send_pass(ep_ctx *x, ep_layer *l, moe_route_plan *plan, int p, act *x_perm,
-                     real *p_perm, const act *xin, const real *topk_w, int C, moe_err *e)
+/* The layer's token rows and router weights in send order, unless a_send
+ * holds them already (nothing in flight reads a_send here: the callers
+ * waited for the last dispatch). */
+static void rows_to_send(ep_ctx *x, ep_layer *l, const act *xin, const real *topk_w, int C)
 {
-    moe_backend *be = x->be;
-    if (plan_pass(x, l, plan, p, e))
-        return -1;
-    be->permute(be, x->a_send, x->p_send, xin, topk_w, &l->send, C);
-    if (exchange(x, l, 1, x->a_send, x->a_recv, x->row_bytes, e) ||
-        exchange(x, l, 1, x->p_send, x->p_recv, sizeof(real), e))
+    if (x->send_rows_of == l)
+        return;
+    x->be->permute(x->be, x->a_send, x->p_send, xin, topk_w, &l->send, C);
+    x->send_rows_of = l;
+}
+
+/* Queue pass p's rows and router weights to the experts' owners, into
+ * arrival slot p % 2 (whose last reader, a permute, was queued before). */
+static int queue_pass(ep_ctx *x, ep_layer *l, int p, moe_err *e)
+{
+    ep_pass *ps = &l->pass[p % 2];
+    ep_flight *f = &x->rows_in_flight;
+    if (pass_traffic(x, l, p, ps, e) ||
+        exchange(x, ps, 1, x->a_send, x->a_recv[p % 2], x->row_bytes, f, e) ||
+        exchange(x, ps, 1, x->p_send, x->p_recv[p % 2], sizeof(real), f, e))
         return moe_err_prefix(e, "sending tokens to their experts (pass %d of %d)", p + 1,
                               l->n_pass);
-    be->permute(be, x_perm, p_perm, x->a_recv, x->p_recv, &l->recv, C);
+    f->layer = l;
+    f->pass = p;
     return 0;
+}
+
+/* Pass p's arrivals to expert-major order for the experts; with overlap the
+ * next pass's rows are queued at once, to travel while they compute. */
+static int land_pass(ep_ctx *x, ep_layer *l, moe_route_plan *plan, int p, act *x_perm,
+                     real *p_perm, int C, moe_err *e)
+{
+    if (plan_pass(x, l, plan, p, e) || flight_wait(&x->rows_in_flight, e))
+        return -1;
+    x->be->permute(x->be, x_perm, p_perm, x->a_recv[p % 2], x->p_recv[p % 2], &l->recv, C);
+    if (x->overlap && p + 1 < l->n_pass)
+        return queue_pass(x, l, p + 1, e);
+    return 0;
+}
+
+/* Passes of a layer whose busiest receiver gets `most` rows: the capacity
+ * decides; with overlap at least two, of equal size. */
+static void split_passes(const ep_ctx *x, ep_layer *l, size_t most)
+{
+    int n = most ? (int)((most + x->cap - 1) / x->cap) : 1;
+    if (x->overlap && most >= 2 && n < 2)
+        n = 2;
+    l->n_pass = n;
+    l->pass_rows = x->overlap && most ? (most + (size_t)n - 1) / (size_t)n : x->cap;
 }
 
 static int ep_dispatch(moe_dispatcher *d, moe_backend *be, moe_route_plan *plan,
@@ -459,8 +578,13 @@ static int ep_dispatch(moe_dispatcher *d, moe_backend *be, moe_route_plan *plan,
         for (int q = 0; q < P; q++)
             l->layer_cnt[k] += l->all_cnt[(size_t)q * E + me * EL + k];
     }
-    l->n_pass = most ? (int)((most + x->cap - 1) / x->cap) : 1;
+    split_passes(x, l, most);
     l->returned = l->returned_bwd = 0;
+    l->grads_sent_ready = 0;
+    /* nothing queued earlier is still in flight under the buffers rewritten
+     * below (an abandoned pass, a return an error left behind) */
+    if (flight_wait(&x->rows_in_flight, e) || flight_wait(&x->return_in_flight, e))
+        return -1;
     /* 3. the send plan: rows in send order, K slots per token */
     moe_route_plan *sp = &l->send;
     sp->n_tokens = N;
@@ -470,8 +594,12 @@ static int ep_dispatch(moe_dispatcher *d, moe_backend *be, moe_route_plan *plan,
     if (be->upload(be, sp->slot_row, l->send_pos_h, sizeof(int32_t) * (size_t)NK, e) ||
         be->upload(be, sp->row_token, l->send_tok_h, sizeof(int32_t) * (size_t)NK, e))
         return -1;
-    /* 4. pass 0 */
-    return send_pass(x, l, plan, 0, x_perm, p_perm, xin, topk_w, C, e);
+    /* 4. pass 0, from this call's rows */
+    x->send_rows_of = NULL;
+    rows_to_send(x, l, xin, topk_w, C);
+    if (queue_pass(x, l, 0, e))
+        return -1;
+    return land_pass(x, l, plan, 0, x_perm, p_perm, C, e);
 }
 
 static ep_layer *known_layer(ep_ctx *x, const moe_route_plan *plan, const char *what, moe_err *e)
@@ -506,7 +634,28 @@ static int ep_dispatch_pass(moe_dispatcher *d, moe_backend *be, moe_route_plan *
     if (pass < 0 || pass >= l->n_pass)
         return moe_errf(e, "internal: pass %d of a layer of %d passes", pass, l->n_pass);
     (void)be;
-    return send_pass(x, l, plan, pass, x_perm, p_perm, xin, topk_w, C, e);
+    ep_flight *f = &x->rows_in_flight;
+    if (!(f->live && f->layer == l && f->pass == pass)) { /* not queued ahead */
+        if (flight_wait(f, e))
+            return -1;
+        rows_to_send(x, l, xin, topk_w, C);
+        if (queue_pass(x, l, pass, e))
+            return -1;
+    }
+    return land_pass(x, l, plan, pass, x_perm, p_perm, C, e);
+}
+
+/* Queue the return of the pass dispatched last from a_ret into a_back (and
+ * the router weights' gradients, p_ret into p_back, with_probs); the last
+ * pass waits for every return, the others only without overlap. */
+static int queue_return(ep_ctx *x, ep_layer *l, int with_probs, int last, moe_err *e)
+{
+    const ep_pass *ps = &l->pass[l->cur_pass % 2];
+    ep_flight *f = &x->return_in_flight;
+    if (exchange(x, ps, 0, x->a_ret, x->a_back, x->row_bytes, f, e) ||
+        (with_probs && exchange(x, ps, 0, x->p_ret, x->p_back, sizeof(real), f, e)))
+        return -1;
+    return last || !x->overlap ? flight_wait(f, e) : 0;
 }
 
 static int ep_combine(moe_dispatcher *d, moe_backend *be, act *out, const act *y_perm,
@@ -516,10 +665,13 @@ static int ep_combine(moe_dispatcher *d, moe_backend *be, act *out, const act *y
     ep_layer *l = known_layer(x, plan, "combine", e);
     if (!l)
         return -1;
-    be->combine(be, x->a_recv, y_perm, &l->recv, C); /* expert-major -> arrival order */
-    if (exchange(x, l, 0, x->a_recv, x->a_back, x->row_bytes, e))
+    int last = ++l->returned == l->n_pass;
+    if (flight_wait(&x->return_in_flight, e)) /* the last return still reads a_ret */
+        return -1;
+    be->combine(be, x->a_ret, y_perm, &l->recv, C); /* expert-major -> arrival order */
+    if (queue_return(x, l, 0, last, e))
         return moe_err_prefix(e, "returning expert outputs");
-    if (++l->returned == l->n_pass)
+    if (last)
         be->combine(be, out, x->a_back, &l->send, C); /* sum each token's slots */
     return 0;
 }
@@ -531,10 +683,20 @@ static int ep_combine_bwd(moe_dispatcher *d, moe_backend *be, act *dy_perm, cons
     ep_layer *l = known_layer(x, plan, "combine backward", e);
     if (!l)
         return -1;
-    be->combine_bwd(be, x->a_send, dout, &l->send, C); /* each slot's copy of dout */
-    if (exchange(x, l, 1, x->a_send, x->a_recv, x->row_bytes, e))
+    int s = l->cur_pass % 2;
+    /* each slot's copy of dout in send order: once a backward in g_send of
+     * its own, every pass where g_send is a_send (whose token rows go) */
+    if (!(x->overlap && l->grads_sent_ready)) {
+        be->combine_bwd(be, x->g_send, dout, &l->send, C);
+        l->grads_sent_ready = 1;
+        if (x->g_send == x->a_send)
+            x->send_rows_of = NULL;
+    }
+    ep_flight f = {0};
+    if (exchange(x, &l->pass[s], 1, x->g_send, x->a_recv[s], x->row_bytes, &f, e) ||
+        flight_wait(&f, e))
         return moe_err_prefix(e, "sending output gradients to the experts");
-    be->combine_bwd(be, dy_perm, x->a_recv, &l->recv, C);
+    be->combine_bwd(be, dy_perm, x->a_recv[s], &l->recv, C);
     return 0;
 }
 
@@ -546,11 +708,13 @@ static int ep_dispatch_bwd(moe_dispatcher *d, moe_backend *be, act *dx, real *dt
     ep_layer *l = known_layer(x, plan, "dispatch backward", e);
     if (!l)
         return -1;
-    be->permute_bwd(be, x->a_recv, x->p_recv, dx_perm, dp_perm, &l->recv, C);
-    if (exchange(x, l, 0, x->a_recv, x->a_back, x->row_bytes, e) ||
-        exchange(x, l, 0, x->p_recv, x->p_back, sizeof(real), e))
+    int last = ++l->returned_bwd == l->n_pass;
+    if (flight_wait(&x->return_in_flight, e))
+        return -1;
+    be->permute_bwd(be, x->a_ret, x->p_ret, dx_perm, dp_perm, &l->recv, C);
+    if (queue_return(x, l, 1, last, e))
         return moe_err_prefix(e, "returning input gradients from the experts");
-    if (++l->returned_bwd == l->n_pass)
+    if (last)
         be->permute_bwd(be, dx, dtopk_w, x->a_back, x->p_back, &l->send, C);
     return 0;
 }
@@ -586,6 +750,12 @@ void dispatcher_ep_set_capacity(moe_dispatcher *d, double factor)
 {
     ep_ctx *x = d->ctx;
     x->capacity_factor = factor > 0 ? factor : 0;
+}
+
+void dispatcher_ep_set_overlap(moe_dispatcher *d, int on)
+{
+    ep_ctx *x = d->ctx;
+    x->overlap = on != 0;
 }
 
 int dispatcher_ep_create(moe_dispatcher **out, moe_comm *ep, int E, moe_err *e)

@@ -25,5 +25,10 @@ int dispatcher_ep_create(moe_dispatcher **out, moe_comm *ep, int E, moe_err *e);
  * passes. factor 0 (the default): P N K rows, one pass. Set before the
  * model is made (max_rows). */
 void dispatcher_ep_set_capacity(moe_dispatcher *d, double factor);
+/* parallel.overlap_expert_exchange: every layer in at least two passes of at
+ * most half the capacity, each pass's exchanges in flight beside another
+ * pass's expert compute (dispatch_ep.c says which). The same bits as without
+ * on the cpu backend; set before the model is made (max_rows halves). */
+void dispatcher_ep_set_overlap(moe_dispatcher *d, int on);
 
 #endif

@@ -13,8 +13,19 @@
  *
  * Freeing backend memory or syncing drains every queue first, as cudaFree
  * and cudaDeviceSynchronize do: a copy still queued never writes into
- * memory handed back. */
+ * memory handed back.
+ *
+ * Lazy: a queue's worker runs its tasks only once something asks for them
+ * (a host or queue wait on an event recorded there, a drain) or after a
+ * grace of CPU_QUEUE_GRACE_US. A GPU may run a copy late by any amount; a
+ * worker that ran at once would finish most copies before a careless reader
+ * looked, and a missing wait would pass by luck. Here it almost never does:
+ * the reader sees the buffer as it was, for the whole grace. Tasks the grace
+ * ran are counted (cpu_queues_unwaited): work queued long before its wait
+ * (a gradient bucket's reduce-scatter on oversubscribed cores) runs so too. */
+#include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -22,11 +33,17 @@
 #include "../../../common/host_wait.h"
 #include "cpu_internal.h"
 
+enum { CPU_QUEUE_GRACE_US = 50000 };
+
 struct moe_event {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     uint64_t recorded, completed;
+    moe_queue *q; /* where the newest record was queued (NULL: the calling thread) */
+    uint64_t q_task; /* and its number there: a wait asks for the tasks up to it */
 };
+
+static atomic_ullong unwaited_tasks; /* run by the grace, nobody having asked */
 
 enum { TASK_COPY, TASK_ACCUMULATE, TASK_SPIN, TASK_RECORD, TASK_WAIT };
 
@@ -38,6 +55,7 @@ typedef struct task {
     double us;
     moe_event *ev;
     uint64_t gen;
+    struct timespec queued_at;
     struct task *next;
 } task;
 
@@ -47,6 +65,7 @@ struct moe_queue {
     pthread_cond_t cv; /* a task queued, one done, or stop */
     task *head, *tail;
     uint64_t queued, done;
+    uint64_t wanted; /* tasks asked for: the worker runs up to here, or by the grace */
     int stop;
     moe_queue *next; /* the backend's list */
 };
@@ -75,8 +94,25 @@ static void event_complete(moe_event *ev, uint64_t gen)
     pthread_mutex_unlock(&ev->mu);
 }
 
+/* q's tasks up to number `upto` are wanted now. */
+static void demand(moe_queue *q, uint64_t upto)
+{
+    if (!q)
+        return;
+    pthread_mutex_lock(&q->mu);
+    if (upto > q->wanted)
+        q->wanted = upto;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+}
+
 static void event_block(moe_event *ev, uint64_t gen)
 {
+    pthread_mutex_lock(&ev->mu);
+    moe_queue *q = ev->completed < gen ? ev->q : NULL;
+    uint64_t upto = ev->q_task;
+    pthread_mutex_unlock(&ev->mu);
+    demand(q, upto); /* its record is queued already (ev_record queues it under ev->mu) */
     pthread_mutex_lock(&ev->mu);
     while (ev->completed < gen)
         pthread_cond_wait(&ev->cv, &ev->mu);
@@ -105,6 +141,16 @@ static void run_task(const task *t)
     }
 }
 
+/* The head task's grace ends at (its queueing + the grace). */
+static struct timespec grace_end(const task *t)
+{
+    struct timespec d = t->queued_at;
+    long ns = d.tv_nsec + (long)CPU_QUEUE_GRACE_US * 1000L;
+    d.tv_sec += ns / 1000000000L;
+    d.tv_nsec = ns % 1000000000L;
+    return d;
+}
+
 static void *worker(void *arg)
 {
     moe_queue *q = arg;
@@ -114,6 +160,17 @@ static void *worker(void *arg)
             pthread_cond_wait(&q->cv, &q->mu);
         if (!q->head)
             break; /* stopped and drained */
+        /* lazy: the head runs once asked for, on stop, or after its grace */
+        int by_grace = 0;
+        while (q->done >= q->wanted && !q->stop) {
+            struct timespec until = grace_end(q->head);
+            if (pthread_cond_timedwait(&q->cv, &q->mu, &until) == ETIMEDOUT) {
+                by_grace = q->done >= q->wanted && !q->stop;
+                break;
+            }
+        }
+        if (by_grace)
+            atomic_fetch_add(&unwaited_tasks, 1);
         task *t = q->head;
         q->head = t->next;
         if (!q->head)
@@ -129,13 +186,14 @@ static void *worker(void *arg)
     return NULL;
 }
 
-static int push(moe_queue *q, task t, moe_err *e)
+static int push_numbered(moe_queue *q, task t, uint64_t *number, moe_err *e)
 {
     task *p = malloc(sizeof *p);
     if (!p)
         return moe_errf(e, "cpu queue: out of memory for a task");
     *p = t;
     p->next = NULL;
+    clock_gettime(CLOCK_REALTIME, &p->queued_at);
     pthread_mutex_lock(&q->mu);
     if (q->tail)
         q->tail->next = p;
@@ -143,13 +201,21 @@ static int push(moe_queue *q, task t, moe_err *e)
         q->head = p;
     q->tail = p;
     q->queued++;
+    if (number)
+        *number = q->queued;
     pthread_cond_broadcast(&q->cv);
     pthread_mutex_unlock(&q->mu);
     return 0;
 }
 
+static int push(moe_queue *q, task t, moe_err *e) { return push_numbered(q, t, NULL, e); }
+
 static void drain(moe_queue *q)
 {
+    pthread_mutex_lock(&q->mu);
+    uint64_t all = q->queued;
+    pthread_mutex_unlock(&q->mu);
+    demand(q, all);
     pthread_mutex_lock(&q->mu);
     while (q->done < q->queued)
         pthread_cond_wait(&q->cv, &q->mu);
@@ -248,12 +314,17 @@ static uint64_t next_record(moe_event *ev)
 static int ev_record(moe_backend *be, moe_queue *q, moe_event *ev, moe_err *e)
 {
     (void)be;
-    uint64_t gen = next_record(ev);
     if (!q) { /* the calling thread's work is done already */
-        event_complete(ev, gen);
+        event_complete(ev, next_record(ev));
         return 0;
     }
-    return push(q, (task){.kind = TASK_RECORD, .ev = ev, .gen = gen}, e);
+    /* the generation and its task together: a waiter that sees the one finds the other */
+    pthread_mutex_lock(&ev->mu);
+    uint64_t gen = ++ev->recorded;
+    ev->q = q;
+    int rc = push_numbered(q, (task){.kind = TASK_RECORD, .ev = ev, .gen = gen}, &ev->q_task, e);
+    pthread_mutex_unlock(&ev->mu);
+    return rc;
 }
 
 static int ev_wait(moe_backend *be, moe_queue *q, moe_event *ev, moe_err *e)
@@ -306,6 +377,8 @@ static int q_owns(moe_backend *be, const void *p)
 {
     return p && alloc_ledger_holds(&((cpu_ctx *)be->ctx)->ledger, p);
 }
+
+uint64_t cpu_queues_unwaited(void) { return atomic_load(&unwaited_tasks); }
 
 int cpu_backend_enable_queues(moe_backend *be, moe_err *e)
 {
