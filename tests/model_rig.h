@@ -26,19 +26,29 @@ static inline int rig_fail(const moe_err *e)
  * over ep (capacity: its expert_capacity_factor; < 0 keeps the default) or,
  * without ep, the local one; a B x T model (model_create_parallel's
  * with_moments and recompute), initialised from seed at std (0: as made).
- * -1 with the reason printed. */
-static inline int rig_build(rig *r, const moe_dims *d, moe_comm *ep, double capacity, int B, int T,
-                            int with_moments, int recompute, uint64_t seed, double std)
+ * -1 with the reason printed. rig_build_overlapped: the EP dispatcher with
+ * its exchange overlapped (dispatcher_ep_set_overlap). */
+static inline int rig_build_overlapped(rig *r, const moe_dims *d, moe_comm *ep, double capacity,
+                                       int overlap, int B, int T, int with_moments, int recompute,
+                                       uint64_t seed, double std)
 {
     moe_err e = {{0}};
     if (ep ? dispatcher_ep_create(&r->disp, ep, d->E, &e) : dispatcher_local_create(&r->disp, &e))
         return rig_fail(&e);
     if (ep && capacity >= 0)
         dispatcher_ep_set_capacity(r->disp, capacity);
+    if (ep)
+        dispatcher_ep_set_overlap(r->disp, overlap);
     if (model_create_parallel(&r->m, d, r->be, r->disp, B, T, 0, 1, with_moments, recompute, &e) ||
         (std != 0 && model_init_random(r->m, seed, std, &e)))
         return rig_fail(&e);
     return 0;
+}
+
+static inline int rig_build(rig *r, const moe_dims *d, moe_comm *ep, double capacity, int B, int T,
+                            int with_moments, int recompute, uint64_t seed, double std)
+{
+    return rig_build_overlapped(r, d, ep, capacity, 0, B, T, with_moments, recompute, seed, std);
 }
 
 static inline void rig_close(rig *r)

@@ -73,14 +73,17 @@ static void test_bootstrap_errors(void)
     CHECK_MSG(strstr(e.msg, "bootstrap over a group of 1 ranks"), "%s", e.msg);
 }
 
-/* capacity: the EP dispatcher's expert_capacity_factor (0: every row in one pass) */
-static int rig_open_cap(rig *r, moe_comm *ep, int with_moments, double capacity)
+/* capacity: the EP dispatcher's expert_capacity_factor (0: every row in one
+ * pass); overlap: its exchange overlapped; recompute: MOE_RECOMPUTE_* */
+static int rig_open_cap(rig *r, moe_comm *ep, int with_moments, double capacity, int overlap,
+                        int recompute)
 {
     moe_err e = {{0}};
     memset(r, 0, sizeof *r);
     if (cuda_backend_create(&r->be, 0, &e))
         return rig_fail(&e);
-    return rig_build(r, &DIMS, ep, capacity, B, T, with_moments, 0, 7, 0.05);
+    return rig_build_overlapped(r, &DIMS, ep, capacity, overlap, B, T, with_moments, recompute, 7,
+                                0.05);
 }
 
 static int rig_open(rig *r, moe_comm *ep, int with_moments)
@@ -101,12 +104,16 @@ static void batch(int32_t *tok, int32_t *tgt, int salt)
 }
 
 /* capacity 0: one pass; 0.3: the rows in passes of 30% of them (the CUDA
- * experts over each pass, gradients accumulated over the passes) */
-static void ep_dispatcher_over_nccl(double capacity)
+ * experts over each pass, gradients accumulated over the passes); overlap:
+ * two passes or more, each pass's exchange on NCCL's stream beside the
+ * other pass's experts (with activation recompute: the second pass's rows
+ * in flight through the first's backward) */
+static void ep_dispatcher_over_nccl(double capacity, int overlap, int recompute)
 {
     rig loc, ep;
     moe_err e = {{0}};
-    CHECK(rig_open(&loc, NULL, 1) == 0 && rig_open_cap(&ep, world, 1, capacity) == 0);
+    CHECK(rig_open(&loc, NULL, 1) == 0 &&
+          rig_open_cap(&ep, world, 1, capacity, overlap, recompute) == 0);
     if (loc.m && ep.m) {
         int32_t tok[B * T], tgt[B * T];
         batch(tok, tgt, 1);
@@ -123,8 +130,8 @@ static void ep_dispatcher_over_nccl(double capacity)
         for (size_t i = 0; i < n; i++)
             worst = fmax(worst, fabs((double)g1[i] - g2[i]));
         CHECK_MSG(worst <= 1e-6, "gradients differ by %g", worst);
-        if (capacity > 0)
-            CHECK_MSG(model_expert_passes(ep.m, 0) >= 3, "%d passes",
+        if (capacity > 0 || overlap)
+            CHECK_MSG(model_expert_passes(ep.m, 0) >= (capacity > 0 ? 3 : 2), "%d passes",
                       model_expert_passes(ep.m, 0));
         free(g1);
         free(g2);
@@ -135,8 +142,11 @@ static void ep_dispatcher_over_nccl(double capacity)
 
 static void test_ep_dispatcher_over_nccl(void)
 {
-    ep_dispatcher_over_nccl(0);
-    ep_dispatcher_over_nccl(0.3);
+    ep_dispatcher_over_nccl(0, 0, 0);
+    ep_dispatcher_over_nccl(0.3, 0, 0);
+    ep_dispatcher_over_nccl(0, 1, 0);
+    ep_dispatcher_over_nccl(0, 1, MOE_RECOMPUTE_LAYERS);
+    ep_dispatcher_over_nccl(0.3, 1, MOE_RECOMPUTE_LAYERS);
 }
 
 static void test_zero_over_nccl(void)
