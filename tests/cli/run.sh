@@ -404,6 +404,18 @@ if "$BIN" --config L0_sanity checkpoint.ckpt_dir="$T/ck_busy" checkpoint.resume_
 else
     bad dead_holders_lock_recovered "$(cat "$T/err")"
 fi
+# what dead writers left (temp dirs of a step, of the final model) goes at the next
+# run's start, even when that run saves nothing
+dead=$(sh -c 'echo $$')
+mkdir -p "$T/ck_busy/.tmp-step_00000999-$dead/x" "$T/ck_busy/.tmp-final_model-$dead"
+"$BIN" --config L0_sanity checkpoint.ckpt_dir="$T/ck_busy" checkpoint.resume_from_checkpoint=true \
+    "${TINY[@]}" train.steps=1 >"$T/out" 2>"$T/err"
+if [ ! -e "$T/ck_busy/.tmp-step_00000999-$dead" ] && [ ! -e "$T/ck_busy/.tmp-final_model-$dead" ] &&
+    [ -z "$(find "$T/ck_busy" -name '.tmp-*')" ]; then
+    ok dead_writers_debris_swept_at_start
+else
+    bad dead_writers_debris_swept_at_start "$(ls -a "$T/ck_busy"; tail -3 "$T/err")"
+fi
 # ckpt_dir is checked at start-up, not at the first save
 ln -s "$T/nowhere/at/all" "$T/dangling"
 expect_fail ckpt_dir_dangling_link_at_startup "checkpoint.ckpt_dir.*dangling" \

@@ -41,7 +41,8 @@ static int parse_count(const char **p, int64_t *out)
     return 0;
 }
 
-/* step_N, or .tmp-step_N-PID / .old-step_N-PID / .del-step_N-PID. */
+/* step_N, or .tmp-step_N-PID / .old-step_N-PID / .del-step_N-PID, or
+ * .tmp-final_model-PID (a temp dir too, of no step: -1). */
 static name_kind classify(const char *name, int64_t *step, int64_t *pid)
 {
     static const struct {
@@ -53,6 +54,11 @@ static name_kind classify(const char *name, int64_t *step, int64_t *pid)
         if (strncmp(name, kinds[i].prefix, n) != 0)
             continue;
         const char *p = name + n;
+        if (kinds[i].kind == NAME_TMP && strncmp(p, "final_model-", 12) == 0) {
+            p += 12;
+            *step = -1;
+            return parse_count(&p, pid) == 0 && *p == '\0' ? NAME_TMP : NAME_OTHER;
+        }
         if (strncmp(p, "step_", 5) != 0)
             return NAME_OTHER;
         p += 5;
@@ -112,6 +118,8 @@ static void sweep_stale(const char *root)
     }
     closedir(d);
 }
+
+void ckpt_sweep(const char *root) { sweep_stale(root); }
 
 /* ---- begin / abort -------------------------------------------------------- */
 

@@ -42,6 +42,12 @@ typedef struct {
     int64_t step;
 } ckpt_txn;
 
+/* What killed writers left under root: their temp and deletion dirs removed,
+ * a parked step whose replacement never arrived restored. The directory's
+ * lock holder calls it at start-up, so a run that saves nothing still leaves
+ * no debris; ckpt_begin calls it too. */
+void ckpt_sweep(const char *root);
+
 /* mkdir -p root, clear stale temp dirs, create a fresh t->tmp_dir for step. */
 int ckpt_begin(ckpt_txn *t, const char *ckpt_root, int64_t step, moe_err *e);
 

@@ -269,9 +269,19 @@ static int record_done(moe_comm *c, moe_err *e)
 {
     lctx *x = LX(c);
     moe_backend *be = x->be;
-    if (be->event_record(be, x->q, x->g->w->done[x->wrank][slot_of(c, c->issued)], e))
+    moe_event *done = x->g->w->done[x->wrank][slot_of(c, c->issued)];
+    if (be->event_record(be, x->q, done, e))
         return -1;
     x->dev_seq[c->issued % RING] = c->issued;
+    /* A cpu backend's queues run copies only once waited for (cpu_queue.c),
+     * so a reader queued after the start sees the outputs as they were. A GPU
+     * may also finish them at once: with delays on, every other collective
+     * (by the seeded draw) runs its copies now, before the caller queues
+     * anything after it, and a kernel queued after the start that reads or
+     * writes the outputs without waiting meets the new values. */
+    if (!be->device_memory && x->g->w->delay_us > 0 && draw_us(x) > x->g->w->delay_us / 2 &&
+        be->event_wait(be, NULL, done, e))
+        return -1;
     if (x->g->w->order == COMM_LOCAL_NO_INPUT_ORDER) { /* moekit before the stream order */
         host_wait_begin("collective (unordered)");
         int rc = be->event_wait(be, NULL, x->g->w->done[x->wrank][slot_of(c, c->issued)], e) ||

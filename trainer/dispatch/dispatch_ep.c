@@ -26,14 +26,16 @@
  * the compute that does not read them (comm.h's stream order):
  *   forward   pass p+1's rows travel while the experts compute pass p, and
  *             pass p's outputs travel back while the experts compute p+1;
- *   backward  pass p's input gradients travel back while pass p+1's rows
- *             arrive and its experts' forward is redone.
+ *   backward  pass p+1's output gradients travel while the experts' backward
+ *             of pass p runs, and pass p's input gradients travel back while
+ *             pass p+1's rows arrive and its experts' forward is redone.
  * Buffers by role, so that nothing in flight is written under it: a_send
  * (the layer's token rows in send order, written once a dispatch), g_send
  * (the output gradients in send order, once a backward), two arrival slots
- * a_recv[p % 2], one return buffer a_ret whose next writer first waits for
- * the return in flight. Without overlap the slots, g_send and a_ret are one
- * buffer and every exchange is waited for at once. */
+ * a_recv[p % 2] for the rows, a_grad for the output gradients, one return
+ * buffer a_ret whose next writer first waits for the return in flight.
+ * Without overlap the slots, a_grad, g_send and a_ret are one buffer and
+ * every exchange is waited for at once. */
 #include "dispatch_ep.h"
 
 #include <math.h>
@@ -61,11 +63,12 @@ typedef struct {
     ep_pass pass[2];               /* traffic of the passes in arrival slots 0 and 1 */
 } ep_layer;
 
-/* An exchange queued and not yet waited for. */
+/* An exchange issued ahead: live until waited for (a queued one), its
+ * arrivals pending until read (layer NULL: none). */
 typedef struct {
     moe_comm_req req;              /* its last collective (a wait covers the ones before) */
     int live;
-    const ep_layer *layer;         /* rows_in_flight: whose pass */
+    const ep_layer *layer;         /* rows_ and grads_in_flight: whose pass arrived or comes */
     int pass;
 } ep_flight;
 
@@ -82,12 +85,13 @@ typedef struct {
     /* transient buffers shared by all layers (backend memory); without
      * overlap a_recv[1], a_ret and g_send alias a_recv[0], a_recv[0], a_send */
     act *a_send, *a_back;          /* [N K, C] each */
-    act *a_recv[2], *a_ret, *g_send; /* [cap, C] each; g_send [N K, C] */
+    act *a_recv[2], *a_ret, *a_grad, *g_send; /* [cap, C] each; g_send [N K, C] */
     real *p_send, *p_back;         /* [N K] */
     real *p_recv[2], *p_ret;       /* [cap] */
     const ep_layer *send_rows_of;  /* whose token rows a_send holds (NULL: none) */
     ep_flight rows_in_flight;      /* the queued dispatch of a pass (into a_recv) */
     ep_flight return_in_flight;    /* the queued return of a pass (from a_ret) */
+    ep_flight grads_in_flight;     /* the queued output gradients of a pass (into a_grad) */
     /* host staging for communicators that carry host memory only */
     char *h_send, *h_recv;
     moe_backend *be;
@@ -153,16 +157,20 @@ static void free_buffers(ep_ctx *x)
     void *dev[] = {x->a_send, x->a_back, x->a_recv[0], x->p_send, x->p_back, x->p_recv[0],
                    x->a_recv[1] != x->a_recv[0] ? x->a_recv[1] : NULL,
                    x->a_ret != x->a_recv[0] ? x->a_ret : NULL,
+                   x->a_grad != x->a_recv[0] ? x->a_grad : NULL,
                    x->g_send != x->a_send ? x->g_send : NULL,
                    x->p_recv[1] != x->p_recv[0] ? x->p_recv[1] : NULL,
                    x->p_ret != x->p_recv[0] ? x->p_ret : NULL};
     for (size_t i = 0; be && i < sizeof dev / sizeof *dev; i++)
         if (dev[i])
             be->free(be, dev[i]);
-    x->a_send = x->a_back = x->a_recv[0] = x->a_recv[1] = x->a_ret = x->g_send = NULL;
+    x->a_send = x->a_back = x->a_recv[0] = x->a_recv[1] = x->a_ret = x->a_grad = NULL;
+    x->g_send = NULL;
     x->p_send = x->p_back = x->p_recv[0] = x->p_recv[1] = x->p_ret = NULL;
     x->send_rows_of = NULL;
-    x->rows_in_flight.live = x->return_in_flight.live = 0;
+    memset(&x->rows_in_flight, 0, sizeof x->rows_in_flight);
+    memset(&x->return_in_flight, 0, sizeof x->return_in_flight);
+    memset(&x->grads_in_flight, 0, sizeof x->grads_in_flight);
     free(x->h_send);
     free(x->h_recv);
     x->h_send = x->h_recv = NULL;
@@ -197,11 +205,13 @@ static int ensure_buffers(ep_ctx *x, moe_backend *be, int N, int K, int C, moe_e
         ok = (*a = be->alloc(be, nr * x->row_bytes + 1, e)) &&
              (*p = be->alloc(be, sizeof(real) * nr + 1, e));
     }
+    if (ok && x->overlap)
+        ok = (x->a_grad = be->alloc(be, nr * x->row_bytes + 1, e)) != NULL;
     be->mem_kind = kind;
     if (!ok)
         return moe_err_prefix(e, "expert-parallel dispatch buffers");
     if (!x->overlap) {
-        x->a_recv[1] = x->a_ret = x->a_recv[0];
+        x->a_recv[1] = x->a_ret = x->a_grad = x->a_recv[0];
         x->p_recv[1] = x->p_ret = x->p_recv[0];
     }
     if (!x->c->device_memory) {
@@ -499,6 +509,7 @@ static int land_pass(ep_ctx *x, ep_layer *l, moe_route_plan *plan, int p, act *x
 {
     if (plan_pass(x, l, plan, p, e) || flight_wait(&x->rows_in_flight, e))
         return -1;
+    x->rows_in_flight.layer = NULL; /* read below */
     x->be->permute(x->be, x_perm, p_perm, x->a_recv[p % 2], x->p_recv[p % 2], &l->recv, C);
     if (x->overlap && p + 1 < l->n_pass)
         return queue_pass(x, l, p + 1, e);
@@ -583,8 +594,10 @@ static int ep_dispatch(moe_dispatcher *d, moe_backend *be, moe_route_plan *plan,
     l->grads_sent_ready = 0;
     /* nothing queued earlier is still in flight under the buffers rewritten
      * below (an abandoned pass, a return an error left behind) */
-    if (flight_wait(&x->rows_in_flight, e) || flight_wait(&x->return_in_flight, e))
+    if (flight_wait(&x->rows_in_flight, e) || flight_wait(&x->return_in_flight, e) ||
+        flight_wait(&x->grads_in_flight, e))
         return -1;
+    x->rows_in_flight.layer = x->grads_in_flight.layer = NULL;
     /* 3. the send plan: rows in send order, K slots per token */
     moe_route_plan *sp = &l->send;
     sp->n_tokens = N;
@@ -635,7 +648,7 @@ static int ep_dispatch_pass(moe_dispatcher *d, moe_backend *be, moe_route_plan *
         return moe_errf(e, "internal: pass %d of a layer of %d passes", pass, l->n_pass);
     (void)be;
     ep_flight *f = &x->rows_in_flight;
-    if (!(f->live && f->layer == l && f->pass == pass)) { /* not queued ahead */
+    if (!(f->layer == l && f->pass == pass)) { /* not issued ahead */
         if (flight_wait(f, e))
             return -1;
         rows_to_send(x, l, xin, topk_w, C);
@@ -692,11 +705,31 @@ static int ep_combine_bwd(moe_dispatcher *d, moe_backend *be, act *dy_perm, cons
         if (x->g_send == x->a_send)
             x->send_rows_of = NULL;
     }
-    ep_flight f = {0};
-    if (exchange(x, &l->pass[s], 1, x->g_send, x->a_recv[s], x->row_bytes, &f, e) ||
-        flight_wait(&f, e))
+    /* without overlap a_grad is the pass's arrival slot; with it one buffer
+     * whose last reader (the permute below) is queued before the next pass's
+     * gradients are */
+    act *arrived = x->overlap ? x->a_grad : x->a_recv[s];
+    ep_flight *f = &x->grads_in_flight;
+    if (!(f->layer == l && f->pass == l->cur_pass)) { /* not issued ahead */
+        if (flight_wait(f, e) ||
+            exchange(x, &l->pass[s], 1, x->g_send, arrived, x->row_bytes, f, e))
+            return moe_err_prefix(e, "sending output gradients to the experts");
+    }
+    if (flight_wait(f, e))
         return moe_err_prefix(e, "sending output gradients to the experts");
-    be->combine_bwd(be, dy_perm, x->a_recv[s], &l->recv, C);
+    f->layer = NULL;
+    be->combine_bwd(be, dy_perm, arrived, &l->recv, C);
+    /* the next pass's, to travel while the experts' backward runs: its
+     * traffic is known once its rows were queued */
+    const ep_flight *rows = &x->rows_in_flight;
+    int next = l->cur_pass + 1;
+    if (x->overlap && rows->layer == l && rows->pass == next) {
+        if (exchange(x, &l->pass[next % 2], 1, x->g_send, x->a_grad, x->row_bytes, f, e))
+            return moe_err_prefix(e, "sending output gradients to the experts (pass %d of %d)",
+                                  next + 1, l->n_pass);
+        f->layer = l;
+        f->pass = next;
+    }
     return 0;
 }
 

@@ -23,6 +23,7 @@ static int claim_dir(moe_trainer *t, moe_err *e)
     t->ckpt->lock_fd = ckpt_lock_acquire(c->ckpt_dir, e);
     if (t->ckpt->lock_fd < 0)
         return moe_err_prefix(e, "checkpoint.ckpt_dir");
+    ckpt_sweep(c->ckpt_dir); /* the sole writer now: what dead ones left goes */
     if (c->resume_from_checkpoint)
         return 0;
     int64_t newest;
