@@ -16,8 +16,11 @@
  * would hide a missing wait). A wait on a slot recorded again since waits
  * for a later collective of the same queue, never for too little (and never
  * in a cycle: see l_wait); past LANES groups, lanes repeat (more waiting,
- * never less). */
-enum { RING = 16, LANES = 8, SLOTS = RING * LANES, MAX_LOCAL = 64 };
+ * never less). The ring is longer than the collectives a group keeps in
+ * flight (the optimizer's weight all-gathers, one a bucket, waited for layer
+ * by layer in the next forward): a wait that lands on a reused slot waits
+ * for the later collective, and the overlap would be gone. */
+enum { RING = 256, LANES = 8, SLOTS = RING * LANES, MAX_LOCAL = 64 };
 
 typedef struct lgroup lgroup;
 
@@ -66,7 +69,8 @@ struct lgroup {
 typedef struct {
     lgroup *g;
     moe_backend *be;
-    moe_queue *q;        /* this rank's communicator queue; NULL: synchronous (cpu) */
+    moe_queue *q;        /* this communicator's queue on this rank (each group its own, as
+                            each NCCL communicator has its stream); NULL: synchronous */
     int wrank;           /* world rank */
     uint64_t rng;
     const char *op;      /* the collective in progress, for messages */
@@ -275,11 +279,13 @@ static int record_done(moe_comm *c, moe_err *e)
     x->dev_seq[c->issued % RING] = c->issued;
     /* A cpu backend's queues run copies only once waited for (cpu_queue.c),
      * so a reader queued after the start sees the outputs as they were. A GPU
-     * may also finish them at once: with delays on, every other collective
+     * may also finish them at once: with delays on, one collective in four
      * (by the seeded draw) runs its copies now, before the caller queues
      * anything after it, and a kernel queued after the start that reads or
-     * writes the outputs without waiting meets the new values. */
-    if (!be->device_memory && x->g->w->delay_us > 0 && draw_us(x) > x->g->w->delay_us / 2 &&
+     * writes the outputs without waiting meets the new values. Not more: a
+     * queue runs in order, so an eager collective also finishes every one
+     * queued before it, which a missing wait then reads in time. */
+    if (!be->device_memory && x->g->w->delay_us > 0 && draw_us(x) > 0.75 * x->g->w->delay_us &&
         be->event_wait(be, NULL, done, e))
         return -1;
     if (x->g->w->order == COMM_LOCAL_NO_INPUT_ORDER) { /* moekit before the stream order */
@@ -299,8 +305,10 @@ static int record_done(moe_comm *c, moe_err *e)
 static int l_wait(moe_comm *c, uint64_t seq, moe_err *e)
 {
     lctx *x = LX(c);
+    /* the slot's newest device collective is older than seq: seq was a host
+     * collective, done on return; newer: wait for that one (never too little) */
     if (!device_path(c) || !seq || x->g->w->order != COMM_LOCAL_ORDERED ||
-        x->dev_seq[seq % RING] != seq) /* a host collective: done on return */
+        x->dev_seq[seq % RING] < seq)
         return 0;
     for (int r = 0; r < c->size; r++)
         if (x->be->event_wait(x->be, NULL, x->g->w->done[x->g->world_ranks[r]][slot_of(c, seq)],
@@ -587,7 +595,17 @@ static int l_split(moe_comm *c, int color, int key, const char *name, moe_comm *
     if (!made) /* the leader failed: its members say so too */
         return rc ? -1 : moe_errf(e, "split of the %s group: the new group's first rank failed",
                                   c->name);
-    if (wrap(out, made, my, LX(c)->wrank, LX(c)->be, LX(c)->q, name, e)) {
+    /* a queue of its own: a wait on this group's collectives never runs
+     * another group's queued copies, which a missing wait there would read */
+    moe_backend *be = LX(c)->be;
+    moe_queue *q = NULL;
+    if (LX(c)->q && !(q = be->queue_create(be, e))) {
+        group_unref(made);
+        return moe_err_prefix(e, "the %s group's queue", name);
+    }
+    if (wrap(out, made, my, LX(c)->wrank, be, q, name, e)) {
+        if (q)
+            be->queue_destroy(be, q);
         group_unref(made);
         return -1;
     }
@@ -626,10 +644,14 @@ static int all_leaving(moe_local_world *w)
     return safe;
 }
 
-/* the world communicator owns the rank's queue */
+/* every communicator owns its queue; the world's also the rank's events */
 static void l_destroy(moe_comm *c)
 {
     lctx *x = LX(c);
+    if (x->q && x->g != x->g->w->root) { /* a split: its copies done, then its queue */
+        x->be->sync(x->be, &(moe_err){{0}});
+        x->be->queue_destroy(x->be, x->q);
+    }
     if (x->q && x->g == x->g->w->root) {
         moe_local_world *w = x->g->w;
         x->be->sync(x->be, &(moe_err){{0}});

@@ -34,8 +34,11 @@ void comm_nccl_set_timeout(double seconds) { (void)seconds; }
 
 /* done events kept per communicator: a wait for collective seq waits on
  * done[seq % RING], recorded after seq or after a later one of the same
- * stream (which finishes after it): never too early */
-enum { RING = 64 };
+ * stream (which finishes after it): never too early. Longer than what a
+ * communicator keeps in flight: at L1 the optimizer queues ~350 expert
+ * weight all-gathers (64 MiB buckets over DP) that the next forward waits
+ * for layer by layer; a reused slot would make the first wait the last. */
+enum { RING = 1024 };
 
 typedef struct {
     ncclComm_t comm;

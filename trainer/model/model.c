@@ -533,6 +533,19 @@ double model_grad_sum_squares(moe_model *m)
     return s;
 }
 
+int model_weights_settle(moe_model *m, moe_err *e)
+{
+    return m->weights_needed ? m->weights_needed(m->weights_ctx, MOE_WEIGHTS_ALL, e) : 0;
+}
+
+/* before the forward reads layer l's weights */
+static int weights_needed(moe_model *m, int layer, moe_err *e)
+{
+    if (!m->weights_needed || !m->weights_needed(m->weights_ctx, layer, e))
+        return 0;
+    return moe_err_prefix(e, "layer %d's weights", layer);
+}
+
 int model_get_host(moe_model *m, const real *dev, real *host, moe_err *e)
 {
     if (dev == m->grad)
@@ -548,6 +561,8 @@ int model_set_host(moe_model *m, real *dev, const real *host, moe_err *e)
 int model_get_masters(moe_model *m, real *host, moe_err *e)
 {
     moe_backend *be = m->be;
+    if (model_weights_settle(m, e))
+        return -1;
     if (!m->master && m->masters_io)
         return m->masters_io(m->masters_ctx, host, 1, e);
     if (!m->master) /* the compute copy is the master */
@@ -560,6 +575,8 @@ int model_get_masters(moe_model *m, real *host, moe_err *e)
 int model_set_masters(moe_model *m, const real *host, moe_err *e)
 {
     moe_backend *be = m->be;
+    if (model_weights_settle(m, e))
+        return -1;
     if (!m->master && m->masters_io)
         return m->masters_io(m->masters_ctx, (real *)host, 0, e); /* read only */
     if (!m->master) {
@@ -768,12 +785,14 @@ static int forward_body(moe_model *m, const int32_t *tokens, moe_err *e)
     int N = m->B * m->T, C = d->C;
     if (check_tokens(m, tokens, e))
         return -1;
-    if (be->upload(be, m->tokens, tokens, sizeof(int32_t) * N, e))
+    if (be->upload(be, m->tokens, tokens, sizeof(int32_t) * N, e) || weights_needed(m, -1, e))
         return -1;
     be->embedding_fwd(be, m->embed_out, m->tokens, W(m, MOE_P_EMBED, -1), N, C);
     for (int l = 0; l < d->L; l++)
-        if (layer_forward(m, l, 0, e))
+        if (weights_needed(m, l, e) || layer_forward(m, l, 0, e))
             return -1;
+    if (weights_needed(m, d->L, e))
+        return -1;
     moe_layer_acts *last = &m->layers[d->L - 1];
     be->add_rmsnorm_fwd(be, m->resid_final, m->lnf, m->rstdf, last->resid_mid, last->moe_out,
                         W(m, MOE_P_NORM, -1), N, C, d->eps);

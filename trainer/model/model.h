@@ -146,7 +146,19 @@ typedef struct {
      * them beside the rest of the backward). NULL: none. */
     int (*grads_ready)(void *ctx, int layer, moe_err *e);
     void *grads_ctx;
+    /* Called by the forward before it reads a layer's weights (the same
+     * numbering: -1 before the embedding, l before decoder layer l, L before
+     * the final norm and the head), and with MOE_WEIGHTS_ALL by whatever
+     * reads or writes the weights outside a forward (masters to the host, a
+     * checkpoint), so a distributed optimizer's all-gather of the new weights
+     * can go on beside the forward of the layers below. NULL: none. */
+    int (*weights_needed)(void *ctx, int layer, moe_err *e);
+    void *weights_ctx;
 } moe_model;
+
+enum { MOE_WEIGHTS_ALL = 1 << 30 };
+/* Every weight as the optimizer last made it (weights_needed(ALL)). */
+int model_weights_settle(moe_model *m, moe_err *e);
 
 /* Sizes of the whole model, for the start-up summary. */
 void model_count_params(const moe_dims *d, int64_t *total, int64_t *active);

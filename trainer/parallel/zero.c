@@ -19,6 +19,8 @@ typedef struct {
                                 head and final norm, -1: the embedding) */
     int started;             /* its reduce-scatter is queued this step (req) */
     moe_comm_req req;
+    int gathering;           /* its all-gather of the new weights is queued, not waited for */
+    moe_comm_req gather_req;
 } bucket;
 
 /* How a bucket of n elements splits over a group of S: every bucket of one
@@ -48,7 +50,8 @@ struct moe_zero {
 };
 
 static size_t act_es(const moe_model *m) { return m->be->act_bytes(m->be, 1); }
-static int grads_ready(void *ctx, int layer, moe_err *e); /* the model's hook */
+static int grads_ready(void *ctx, int layer, moe_err *e); /* the model's hooks */
+static int weights_needed(void *ctx, int layer, moe_err *e);
 
 /* ---- the layout: buckets, slices, pieces ---- */
 
@@ -113,8 +116,9 @@ static int add_bucket(moe_zero *z, size_t *cap, size_t flat, size_t n, int group
     const slicing *sl = slicing_of(z, n, (size_t)z->comm[group]->size);
     if (!sl)
         return moe_errf(e, "out of memory for the gradient buckets");
-    z->b[z->n_buckets++] = (bucket){flat, n, group, sl->counts, sl->displs, 0,
-                                    bucket_ready_layer(z->model, flat, n), 0, {0}};
+    z->b[z->n_buckets++] = (bucket){.flat = flat, .n = n, .group = group, .counts = sl->counts,
+                                    .displs = sl->displs,
+                                    .ready_layer = bucket_ready_layer(z->model, flat, n)};
     return 0;
 }
 
@@ -209,8 +213,10 @@ static size_t max_bucket(const moe_zero *z)
 }
 
 /* In place on `buf` (device): every member's slice of bucket b, of es bytes
- * an element, gathered from where each member wrote its own. */
-static int gather_bucket(moe_zero *z, const bucket *b, void *buf, size_t es, moe_err *e)
+ * an element, gathered from where each member wrote its own; queued into
+ * *req when req is given, else waited for. */
+static int gather_bucket_on(moe_zero *z, const bucket *b, void *buf, size_t es,
+                            moe_comm_req *req, moe_err *e)
 {
     moe_comm *c = z->comm[b->group];
     if (c->size == 1)
@@ -221,7 +227,35 @@ static int gather_bucket(moe_zero *z, const bucket *b, void *buf, size_t es, moe
         db[r] = b->displs[r] * es;
     }
     char *base = buf;
+    if (req)
+        return comm_allgatherv_start(c, base + db[c->rank], cb[c->rank], base, cb, db,
+                                     MOE_DT_BYTE, req, e);
     return comm_allgatherv(c, base + db[c->rank], cb[c->rank], base, cb, db, MOE_DT_BYTE, e);
+}
+
+static int gather_bucket(moe_zero *z, const bucket *b, void *buf, size_t es, moe_err *e)
+{
+    return gather_bucket_on(z, b, buf, es, NULL, e);
+}
+
+/* The model's hook (model.h weights_needed): the backend's work from here
+ * on waits for every queued all-gather of a bucket holding weights of
+ * `layer` or below (a bucket's lowest layer is its ready_layer), so the
+ * forward of layer l needs only the buckets up to it (Megatron-Core's
+ * overlap_param_gather); MOE_WEIGHTS_ALL waits for them all. */
+static int weights_needed(void *ctx, int layer, moe_err *e)
+{
+    moe_zero *z = ctx;
+    for (int k = 0; k < z->n_buckets; k++) {
+        bucket *b = &z->b[k];
+        if (!b->gathering || b->ready_layer > layer)
+            continue;
+        b->gathering = 0;
+        if (comm_wait(&b->gather_req, e))
+            return moe_err_prefix(e, "gathering updated %s weights",
+                                  b->group ? "expert" : "dense");
+    }
+    return 0;
 }
 
 /* op on every bucket in turn, through one bucket of 16-bit scratch (device) */
@@ -337,6 +371,8 @@ int zero_create(moe_zero **out, moe_model *m, moe_par *p, const moe_zero_opts *o
         goto fail;
     m->grads_ready = grads_ready;
     m->grads_ctx = z;
+    m->weights_needed = weights_needed;
+    m->weights_ctx = z;
     z->m = be->alloc(be, z->msz * z->sn + 1, e);
     z->v = z->m ? be->alloc(be, z->msz * z->sn + 1, e) : NULL;
     if (z->v && m->split_master)
@@ -366,6 +402,10 @@ void zero_destroy(moe_zero *z)
     if (!z)
         return;
     moe_backend *be = z->model->be;
+    if (z->model->weights_ctx == z) {
+        z->model->weights_needed = NULL;
+        z->model->weights_ctx = NULL;
+    }
     if (z->model->masters_ctx == z) {
         z->model->masters_io = NULL;
         z->model->masters_fill = NULL;
@@ -440,8 +480,9 @@ int zero_step(moe_zero *z, moe_adamw_hyper h, double clip, double *norm_out, moe
     moe_backend *be = m->be;
     /* 1. reduce-scatter each bucket in place: those the backward did not
      * start (unarmed, or a bucket it never reached), then the optimizer's
-     * work queued behind all of them */
-    int rc = 0;
+     * work queued behind all of them (and behind the last step's gathers,
+     * which a forward that never ran has not waited for) */
+    int rc = weights_needed(z, MOE_WEIGHTS_ALL, e);
     for (int k = 0; k < z->n_buckets && !rc; k++)
         if (!z->b[k].started)
             rc = start_bucket(z, &z->b[k], e);
@@ -470,12 +511,14 @@ int zero_step(moe_zero *z, moe_adamw_hyper h, double clip, double *norm_out, moe
     be->adamw_shard(be, m->grad, m->wc, z->lo, z->m, z->v, z->pieces, z->n_pieces, &h);
     if (be->check && be->check(be, e))
         return moe_err_prefix(e, "the optimizer's update");
-    /* 4. gather the updated compute copy */
+    /* 4. gather the updated compute copy, queued: the next forward waits for
+     * each bucket before the first layer that reads it (weights_needed) */
     size_t es = act_es(m);
     for (int k = 0; k < z->n_buckets; k++) {
-        const bucket *b = &z->b[k];
-        if (gather_bucket(z, b, (char *)m->wc + es * b->flat, es, e))
+        bucket *b = &z->b[k];
+        if (gather_bucket_on(z, b, (char *)m->wc + es * b->flat, es, &b->gather_req, e))
             return moe_err_prefix(e, "gathering updated %s weights", b->group ? "expert" : "dense");
+        b->gathering = z->comm[b->group]->size > 1;
     }
     return 0;
 }
@@ -603,6 +646,8 @@ int zero_ckpt_master_slices(moe_zero *z, ckpt_slice_list *out, moe_err *e)
 {
     moe_model *m = z->model;
     moe_backend *be = m->be;
+    if (weights_needed(z, MOE_WEIGHTS_ALL, e)) /* a save reads them, a load writes them */
+        return -1;
     /* split masters: the low halves here and the compute copy; else the
      * compute copy is the fp32 master (the cpu backend) */
     if (m->split_master)
@@ -632,7 +677,7 @@ int zero_ckpt_loaded(moe_zero *z, moe_err *e)
     moe_model *m = z->model;
     moe_backend *be = m->be;
     size_t es = act_es(m);
-    if (be->sync(be, e))
+    if (weights_needed(z, MOE_WEIGHTS_ALL, e) || be->sync(be, e))
         return moe_err_prefix(e, "loading the optimizer's shard");
     for (int k = 0; k < z->n_buckets; k++) {
         const bucket *b = &z->b[k];
