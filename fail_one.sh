@@ -1,2 +1,0 @@
-mkdir -p "$MARK_DIR"''')
-open(p,'w').write(s)
