@@ -743,6 +743,56 @@ static void test_collectives(void)
     CHECK(comm_local_world_create(&lw, 0, &e) == -1 && strstr(e.msg, "at least one rank"));
 }
 
+/* The cpu queues the harness stands on (cpu_queue.c): a copy runs only once
+ * something waits for it, or after its grace, never at once; else a missing
+ * wait would read the copy's result by luck and every test above would lose
+ * its teeth. */
+static void test_queue_runs_copies_late(void)
+{
+    moe_backend *be = NULL;
+    moe_err e = {{0}};
+    CHECK(cpu_backend_create(&be, 1, &e) == 0 && cpu_backend_enable_queues(be, &e) == 0);
+    if (!be)
+        return;
+    moe_queue *q = be->queue_create(be, &e);
+    moe_event *ev = be->event_create(be, &e);
+    real *src = be->alloc(be, 64 * sizeof(real), &e), *dst = be->alloc(be, 64 * sizeof(real), &e);
+    CHECK(q && ev && src && dst);
+    if (q && ev && src && dst) {
+        for (int i = 0; i < 64; i++)
+            src[i] = (real)(i + 1), dst[i] = 0;
+        CHECK(be->copy_on(be, q, dst, src, 64 * sizeof(real), &e) == 0);
+        CHECK(be->event_record(be, q, ev, &e) == 0);
+        struct timespec t = {0, 10 * 1000000L}, t0, t1;
+        clock_gettime(CLOCK_REALTIME, &t0); /* the grace's clock */
+        nanosleep(&t, NULL);
+        int early = dst[63] != 0;
+        clock_gettime(CLOCK_REALTIME, &t1);
+        double ms = 1e3 * (double)(t1.tv_sec - t0.tv_sec) + 1e-6 * (double)(t1.tv_nsec - t0.tv_nsec);
+        /* a machine so loaded that the sleep outlasted the grace proves nothing */
+        CHECK_MSG(!early || ms > 40, "a copy nobody waited for ran within %.1f ms", ms);
+        CHECK(be->event_wait(be, NULL, ev, &e) == 0);
+        CHECK_MSG(dst[0] == 1 && dst[63] == 64, "the wait returned before the copy ran");
+        /* left alone, the grace runs it, counted */
+        uint64_t unwaited = cpu_queues_unwaited();
+        dst[0] = 0;
+        CHECK(be->copy_on(be, q, dst, src, sizeof(real), &e) == 0);
+        for (int i = 0; i < 100 && dst[0] == 0; i++) {
+            t.tv_nsec = 5 * 1000000L;
+            nanosleep(&t, NULL);
+        }
+        CHECK_MSG(dst[0] == 1, "a copy nobody waited for never ran");
+        CHECK(cpu_queues_unwaited() > unwaited);
+    }
+    if (q)
+        be->queue_destroy(be, q);
+    if (ev)
+        be->event_destroy(be, ev);
+    be->free(be, src);
+    be->free(be, dst);
+    be->destroy(be);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
@@ -761,8 +811,10 @@ int main(int argc, char **argv)
     delay_us = du && *du ? strtod(du, NULL) : 200;
     if (argc > 3 && !strcmp(argv[2], "--order-off"))
         return order_off_run(atoi(argv[3]));
-    if (!strcmp(backend_name, "cpu"))
+    if (!strcmp(backend_name, "cpu")) {
+        RUN(test_queue_runs_copies_late);
         RUN(test_collectives);
+    }
     RUN(test_rank_never_arrives);
     RUN(test_ep2);
     RUN(test_ep4);
