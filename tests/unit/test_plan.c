@@ -110,6 +110,23 @@ static void test_headline_plan(void)
     CHECK(plan_make(&q, &c, 8, 2, NULL, &e) == 0);
     CHECK(q.bytes[MOE_MEM_OPTIMIZER] < 0.6 * p.bytes[MOE_MEM_OPTIMIZER]);
     CHECK(p.ep_bytes > 0 && q.dp_bytes > 0);
+    /* the exchange overlapped: passes of half the capacity (the expert
+     * buffers shrink), and the backward sends again the last layer's rows
+     * (with recompute; every layer's without: 16,384 rows x 7/8 away, bf16
+     * rows of 8 KiB and a router weight each) */
+    c.parallel.overlap_expert_exchange = 1;
+    moe_plan o, on_flip, off_flip;
+    CHECK(plan_make(&o, &c, 8, 1, NULL, &e) == 0);
+    CHECK_MSG(o.cap_rows == 12288 && o.ep_overlap, "%zu rows", o.cap_rows);
+    CHECK(o.bytes[MOE_MEM_CAPACITY] < 0.7 * p.bytes[MOE_MEM_CAPACITY] && o.total < p.total);
+    double row_again = 16384.0 * 7 / 8 * (8192 + 4);
+    CHECK_NEAR(o.ep_bytes - p.ep_bytes, row_again, 1);
+    c.train.activation_recompute = 0;
+    CHECK(plan_make(&on_flip, &c, 8, 1, NULL, &e) == 0);
+    c.parallel.overlap_expert_exchange = 0;
+    CHECK(plan_make(&off_flip, &c, 8, 1, NULL, &e) == 0);
+    CHECK_NEAR(on_flip.ep_bytes - off_flip.ep_bytes, 32 * row_again, 32);
+    c.train.activation_recompute = 1;
 }
 
 /* Over several ranks the optimizer's own create is counted (today's ZeRO

@@ -108,7 +108,10 @@ out:
 
 /* Bytes each rank sends in a step, balanced routing: the EP all-to-alls
  * (tokens to experts with their router weights, outputs back, and the same
- * two in the backward; once more per layer but the last with recompute),
+ * two in the backward; once more per layer but the last with recompute;
+ * with the exchange overlapped, every layer runs in two passes or more and
+ * the backward sends again the rows the forward no longer holds: every
+ * layer's without recompute, the last layer's with it),
  * and the optimizer's reduce-scatter of the gradients and all-gather of the
  * weights (ring algorithms: (n-1)/n of the buffer each): fp32 gradients, the
  * weights in the compute type, as the distributed optimizer moves them. */
@@ -120,7 +123,9 @@ static void step_traffic(moe_plan *p, const moe_config *c, moe_backend *shape)
     double away = N * d.K * (p->ep - 1) / p->ep, counts = 8.0 * d.E * (p->ep - 1);
     double per_layer = away * (4 * row + 2 * sizeof(real)) + 3 * counts;
     double recompute = p->recompute ? (d.L - 1) * (away * (row + sizeof(real)) + counts) : 0;
-    p->ep_bytes = p->ep > 1 ? A * (d.L * per_layer + recompute) : 0;
+    p->ep_overlap = p->ep > 1 && c->parallel.overlap_expert_exchange;
+    double again = p->ep_overlap ? (p->recompute ? 1 : d.L) * away * (row + sizeof(real)) : 0;
+    p->ep_bytes = p->ep > 1 ? A * (d.L * per_layer + recompute + again) : 0;
     double dense = (double)(p->params_local - p->params_local_expert);
     double expert = (double)p->params_local_expert;
     double w = p->world, dp = p->dp;
@@ -288,8 +293,10 @@ void plan_print(FILE *f, const moe_plan *p, const moe_config *c, double gpu_byte
                                    "stages 12 B per parameter in host memory, which a plan does "
                                    "not take)");
     fprintf(f, "  per step    %.2f %s sent per rank over the EP group (all-to-all, balanced "
-               "routing), %.2f %s in the gradient reduce-scatter and weight all-gather\n",
-            p->ep_bytes / u, gib ? "GiB" : "MiB", p->dp_bytes / u, gib ? "GiB" : "MiB");
+               "routing%s), %.2f %s in the gradient reduce-scatter and weight all-gather\n",
+            p->ep_bytes / u, gib ? "GiB" : "MiB",
+            p->ep_overlap ? "; about half of it in flight beside the experts' GEMMs" : "",
+            p->dp_bytes / u, gib ? "GiB" : "MiB");
     if (gpu_bytes > 0) {
         double left = gpu_bytes - (double)p->need;
         fprintf(f, "  fits        %s on a GPU of %.0f GiB (%.2f GiB %s)\n",

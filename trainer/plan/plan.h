@@ -34,6 +34,7 @@ typedef struct {
     int optimizer_counted;          /* 1: by the optimizer's own create; 0: by its layout */
     double ep_bytes, dp_bytes;      /* sent per rank per step: EP all-to-all, gradient
                                        reduce-scatter + weight all-gather */
+    int ep_overlap;                 /* parallel.overlap_expert_exchange (EP > 1) */
     moe_backend_choice sized_for;   /* what the bytes are sized for: cuda (a GPU) or cpu */
 } moe_plan;
 
