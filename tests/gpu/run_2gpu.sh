@@ -6,6 +6,7 @@
 #   2. L0_sanity for STEPS steps at EP=2 and at DP=2 on the two GPUs (micro-batch 4 a rank)
 #      against one GPU (micro-batch 8: the same global batch), bf16 and fp8_block: every
 #      step's loss within bf16 tolerance (2%), and the same against the CPU reference (fp32);
+#      EP=2 with the expert exchange overlapped, with and without recompute;
 #   3. the distributed optimizer over NCCL: DP=2 with bf16 moments against one GPU with bf16
 #      moments; DP=2 saved at step STEPS/2 and resumed (EP=2) to the end: every step's loss as
 #      the uninterrupted DP=2 run's;
@@ -93,6 +94,18 @@ for prec in bf16 fp8_block; do
     done
 done
 if close ep2_bf16 cpu_ref 0.02; then ok ep2_bf16_matches_cpu; else bad ep2_bf16_matches_cpu "see above"; fi
+# the expert exchange overlapped with the experts (two passes a layer, each pass's exchange on
+# NCCL's stream beside the other's GEMMs), with and without recompute: as the run without
+for rc in false true; do
+    name=ep2_overlap_recompute_$rc
+    pair "$name" train.micro_batch_size=4 precision.compute=bf16 parallel.ep=2 parallel.dp=1 \
+        parallel.overlap_expert_exchange=true train.activation_recompute=$rc
+    if grep -q "over 2 ranks" "$T/$name.0.log" && close "$name" gpu1_bf16 0.02; then
+        ok "${name}_matches_one_gpu"
+    else
+        bad "${name}_matches_one_gpu" "$(tail -3 "$T/$name.0.log")"
+    fi
+done
 
 # the distributed optimizer's state: bf16 moments, and a checkpoint taken at DP=2 resumed at EP=2
 one gpu1_bf16mom cuda train.micro_batch_size=8 precision.compute=bf16 optimizer.moments_dtype=bf16
