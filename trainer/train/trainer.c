@@ -247,7 +247,10 @@ static void print_summary(moe_trainer *t, const char *backend_why)
     printf("  backend   %s, %d thread(s); precision %s compute, fp32 master weights%s\n",
            backend_why, threads, t->precision,
            t->model->split_master ? " (split: the bf16 compute copy + the low 16 bits)" : "");
-    printf("  parallel  %s%s\n", t->par.layout, t->layout_note);
+    printf("  parallel  %s%s%s\n", t->par.layout, t->layout_note,
+           t->par.ep_size > 1 && c->parallel.overlap_expert_exchange
+               ? "; expert exchange overlapped with the experts (two or more passes a layer)"
+               : "");
     {
         const moe_model *m = t->model;
         double mib = 1024.0 * 1024.0, n = (double)m->n_elems, P = n * sizeof(real);
