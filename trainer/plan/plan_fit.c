@@ -108,6 +108,11 @@ int plan_fit_room(const moe_config *c, int ep, int dp, const plan_room *room, in
             c2->runtime.fp8_weight_cache = 0;
             alternative(&t, "runtime.fp8_weight_cache=false", c2, ep, dp, room);
         }
+        if (ep > 1 && !c->parallel.overlap_expert_exchange) { /* passes of half the capacity */
+            *c2 = *c;
+            c2->parallel.overlap_expert_exchange = 1;
+            alternative(&t, "parallel.overlap_expert_exchange=true", c2, ep, dp, room);
+        }
         if (c->optimizer.moments_dtype != MOE_MOMENTS_DTYPE_BF16) {
             *c2 = *c;
             c2->optimizer.moments_dtype = MOE_MOMENTS_DTYPE_BF16;
