@@ -290,7 +290,7 @@ static int record_done(moe_comm *c, moe_err *e)
         return -1;
     if (x->g->w->order == COMM_LOCAL_NO_INPUT_ORDER) { /* moekit before the stream order */
         host_wait_begin("collective (unordered)");
-        int rc = be->event_wait(be, NULL, x->g->w->done[x->wrank][slot_of(c, c->issued)], e) ||
+        int rc = be->event_wait(be, NULL, done, e) ||
                  be->sync(be, e);
         host_wait_end();
         return rc ? -1 : 0;

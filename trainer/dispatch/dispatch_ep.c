@@ -92,6 +92,8 @@ typedef struct {
     ep_flight rows_in_flight;      /* the queued dispatch of a pass (into a_recv) */
     ep_flight return_in_flight;    /* the queued return of a pass (from a_ret) */
     ep_flight grads_in_flight;     /* the queued output gradients of a pass (into a_grad) */
+    void *owned[12];               /* the buffers above as allocated (the aliases once) */
+    int n_owned;
     /* host staging for communicators that carry host memory only */
     char *h_send, *h_recv;
     moe_backend *be;
@@ -153,17 +155,9 @@ static void free_buffers(ep_ctx *x)
     free(x->layers);
     x->layers = NULL;
     x->n_layers = x->cap_layers = 0;
-    /* the aliases (no overlap) are freed once */
-    void *dev[] = {x->a_send, x->a_back, x->a_recv[0], x->p_send, x->p_back, x->p_recv[0],
-                   x->a_recv[1] != x->a_recv[0] ? x->a_recv[1] : NULL,
-                   x->a_ret != x->a_recv[0] ? x->a_ret : NULL,
-                   x->a_grad != x->a_recv[0] ? x->a_grad : NULL,
-                   x->g_send != x->a_send ? x->g_send : NULL,
-                   x->p_recv[1] != x->p_recv[0] ? x->p_recv[1] : NULL,
-                   x->p_ret != x->p_recv[0] ? x->p_ret : NULL};
-    for (size_t i = 0; be && i < sizeof dev / sizeof *dev; i++)
-        if (dev[i])
-            be->free(be, dev[i]);
+    for (int i = 0; be && i < x->n_owned; i++)
+        be->free(be, x->owned[i]);
+    x->n_owned = 0;
     x->a_send = x->a_back = x->a_recv[0] = x->a_recv[1] = x->a_ret = x->a_grad = NULL;
     x->g_send = NULL;
     x->p_send = x->p_back = x->p_recv[0] = x->p_recv[1] = x->p_ret = NULL;
@@ -174,6 +168,15 @@ static void free_buffers(ep_ctx *x)
     free(x->h_send);
     free(x->h_recv);
     x->h_send = x->h_recv = NULL;
+}
+
+/* A buffer of the backend's memory that free_buffers hands back. */
+static void *own(ep_ctx *x, size_t bytes, moe_err *e)
+{
+    void *p = x->be->alloc(x->be, bytes, e);
+    if (p)
+        x->owned[x->n_owned++] = p;
+    return p;
 }
 
 /* (Re)size the shared buffers for N tokens of K slots and C columns. */
@@ -190,30 +193,26 @@ static int ensure_buffers(ep_ctx *x, moe_backend *be, int N, int K, int C, moe_e
     x->row_bytes = be->act_bytes(be, (size_t)C);
     size_t ns = (size_t)N * K, nr = x->cap;
     size_t big = x->row_bytes > sizeof(real) ? x->row_bytes : sizeof(real);
-    int kind = be->mem_kind;
+    size_t rows_s = ns * x->row_bytes + 1, rows_r = nr * x->row_bytes + 1;
+    size_t probs_s = sizeof(real) * ns + 1, probs_r = sizeof(real) * nr + 1;
+    int kind = be->mem_kind, ok;
     be->mem_kind = MOE_MEM_COMM;
-    x->a_send = be->alloc(be, ns * x->row_bytes + 1, e);
-    x->a_back = x->a_send ? be->alloc(be, ns * x->row_bytes + 1, e) : NULL;
-    x->p_send = x->a_back ? be->alloc(be, sizeof(real) * ns + 1, e) : NULL;
-    x->p_back = x->p_send ? be->alloc(be, sizeof(real) * ns + 1, e) : NULL;
-    x->g_send = x->p_back && x->overlap ? be->alloc(be, ns * x->row_bytes + 1, e) : x->a_send;
+    ok = (x->a_send = own(x, rows_s, e)) && (x->a_back = own(x, rows_s, e)) &&
+         (x->p_send = own(x, probs_s, e)) && (x->p_back = own(x, probs_s, e)) &&
+         (x->g_send = x->overlap ? own(x, rows_s, e) : x->a_send);
     be->mem_kind = MOE_MEM_CAPACITY;
-    int ok = x->p_back && x->g_send;
-    for (int i = 0; i < (x->overlap ? 3 : 1) && ok; i++) {
-        act **a = i < 2 ? &x->a_recv[i] : &x->a_ret;
-        real **p = i < 2 ? &x->p_recv[i] : &x->p_ret;
-        ok = (*a = be->alloc(be, nr * x->row_bytes + 1, e)) &&
-             (*p = be->alloc(be, sizeof(real) * nr + 1, e));
-    }
+    ok = ok && (x->a_recv[0] = own(x, rows_r, e)) && (x->p_recv[0] = own(x, probs_r, e));
     if (ok && x->overlap)
-        ok = (x->a_grad = be->alloc(be, nr * x->row_bytes + 1, e)) != NULL;
-    be->mem_kind = kind;
-    if (!ok)
-        return moe_err_prefix(e, "expert-parallel dispatch buffers");
-    if (!x->overlap) {
+        ok = (x->a_recv[1] = own(x, rows_r, e)) && (x->p_recv[1] = own(x, probs_r, e)) &&
+             (x->a_ret = own(x, rows_r, e)) && (x->p_ret = own(x, probs_r, e)) &&
+             (x->a_grad = own(x, rows_r, e));
+    else if (ok) {
         x->a_recv[1] = x->a_ret = x->a_grad = x->a_recv[0];
         x->p_recv[1] = x->p_ret = x->p_recv[0];
     }
+    be->mem_kind = kind;
+    if (!ok)
+        return moe_err_prefix(e, "expert-parallel dispatch buffers");
     if (!x->c->device_memory) {
         /* either side of an exchange, laid out as the backend buffers are */
         size_t rows = ns > nr ? ns : nr;
